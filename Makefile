@@ -1,0 +1,41 @@
+# gt4py_dace_xforms: every target sets up .venv (Python 3.12) on first use.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# python3.12 may be a pyenv shim that refuses to run; take the first one that works.
+PYTHON312 ?= $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3.12 /usr/local/bin/python3.12 /usr/bin/python3.12; do \
+	$$p -c 'import sys; assert sys.version_info[:2] == (3, 12)' >/dev/null 2>&1 && { echo $$p; break; }; done)
+export GT4PY_BUILD_JOBS := 0
+export GT4PY_BUILD_CACHE_DIR ?= $(CURDIR)/.gt4py_cache
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+PYTEST_ARGS ?=
+
+.PHONY: venv demo test test-fast fixtures bench fuzz clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -n "$(PYTHON312)" || { echo "error: no working python3.12 found" >&2; exit 2; }
+	@test -x $(PY) || $(PYTHON312) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
+	$(PY) -m pip install -q -e '.[test]' 2>&1 | grep -v '^WARNING: Location' || true
+	# icon4py pins gt4py 1.2.1 but runs with 1.2.3: install it without its dependencies.
+	$(PY) -m pip install -q --no-deps 'icon4py-common==0.4.1' 'icon4py-atmosphere-dycore==0.4.1' 2>&1 | grep -v '^WARNING: Location' || true
+	$(PY) -c 'import gt4py_dace_xforms, gt4py.next, dace, icon4py.model.atmosphere.dycore'
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/gt4py-dace-xforms demo
+
+test: $(STAMP)
+	$(PY) -m pytest -n 2 -q $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not compile" $(PYTEST_ARGS)
+
+fixtures: $(STAMP)
+	$(PY) sdfg_fixtures/generate.py
+
+clean:
+	rm -rf $(VENV) .gt4py_cache .dacecache .pytest_cache

@@ -1,0 +1,20 @@
+"""gt4py_dace_xforms: DaCe SDFG transformations for GT4Py.
+
+Importing the package registers `InlineFuser` with DaCe's pattern matcher, so that
+`SDFGOptimizer` (and the DaCe VS Code viewer) list it.
+"""
+
+from gt4py_dace_xforms.policy import Decision, InlinePolicy, InlineWhereSound
+from gt4py_dace_xforms.report import InlineRecord, InlineReport
+from gt4py_dace_xforms.transformations import InlineFuser, gt_inline_fusion
+
+__all__ = [
+    "Decision",
+    "InlineFuser",
+    "InlinePolicy",
+    "InlineRecord",
+    "InlineReport",
+    "InlineWhereSound",
+    "gt_inline_fusion",
+]
+__version__ = "0.1.0"

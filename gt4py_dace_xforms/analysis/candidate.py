@@ -1,0 +1,276 @@
+"""Analysis of one (intermediate, consumer Map) pair: can the reads be inlined, and how.
+
+`analyse_candidate()` is pure: it never mutates the SDFG and never raises for a
+graph it does not understand; it returns an `InlineCandidate` or a `Decline`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Union
+
+import dace
+import sympy
+from dace import data as dace_data, dtypes
+from dace.sdfg import nodes as dn
+from dace.sdfg.state import SDFGState
+
+from gt4py_dace_xforms.analysis.producer import (
+    Decline,
+    ProducerSlice,
+    analyse_producer,
+    data_users,
+    interstate_reads,
+    is_single_element,
+)
+from gt4py_dace_xforms.analysis.symbolic import (
+    UnsupportedIndex,
+    canonical,
+    prove_nonnegative,
+    prove_zero,
+    split_index,
+    to_sympy,
+)
+
+_GLOBAL_LIFETIMES = (
+    dtypes.AllocationLifetime.Global,
+    dtypes.AllocationLifetime.Persistent,
+    dtypes.AllocationLifetime.External,
+)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ReadGroup:
+    """All reads of the intermediate by the consumer at one index (one shift distance).
+
+    Attributes:
+        key: canonical read index, one string per dimension.
+        shift: per dimension, the distance between the element read and the element
+            the producer computes in the "same" iteration (`k+1` read of a `k` write
+            gives 1); a constant index gives the index itself.
+        edges: the consumer-scope edges that read this element.
+        param_mapping: producer parameter -> expression in the consumer's scope that
+            selects the producer iteration computing the element read.
+    """
+
+    key: tuple[str, ...]
+    shift: tuple[str, ...]
+    edges: tuple
+    param_mapping: tuple[tuple[str, sympy.Expr], ...]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class InlineCandidate:
+    """A proven-sound inlining of an intermediate's reads into one consumer Map.
+
+    Attributes:
+        state: the state holding producer, intermediate and consumer.
+        intermediate: the transient AccessNode between them.
+        consumer: the consumer's MapEntry.
+        producer: the producer's slice (what gets copied).
+        groups: one group per distinct read index; one inlined copy each.
+        removes_intermediate: after the rewrite nobody reads the intermediate, so it and
+            the producer's dataflow for it are removed.
+    """
+
+    state: SDFGState
+    intermediate: dn.AccessNode
+    consumer: dn.MapEntry
+    producer: ProducerSlice
+    groups: tuple[ReadGroup, ...]
+    removes_intermediate: bool
+
+    @property
+    def shifts(self) -> list[tuple[str, ...]]:
+        return [g.shift for g in self.groups]
+
+
+AnalysisResult = Union[InlineCandidate, Decline]
+
+
+def consumer_read_edges(state: SDFGState, intermediate: dn.AccessNode, consumer: dn.MapEntry):
+    """The edges inside `consumer` that read `intermediate`, and the outer edges feeding them."""
+    outer = [e for e in state.out_edges(intermediate) if e.dst is consumer]
+    reads = []
+    for oe in outer:
+        if oe.dst_conn is None or not oe.dst_conn.startswith("IN_"):
+            return outer, None
+        reads.extend(state.out_edges_by_connector(consumer, "OUT_" + oe.dst_conn[3:]))
+    return outer, reads
+
+
+def analyse_candidate(
+    sdfg: dace.SDFG,
+    state: SDFGState,
+    intermediate: dn.AccessNode,
+    consumer: dn.MapEntry,
+) -> AnalysisResult:
+    """Decide whether the consumer's reads of `intermediate` can be inlined, and how.
+
+    Checks, each with its own decline reason: the intermediate is a non-view transient
+    with a local lifetime; it has exactly one producer, a top-level Map (see
+    `analyse_producer`); the consumer is a top-level Map whose every read is a single
+    element with each index `param + c`; the producer's range provably covers every
+    element read; the producer's inputs are not written elsewhere in the state.
+    """
+    if intermediate.data not in sdfg.arrays:
+        return Decline("intermediate is not data of this SDFG")
+    desc = sdfg.arrays[intermediate.data]
+    if not desc.transient:
+        return Decline("intermediate is global (non-transient) data")
+    if isinstance(desc, dace_data.View):
+        return Decline("intermediate is a View")
+    if desc.lifetime in _GLOBAL_LIFETIMES:
+        return Decline(f"intermediate has lifetime {desc.lifetime.name}")
+    scope = state.scope_dict()
+    if scope[consumer] is not None:
+        return Decline("consumer Map is not at the top level of the state")
+    if state.in_degree(intermediate) == 0:
+        return Decline("intermediate has no producer in this state")
+    producers = {e.src for e in state.in_edges(intermediate)}
+    if len(producers) != 1 or not isinstance(next(iter(producers)), dn.MapExit):
+        return Decline("intermediate has more than one producer (concat mode not supported here)")
+    producer_exit = next(iter(producers))
+    if state.entry_node(producer_exit) is consumer:
+        return Decline("producer and consumer are the same Map")
+
+    users = data_users(sdfg)
+    for st, node in users.get(intermediate.data, ()):
+        if st is state and node is not intermediate and state.in_degree(node) > 0:
+            return Decline("intermediate is written by another AccessNode in the same state")
+
+    prod = analyse_producer(sdfg, state, producer_exit, intermediate, users)
+    if isinstance(prod, Decline):
+        return prod
+
+    outer, reads = consumer_read_edges(state, intermediate, consumer)
+    if reads is None:
+        return Decline("intermediate enters the consumer through a dynamic-range connector")
+    if not reads:
+        return Decline("consumer does not read the intermediate")
+
+    cmap = consumer.map
+    cparams = list(cmap.params)
+    cranges = {p: (b, e) for p, (b, e, _) in zip(cparams, cmap.range.ndrange())}
+
+    # Symbols the producer's dataflow sees must mean the same inside the consumer.
+    prod_params = {p for p, _, _ in prod.param_ranges}
+    shadowed = _shadowed_symbols(state, prod, prod_params) & set(cparams)
+    if shadowed:
+        return Decline(f"consumer parameters {sorted(shadowed)} shadow symbols the producer uses")
+    for inp in prod.inputs:
+        if any(name in cparams for name in map(str, sdfg.arrays[inp.data].free_symbols)):
+            return Decline(f"shape of '{inp.data}' depends on a consumer parameter")
+
+    groups: dict[tuple[str, ...], dict] = {}
+    for e in reads:
+        if e.data.wcr is not None:
+            return Decline("consumer reads the intermediate through a WCR edge")
+        if isinstance(e.dst, (dn.MapEntry, dn.ExitNode)):
+            return Decline("consumer reads the intermediate inside a nested Map (range read)")
+        sub = e.data.get_src_subset(e, state)
+        if sub is None or not is_single_element(sub):
+            return Decline("consumer reads more than one element of the intermediate at once")
+        if len(sub) != len(prod.write_terms):
+            return Decline("read and write have different dimensionality")
+        try:
+            rterms = [split_index(b, cparams) for b, _, _ in sub.ndrange()]
+        except UnsupportedIndex as err:
+            return Decline(f"consumer read index unsupported: {err}")
+        key = tuple(canonical(t.expr()) for t in rterms)
+        if key in groups:
+            groups[key]["edges"].append(e)
+            continue
+        mapping, shift, reason = _solve_and_cover(rterms, prod, cranges)
+        if reason:
+            return Decline(reason)
+        groups[key] = {"edges": [e], "mapping": mapping, "shift": shift}
+
+    read_groups = tuple(
+        ReadGroup(
+            key=k,
+            shift=tuple(v["shift"]),
+            edges=tuple(v["edges"]),
+            param_mapping=tuple(sorted(v["mapping"].items())),
+        )
+        for k, v in groups.items()
+    )
+    removes = _is_last_reader(sdfg, state, intermediate, consumer, users)
+    return InlineCandidate(
+        state=state,
+        intermediate=intermediate,
+        consumer=consumer,
+        producer=prod,
+        groups=read_groups,
+        removes_intermediate=removes,
+    )
+
+
+def _shadowed_symbols(state, prod: ProducerSlice, prod_params: set[str]) -> set[str]:
+    """Free symbols of the producer's slice other than its own parameters."""
+    names: set[str] = set()
+    for node in prod.nodes:
+        for e in state.in_edges(node):
+            names |= {str(s) for s in e.data.free_symbols}
+        if isinstance(node, dn.Tasklet):
+            names |= set(node.free_symbols)
+        elif isinstance(node, dn.NestedSDFG):
+            for v in node.symbol_mapping.values():
+                names |= {str(s) for s in to_sympy(v).free_symbols}
+        elif isinstance(node, dn.MapEntry):
+            names |= {str(s) for s in node.map.range.free_symbols}
+    names |= {str(s) for s in prod.write_edge.data.free_symbols}
+    inner_params = {p for n in prod.nodes if isinstance(n, dn.MapEntry) for p in n.map.params}
+    return names - prod_params - inner_params
+
+
+def _solve_and_cover(rterms, prod: ProducerSlice, cranges):
+    """Producer iteration for a read, and a proof that the producer range covers it.
+
+    For a write index `pp + cw` and a read index `p + cr`, the element read was computed
+    by iteration `pp = p + cr - cw`. Coverage needs `first <= pp <= last` at both ends
+    of the consumer parameter's range (the index is `p` plus a constant, so the ends suffice).
+    """
+    mapping: dict[str, sympy.Expr] = {}
+    shift: list[str] = []
+    for dim, (w, r) in enumerate(zip(prod.write_terms, rterms)):
+        if w.param is None:
+            # The producer writes a fixed index in this dimension: the read must hit it.
+            if not all(prove_zero(x - w.offset) for x in _bounds(r, cranges)):
+                return None, None, f"read in dimension {dim} misses the producer's fixed write index {w.offset}"
+            shift.append(str(w.offset))
+            continue
+        first, last = (to_sympy(x) for x in prod.range_of(w.param))
+        solved = sympy.expand(r.expr() - w.offset)
+        mapping[w.param] = solved
+        shift.append(canonical(r.offset - w.offset) if r.param is not None else canonical(solved))
+        low, high = _bounds(dataclasses.replace(r, offset=r.offset - w.offset), cranges)
+        for proof, val in ((prove_nonnegative(low - first), low), (prove_nonnegative(last - high), high)):
+            if not proof:
+                what = "does not cover" if proof is False else "cannot be proven to cover"
+                return None, None, (
+                    f"producer range of '{w.param}' [{first}, {last}] {what} the read {val} (dimension {dim})"
+                )
+    return mapping, shift, None
+
+
+def _bounds(term, cranges) -> list[sympy.Expr]:
+    """The index `term` takes at the first and the last consumer iteration.
+
+    Checking the low end against the producer's first iteration and the high end against
+    its last suffices: the index grows with the parameter, and an empty consumer range
+    reads nothing.
+    """
+    if term.param is None:
+        return [term.offset, term.offset]
+    b, e = cranges[term.param]
+    return [to_sympy(b) + term.offset, to_sympy(e) + term.offset]
+
+
+def _is_last_reader(sdfg, state, intermediate, consumer, users) -> bool:
+    """True if, once `consumer` no longer reads it, nothing reads `intermediate`."""
+    if any(e.dst is not consumer for e in state.out_edges(intermediate)):
+        return False
+    if any(node is not intermediate for _, node in users.get(intermediate.data, ())):
+        return False
+    return intermediate.data not in interstate_reads(sdfg)

@@ -1,0 +1,42 @@
+"""gt4py backends that run the inlining pass inside `gt_auto_optimize`."""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable, Mapping, Optional
+
+from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
+from gt4py.next.program_processors.runners.dace.workflow import backend as gtx_backend, factory as gtx_factory
+
+from gt4py_dace_xforms.integration.hooks import optimization_hooks as _library_hooks
+from gt4py_dace_xforms.policy import InlinePolicy
+
+
+def make_backend(
+    gpu: bool,
+    *,
+    policy: Optional[InlinePolicy] = None,
+    optimization_hooks: Optional[Mapping[GT4PyAutoOptHook, Callable]] = None,
+    name_postfix: str = "_xforms",
+) -> gtx_backend.DaCeBackend:
+    """A gt4py dace backend (built with `make_dace_toolchain`) that runs the inliner.
+
+    Args:
+        gpu: target the GPU.
+        policy: the inlining policy (default: `hooks.default_policy()`).
+        optimization_hooks: the caller's own `gt_auto_optimize` hooks; they are chained
+            with the library's, never dropped.
+        name_postfix: appended to the backend name (gt4py caches by name).
+    """
+    hooks = _library_hooks(policy, user_hooks=optimization_hooks)
+    return gtx_backend.make_dace_toolchain(
+        gtx_factory.DaCeConfig(gpu=gpu, auto_optimize=True),
+        name_postfix=name_postfix,
+        translation=functools.partial(
+            gtx_factory.make_dace_translator, auto_optimize_args={"optimization_hooks": hooks}
+        ),
+    )
+
+
+run_dace_cpu = make_backend(gpu=False)
+run_dace_gpu = make_backend(gpu=True)

@@ -1,0 +1,49 @@
+"""The decision interface of the pass, and the policy "inline whatever is sound"."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Protocol
+
+import dace
+
+from gt4py_dace_xforms.analysis.candidate import InlineCandidate
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """Whether to apply a sound candidate; `reason` says why, `figures` hold the numbers."""
+
+    accept: bool
+    reason: str
+    figures: dict | None = None
+
+
+class InlinePolicy(Protocol):
+    """Decides on candidates the analysis has proven sound. Must not mutate the SDFG."""
+
+    def decide(self, sdfg: dace.SDFG, candidate: InlineCandidate) -> Decision: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class InlineWhereSound:
+    """Accept every sound candidate, within a bound on copies per consumer.
+
+    Attributes:
+        max_distinct_offsets: decline a consumer that reads more distinct elements of
+            one intermediate than this (each is one copy of the producer).
+        skip_pointwise: decline candidates whose only read is the element the producer
+            writes in the same iteration (all shifts 0); vertical Map fusion handles
+            those without a nested SDFG (used inside `gt_auto_optimize`).
+    """
+
+    max_distinct_offsets: int = 8
+    skip_pointwise: bool = False
+
+    def decide(self, sdfg: dace.SDFG, candidate: InlineCandidate) -> Decision:
+        n = len(candidate.groups)
+        if n > self.max_distinct_offsets:
+            return Decision(False, f"{n} distinct offsets exceed the bound {self.max_distinct_offsets}")
+        if self.skip_pointwise and n == 1 and all(s == "0" for s in candidate.groups[0].shift):
+            return Decision(False, "pointwise read only: left to vertical Map fusion")
+        return Decision(True, "sound")

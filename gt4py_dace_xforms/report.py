@@ -1,0 +1,82 @@
+"""`InlineReport`: what the inlining pass decided for every candidate read, and why."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Optional
+
+
+@dataclasses.dataclass(frozen=True)
+class InlineRecord:
+    """One decision about one (intermediate, consumer Map) pair."""
+
+    state: str
+    intermediate: str
+    consumer: str
+    shifts: tuple[tuple[str, ...], ...]
+    applied: bool
+    reason: str
+    removed_intermediate: bool = False
+    figures: Optional[dict] = None
+
+    def to_json(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["shifts"] = [list(s) for s in self.shifts]
+        return d
+
+
+@dataclasses.dataclass
+class InlineReport:
+    """The decisions of one `gt_inline_fusion()` run, in the order they were taken."""
+
+    records: list[InlineRecord] = dataclasses.field(default_factory=list)
+
+    @property
+    def applied(self) -> list[InlineRecord]:
+        return [r for r in self.records if r.applied]
+
+    @property
+    def declined(self) -> list[InlineRecord]:
+        return [r for r in self.records if not r.applied]
+
+    @property
+    def copies(self) -> int:
+        """Number of inlined producer copies (one per distinct shift of each applied record)."""
+        return sum(len(r.shifts) for r in self.applied)
+
+    def add(self, record: InlineRecord) -> None:
+        self.records.append(record)
+
+    def extend(self, other: "InlineReport") -> None:
+        self.records.extend(other.records)
+
+    def to_json(self) -> list[dict]:
+        return [r.to_json() for r in self.records]
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=2)
+
+    def table(self) -> str:
+        """A fixed-width table, one line per record."""
+        head = ("intermediate", "consumer", "shifts", "decision")
+        rows = [
+            (
+                r.intermediate,
+                r.consumer,
+                " ".join("(" + ",".join(s) + ")" for s in r.shifts) or "-",
+                ("applied" + (", removed" if r.removed_intermediate else ", kept"))
+                if r.applied
+                else "declined: " + r.reason,
+            )
+            for r in self.records
+        ]
+        widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
+        widths[-1] = len(head[-1])
+        fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+        lines = [fmt.format(*head), fmt.format(*("-" * w for w in widths))]
+        lines += [fmt.format(*row) for row in rows]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()

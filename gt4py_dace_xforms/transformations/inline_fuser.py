@@ -1,0 +1,109 @@
+"""`InlineFuser`: evaluate an intermediate's producer inside its consumer, at the index read."""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+import dace
+from dace import properties, transformation
+from dace.sdfg import nodes as dn, utils as sdutil
+
+from gt4py_dace_xforms.analysis.candidate import InlineCandidate, analyse_candidate
+from gt4py_dace_xforms.analysis.producer import Decline
+from gt4py_dace_xforms.transformations import rewrite
+
+
+@properties.make_properties
+@transformation.explicit_cf_compatible
+class InlineFuser(transformation.SingleStateTransformation):
+    """Replace a consumer Map's reads of an intermediate by on-the-fly evaluation of its producer.
+
+    Pattern: top-level `MapExit -> (T) -> MapEntry`, `T` a transient AccessNode.
+    For every distinct element of `T` that one consumer iteration reads (e.g. `T[i, k]`,
+    `T[i, k+1]`, `T[i, k+2]`), the producer's dataflow for `T` is copied once into the
+    consumer's scope as a nested SDFG whose `symbol_mapping` evaluates the producer at
+    that element; all reads of that element, through any number of edges, use its
+    result. If the consumer was the last reader of `T`, `T` and the producer dataflow
+    that only served it are removed.
+
+    ```python
+    for i, k in range(N, K):            # producer
+        T[i, k] = a[i, k] * 2 + b[i, k]
+    for i, k in range(N, K - 2):        # consumer
+        o[i, k] = T[i, k] + T[i, k + 1] + T[i, k + 2]
+    # becomes
+    for i, k in range(N, K - 2):
+        t0 = a[i, k] * 2 + b[i, k]; t1 = a[i, k+1] * 2 + b[i, k+1]; t2 = ...
+        o[i, k] = t0 + t1 + t2
+    ```
+
+    Index resolution: every dimension of a read must be `p + c`, `p` one consumer
+    parameter, `c` free of consumer parameters but otherwise any expression
+    (`i_K - __out_K_range_0`, `i_K - Min(model_top, nflatlev) - 3`); the write index
+    the same with a producer parameter. The producer iteration is `pp = p + c_r - c_w`.
+    See `analysis.candidate.analyse_candidate()` for the conditions, each checked by a
+    named helper:
+
+    - `T` is transient, not a View, not of global/persistent lifetime;
+    - exactly one producer Map writes `T` in this state, one element per iteration,
+      without WCR, with step 1; its dataflow for `T` is side-effect free and uses only
+      producer-local transients (`analysis.producer.analyse_producer()`);
+    - every consumer read is a single element, not through a nested Map;
+    - the producer's range provably (sympy, with the SDFG's symbols) covers every
+      element read; undecidable means decline (`_solve_and_cover()`);
+    - nothing else in the state writes the data the producer reads (so the consumer,
+      which runs after the producer, reads the same values);
+    - no consumer parameter shadows a symbol used by the producer.
+
+    Restrictions (declined, never mis-compiled): several producers of `T` (concat
+    nodes, see the concat mode), reads in a different state, producers with dynamic
+    Map ranges, nested Maps inside the consumer that read `T`.
+
+    Everything is derived from the graph, so a match found by DaCe's pattern matcher can
+    be serialized, rebuilt and applied (the DaCe VS Code viewer's path).
+    `can_be_applied()` never mutates and never raises.
+    """
+
+    producer_exit = transformation.PatternNode(dn.MapExit)
+    intermediate = transformation.PatternNode(dn.AccessNode)
+    consumer_entry = transformation.PatternNode(dn.MapEntry)
+
+    allow_partial = properties.Property(
+        dtype=bool,
+        default=True,
+        desc="Inline even if the intermediate must stay for other readers (saves reads only).",
+    )
+    max_distinct_offsets = properties.Property(
+        dtype=int,
+        default=8,
+        desc="Decline if the consumer reads more distinct elements than this (copies per offset).",
+    )
+
+    @classmethod
+    def expressions(cls) -> Any:
+        return [sdutil.node_path_graph(cls.producer_exit, cls.intermediate, cls.consumer_entry)]
+
+    def analyse(self, state: dace.SDFGState, sdfg: dace.SDFG) -> Union[InlineCandidate, Decline]:
+        """The analysis of this match, including this instance's configuration."""
+        try:
+            result = analyse_candidate(sdfg, state, self.intermediate, self.consumer_entry)
+        except Exception as err:  # noqa: BLE001  # a matcher must decline, never abort compilation
+            return Decline(f"analysis failed: {type(err).__name__}: {err}")
+        if isinstance(result, Decline):
+            return result
+        if result.producer.map_exit is not self.producer_exit:
+            return Decline("matched MapExit is not the intermediate's producer")
+        if len(result.groups) > self.max_distinct_offsets:
+            return Decline(f"{len(result.groups)} distinct offsets exceed max_distinct_offsets={self.max_distinct_offsets}")
+        if not result.removes_intermediate and not self.allow_partial:
+            return Decline("intermediate has other readers and allow_partial is off")
+        return result
+
+    def can_be_applied(self, graph, expr_index: int, sdfg: dace.SDFG, permissive: bool = False) -> bool:
+        return isinstance(self.analyse(graph, sdfg), InlineCandidate)
+
+    def apply(self, graph: dace.SDFGState, sdfg: dace.SDFG) -> list[dn.NestedSDFG]:
+        result = self.analyse(graph, sdfg)
+        if isinstance(result, Decline):
+            raise ValueError(f"InlineFuser cannot be applied: {result.reason}")
+        return rewrite.inline_candidate(sdfg, result)

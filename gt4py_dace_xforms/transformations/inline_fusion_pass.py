@@ -1,0 +1,89 @@
+"""`gt_inline_fusion()`: apply `InlineFuser` wherever it is sound and the policy agrees."""
+
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+import dace
+from dace.sdfg import nodes as dn, utils as sdutil
+
+from gt4py_dace_xforms.analysis.candidate import analyse_candidate
+from gt4py_dace_xforms.analysis.producer import Decline
+from gt4py_dace_xforms.policy import InlinePolicy, InlineWhereSound
+from gt4py_dace_xforms.report import InlineRecord, InlineReport
+from gt4py_dace_xforms.transformations import rewrite
+
+
+def find_candidates(sdfg: dace.SDFG) -> Iterator[tuple[dace.SDFGState, dn.AccessNode, dn.MapEntry]]:
+    """Every (state, intermediate, consumer) with a top-level Map producer and Map consumer.
+
+    Within a state, intermediates come in topological order: an upstream intermediate is
+    inlined into its consumer before that consumer is itself inlined downstream, so a
+    chain `A -> t1 -> B -> t2 -> C` can disappear whole.
+    """
+    for state in sdfg.states():
+        scope = state.scope_dict()
+        for node in sdutil.dfs_topological_sort(state):
+            if not isinstance(node, dn.AccessNode) or scope[node] is not None:
+                continue
+            if not any(isinstance(e.src, dn.MapExit) for e in state.in_edges(node)):
+                continue
+            seen = set()
+            for e in state.out_edges(node):
+                if isinstance(e.dst, dn.MapEntry) and scope[e.dst] is None and e.dst not in seen:
+                    seen.add(e.dst)
+                    yield state, node, e.dst
+
+
+def gt_inline_fusion(
+    sdfg: dace.SDFG,
+    *,
+    policy: Optional[InlinePolicy] = None,
+    validate: bool = True,
+) -> InlineReport:
+    """Inline shifted reads of intermediates into their consumers, to a fixed point.
+
+    Every candidate is analysed (`analyse_candidate`); sound ones go to `policy`
+    (default `InlineWhereSound()`: accept all within the bound on copies); accepted
+    ones are rewritten exactly as `InlineFuser.apply()` does. After each rewrite the
+    candidates are enumerated again, since a rewrite can enable another (chains).
+
+    Returns:
+        The report: the last decision for every candidate, applied ones in order.
+    """
+    policy = policy or InlineWhereSound()
+    report = InlineReport()
+    while True:
+        # Declines are re-derived each round; the final round's are the ones reported.
+        last_decline: dict[tuple, InlineRecord] = {}
+        progress = False
+        for state, node, consumer in list(find_candidates(sdfg)):
+            key = (state.label, node.data, consumer.map.label)
+            result = analyse_candidate(sdfg, state, node, consumer)
+            if isinstance(result, Decline):
+                last_decline[key] = InlineRecord(state.label, node.data, consumer.map.label, (), False, result.reason)
+                continue
+            decision = policy.decide(sdfg, result)
+            shifts = tuple(result.shifts)
+            if not decision.accept:
+                last_decline[key] = InlineRecord(
+                    state.label, node.data, consumer.map.label, shifts, False, decision.reason,
+                    figures=decision.figures,
+                )
+                continue
+            rewrite.inline_candidate(sdfg, result)
+            report.add(
+                InlineRecord(
+                    state.label, node.data, consumer.map.label, shifts, True, decision.reason,
+                    removed_intermediate=result.removes_intermediate, figures=decision.figures,
+                )
+            )
+            progress = True
+            break
+        if not progress:
+            break
+    for rec in last_decline.values():
+        report.add(rec)
+    if validate:
+        sdfg.validate()
+    return report

@@ -1,0 +1,271 @@
+"""Graph mutation for inlining: copy a producer slice into a consumer, reroute reads, clean up.
+
+These functions only execute what an `InlineCandidate` (see `analysis.candidate`)
+describes; every decision has been made before they are called.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Optional
+
+import dace
+from dace import subsets as dace_sbs
+from dace.sdfg import nodes as dn
+from dace.sdfg.state import SDFGState
+
+from gt4py_dace_xforms.analysis.candidate import InlineCandidate, ReadGroup
+from gt4py_dace_xforms.analysis.producer import ProducerSlice
+
+#: Name of the output of an inlined producer copy, inside its nested SDFG.
+INLINE_OUTPUT = "__inline_out"
+
+
+def build_producer_sdfg(
+    sdfg: dace.SDFG, state: SDFGState, prod: ProducerSlice, intermediate: str
+) -> dace.SDFG:
+    """A single-state SDFG that computes one element of `intermediate` like `prod` does.
+
+    The producer's Map parameters become free symbols of the returned SDFG; the
+    caller binds them through the nested SDFG's `symbol_mapping`. Inputs keep their
+    outer names and descriptors (non-transient), so the copied Memlets stay valid.
+    Outputs of copied nodes that served other results of the producer are written to
+    dummy transients.
+    """
+    nsdfg = dace.SDFG(f"inlined_{intermediate}")
+    nstate = nsdfg.add_state("compute", is_start_block=True)
+    copies: dict[dn.Node, dn.Node] = {}
+    inner_maps: dict[dn.Map, dn.Map] = {}
+
+    for inp in prod.inputs:
+        desc = copy.deepcopy(sdfg.arrays[inp.data])
+        desc.transient = False
+        nsdfg.add_datadesc(inp.data, desc)
+    input_nodes = {inp.data: nstate.add_access(inp.data) for inp in prod.inputs}
+
+    for node in prod.nodes:
+        if isinstance(node, dn.AccessNode) and node.data not in nsdfg.arrays:
+            nsdfg.add_datadesc(node.data, copy.deepcopy(sdfg.arrays[node.data]))
+        new = copy.deepcopy(node)
+        copies[node] = new
+        nstate.add_node(new)
+        if isinstance(node, dn.NestedSDFG):
+            new.sdfg.parent = nstate
+            new.sdfg.parent_sdfg = nsdfg
+            new.sdfg.parent_nsdfg_node = new
+    # A Map's entry and exit must share one Map object after copying.
+    for node in prod.nodes:
+        if isinstance(node, dn.MapEntry):
+            inner_maps[node.map] = copies[node].map
+    for node in prod.nodes:
+        if isinstance(node, dn.MapExit) and node.map in inner_maps:
+            copies[node].map = inner_maps[node.map]
+
+    out_desc = dace.data.Scalar(sdfg.arrays[intermediate].dtype, transient=False)
+    nsdfg.add_datadesc(INLINE_OUTPUT, out_desc)
+
+    def _src(e):
+        if e.src is prod.map_entry:
+            return input_nodes[e.data.data], None
+        return copies[e.src], e.src_conn
+
+    # Edges among slice nodes and from the Map entry into them.
+    for node in prod.nodes:
+        for e in state.in_edges(node):
+            if e.src is prod.map_entry and e.data.is_empty():
+                continue
+            src, src_conn = _src(e)
+            nstate.add_edge(src, src_conn, copies[node], e.dst_conn, copy.deepcopy(e.data))
+
+    # The write of the intermediate becomes a write of the scalar output.
+    w = prod.write_edge
+    src, src_conn = _src(w)
+    out_node = nstate.add_access(INLINE_OUTPUT)
+    if isinstance(src, dn.AccessNode):
+        memlet = dace.Memlet(data=src.data, subset=w.data.get_src_subset(w, state), other_subset="0")
+    else:
+        memlet = dace.Memlet(data=INLINE_OUTPUT, subset="0")
+    nstate.add_edge(src, src_conn, out_node, None, memlet)
+
+    _terminate_dangling_outputs(sdfg, state, prod, copies, nsdfg, nstate)
+    for node in list(nstate.data_nodes()):
+        if nstate.degree(node) == 0:
+            nstate.remove_node(node)
+    return nsdfg
+
+
+def _terminate_dangling_outputs(sdfg, state, prod, copies, nsdfg, nstate) -> None:
+    """Give every output connector of a copied node that lost its consumer a dummy sink."""
+    for node, new in copies.items():
+        if isinstance(node, (dn.AccessNode, dn.MapExit)):
+            continue
+        connected = {e.src_conn for e in nstate.out_edges(new)}
+        for e in state.out_edges(node):
+            if e.src_conn is None or e.src_conn in connected or e.data.is_empty():
+                continue
+            connected.add(e.src_conn)
+            desc = sdfg.arrays[e.data.data]
+            shape = list(e.data.subset.size())
+            name, _ = nsdfg.add_array(
+                f"__unused_{node.label}_{e.src_conn}", shape, desc.dtype, transient=True, find_new_name=True
+            )
+            nstate.add_edge(
+                new, e.src_conn, nstate.add_access(name), None,
+                dace.Memlet.from_array(name, nsdfg.arrays[name]),
+            )
+
+
+def _symbol_table(nsdfg: dace.SDFG, sdfg: dace.SDFG, names) -> None:
+    for name in names:
+        if name not in nsdfg.symbols:
+            nsdfg.add_symbol(name, sdfg.symbols.get(name, dace.int64))
+
+
+def inline_candidate(sdfg: dace.SDFG, cand: InlineCandidate) -> list[dn.NestedSDFG]:
+    """Execute `cand`: one nested SDFG per read group inside the consumer, reads rerouted.
+
+    Returns the inserted nested SDFG nodes. When `cand.removes_intermediate` holds, the
+    intermediate, its array and the producer dataflow that only served it are removed.
+    """
+    state, consumer, prod = cand.state, cand.consumer, cand.producer
+    template = build_producer_sdfg(sdfg, state, prod, cand.intermediate.data)
+    prod_params = [p for p, _, _ in prod.param_ranges]
+    _symbol_table(template, sdfg, set(map(str, template.free_symbols)) | set(prod_params))
+
+    # One consumer connector pair per input, shared by all copies.
+    in_conns: dict[str, str] = {}
+    for inp in prod.inputs:
+        conn = consumer.next_connector(f"inl_{inp.data}")
+        consumer.add_in_connector("IN_" + conn)
+        consumer.add_out_connector("OUT_" + conn)
+        state.add_edge(
+            inp.source, None, consumer, "IN_" + conn,
+            dace.Memlet.from_array(inp.data, sdfg.arrays[inp.data]),
+        )
+        in_conns[inp.data] = "OUT_" + conn
+
+    dtype = sdfg.arrays[cand.intermediate.data].dtype
+    inserted = []
+    for group in cand.groups:
+        inserted.append(_insert_copy(sdfg, state, consumer, template, group, in_conns, dtype, cand))
+
+    _drop_consumer_path(state, cand)
+    if cand.removes_intermediate:
+        remove_intermediate(sdfg, state, cand.intermediate, prod)
+    return inserted
+
+
+def _insert_copy(sdfg, state, consumer, template, group: ReadGroup, in_conns, dtype, cand):
+    nsdfg = copy.deepcopy(template)
+    mapping = {name: name for name in nsdfg.symbols}
+    mapping.update({p: e for p, e in group.param_mapping})
+    node = state.add_nested_sdfg(
+        nsdfg, {d: None for d in in_conns}, {INLINE_OUTPUT: None}, symbol_mapping=mapping,
+        name=f"inline_{cand.intermediate.data}",
+    )
+    for data, conn in in_conns.items():
+        state.add_edge(consumer, conn, node, data, dace.Memlet.from_array(data, sdfg.arrays[data]))
+    if not in_conns:
+        state.add_edge(consumer, None, node, None, dace.Memlet())
+    scalar, _ = sdfg.add_scalar(f"__inl_{cand.intermediate.data}", dtype, transient=True, find_new_name=True)
+    out = state.add_access(scalar)
+    state.add_edge(node, INLINE_OUTPUT, out, None, dace.Memlet(data=scalar, subset="0"))
+    for e in group.edges:
+        dst_sub: Optional[dace_sbs.Subset] = None
+        if isinstance(e.dst, dn.AccessNode):
+            dst_sub = e.data.get_dst_subset(e, state)
+        state.add_edge(out, None, e.dst, e.dst_conn, dace.Memlet(data=scalar, subset="0", other_subset=dst_sub))
+        state.remove_edge(e)
+    return node
+
+
+def _drop_consumer_path(state: SDFGState, cand: InlineCandidate) -> None:
+    """Remove the consumer connectors of the intermediate that no longer carry reads."""
+    consumer = cand.consumer
+    for oe in [e for e in state.out_edges(cand.intermediate) if e.dst is consumer]:
+        out_conn = "OUT_" + oe.dst_conn[3:]
+        if any(True for _ in state.out_edges_by_connector(consumer, out_conn)):
+            continue
+        state.remove_edge(oe)
+        consumer.remove_in_connector(oe.dst_conn)
+        consumer.remove_out_connector(out_conn)
+
+
+def remove_intermediate(sdfg: dace.SDFG, state: SDFGState, node: dn.AccessNode, prod: ProducerSlice) -> None:
+    """Remove `node`, its array and the producer dataflow that only computed it."""
+    map_entry, map_exit = prod.map_entry, prod.map_exit
+    if all(e.dst is node for e in state.out_edges(map_exit)):
+        # The intermediate is the producer's only output: the whole Map goes.
+        scope = list(state.scope_subgraph(map_entry, include_entry=True, include_exit=True).nodes())
+        sources = [e.src for e in state.in_edges(map_entry)]
+        local = {n.data for n in scope if isinstance(n, dn.AccessNode)}
+        state.remove_nodes_from(scope + [node])
+        _remove_isolated(state, sources)
+        _remove_unused_data(sdfg, local | {node.data})
+        return
+
+    for e in list(state.in_edges(node)):
+        state.remove_edge(e)
+        for ie in list(state.in_edges_by_connector(map_exit, "IN_" + e.src_conn[4:])):
+            state.remove_edge(ie)
+        map_exit.remove_in_connector("IN_" + e.src_conn[4:])
+        map_exit.remove_out_connector(e.src_conn)
+    state.remove_node(node)
+    _remove_unused_data(sdfg, {node.data})
+    remove_dead_scope_dataflow(sdfg, state, map_entry)
+
+
+def remove_dead_scope_dataflow(sdfg: dace.SDFG, state: SDFGState, map_entry: dn.MapEntry) -> None:
+    """Delete nodes directly inside the Map whose results nobody uses (to a fixed point)."""
+    changed = True
+    while changed:
+        changed = False
+        scope = state.scope_dict()
+        for n in [n for n in state.nodes() if scope[n] is map_entry]:
+            if state.out_degree(n) != 0:
+                continue
+            if isinstance(n, dn.MapExit):
+                continue
+            if isinstance(n, dn.MapEntry):
+                # A nested Map whose results nobody reads: drop it whole.
+                inner = list(state.scope_subgraph(n, include_entry=True, include_exit=True).nodes())
+                in_edges = [ie for ie in state.in_edges(n) if ie.src is map_entry]
+            elif n.has_side_effects(sdfg) or (isinstance(n, dn.AccessNode) and not sdfg.arrays[n.data].transient):
+                continue
+            else:
+                inner, in_edges = [n], [ie for ie in state.in_edges(n)]
+            for ie in in_edges:
+                state.remove_edge(ie)
+                if ie.src is map_entry and ie.src_conn and ie.src_conn.startswith("OUT_"):
+                    _drop_unused_entry_connector(state, map_entry, ie.src_conn)
+            local = {m.data for m in inner if isinstance(m, dn.AccessNode)}
+            state.remove_nodes_from(inner)
+            _remove_unused_data(sdfg, local)
+            changed = True
+            break
+
+
+def _drop_unused_entry_connector(state, map_entry, out_conn) -> None:
+    if any(True for _ in state.out_edges_by_connector(map_entry, out_conn)):
+        return
+    in_conn = "IN_" + out_conn[4:]
+    sources = []
+    for ie in list(state.in_edges_by_connector(map_entry, in_conn)):
+        sources.append(ie.src)
+        state.remove_edge(ie)
+    map_entry.remove_in_connector(in_conn)
+    map_entry.remove_out_connector(out_conn)
+    _remove_isolated(state, sources)
+
+
+def _remove_isolated(state, nodes) -> None:
+    for n in nodes:
+        if n in state.nodes() and state.degree(n) == 0 and isinstance(n, dn.AccessNode):
+            state.remove_node(n)
+
+
+def _remove_unused_data(sdfg, names) -> None:
+    used = {n.data for st in sdfg.states() for n in st.data_nodes()}
+    for name in names:
+        if name in sdfg.arrays and name not in used and sdfg.arrays[name].transient:
+            sdfg.remove_data(name, validate=False)

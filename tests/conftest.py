@@ -1,0 +1,26 @@
+"""Shared test setup: isolated build folders per xdist worker, gt4py build settings."""
+
+import os
+import pathlib
+import sys
+
+import pytest
+
+_ROOT = pathlib.Path(__file__).resolve().parent.parent
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
+_BUILD = pathlib.Path(os.environ.get("GT4PY_DACE_XFORMS_TEST_BUILD", _ROOT / ".build")) / _WORKER
+
+os.environ["GT4PY_BUILD_JOBS"] = "0"  # the process pool cannot pickle our hooks
+os.environ.setdefault("GT4PY_BUILD_CACHE_DIR", str(_BUILD / "gt4py"))
+sys.path.insert(0, str(_ROOT / "sdfg_fixtures"))
+sys.path.insert(0, str(_ROOT / "tests"))
+
+import dace  # noqa: E402
+
+dace.Config.set("default_build_folder", value=str(_BUILD / "dacecache"))
+dace.Config.set("debugprint", value=False)
+
+
+@pytest.fixture(scope="session")
+def root() -> pathlib.Path:
+    return _ROOT
