@@ -1,0 +1,128 @@
+"""`gt4py-dace-xforms`: optimize an `.sdfg` file, or run the demo.
+
+Errors in the input or output are reported as one line on stderr with exit status 2;
+the input file is never written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Optional, Sequence
+
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """A user-facing error: printed as one line, exit status 2."""
+
+
+def _two_d_transients(sdfg) -> list[str]:
+    return sorted(n for n, d in sdfg.arrays.items() if d.transient and len(d.shape) == 2 and d.total_size != 1)
+
+
+def _load(path: str):
+    import dace
+
+    if not os.path.isfile(path):
+        raise CliError(f"{path}: no such file")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(2)
+    except OSError as err:
+        raise CliError(f"{path}: cannot read: {err.strerror}") from None
+    if not head:
+        raise CliError(f"{path}: empty file")
+    try:
+        sdfg = dace.SDFG.from_file(path)
+    except Exception as err:  # noqa: BLE001  # any parse failure is a bad input file
+        raise CliError(f"{path}: not a readable SDFG ({type(err).__name__}: {_first_line(err)})") from None
+    if not isinstance(sdfg, dace.SDFG):
+        raise CliError(f"{path}: not an SDFG")
+    try:
+        sdfg.validate()
+    except Exception as err:  # noqa: BLE001
+        raise CliError(f"{path}: invalid SDFG ({_first_line(err)})") from None
+    return sdfg
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[0] if text else type(err).__name__
+
+
+def _check_output(inp: str, out: str) -> None:
+    if os.path.abspath(out) == os.path.abspath(inp) or (
+        os.path.exists(out) and os.path.samefile(inp, out)
+    ):
+        raise CliError(f"{out}: output path is the input; refusing to overwrite it")
+    parent = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(parent):
+        raise CliError(f"{out}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (os.path.exists(out) and not os.access(out, os.W_OK)):
+        raise CliError(f"{out}: not writable")
+
+
+def cmd_optimize(args: argparse.Namespace) -> int:
+    from gt4py_dace_xforms.transformations.inline_fusion_pass import gt_inline_fusion
+
+    _check_output(args.input, args.output)
+    if args.report:
+        _check_output(args.input, args.report)
+    sdfg = _load(args.input)
+    before = _two_d_transients(sdfg)
+    try:
+        report = gt_inline_fusion(sdfg, validate=True)
+    except Exception as err:  # noqa: BLE001  # a bug, not bad input: say so in one line
+        print(f"gt4py-dace-xforms: internal error while optimizing: {type(err).__name__}: {_first_line(err)}", file=sys.stderr)
+        return 1
+    after = _two_d_transients(sdfg)
+    try:
+        sdfg.save(args.output)
+        if args.report:
+            with open(args.report, "w") as f:
+                json.dump(report.to_json(), f, indent=2)
+    except OSError as err:
+        raise CliError(f"cannot write output: {err.strerror}: {err.filename}") from None
+    print(f"{args.input} -> {args.output}")
+    print(f"2-D transients: {len(before)} before, {len(after)} after")
+    print(f"inlined copies: {report.copies} ({len(report.applied)} reads applied, {len(report.declined)} declined)")
+    if report.records:
+        print(report.table())
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from gt4py_dace_xforms.cli.demo import run_demo
+
+    return run_demo(verbose=args.verbose)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gt4py-dace-xforms", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    opt = sub.add_parser("optimize", help="inline shifted reads in an .sdfg file")
+    opt.add_argument("input", help="input .sdfg file (never modified)")
+    opt.add_argument("-o", "--output", required=True, help="output .sdfg file")
+    opt.add_argument("--report", help="write the decisions as JSON to this file")
+    opt.set_defaults(func=cmd_optimize)
+    demo = sub.add_parser("demo", help="lower gt4py programs, inline, compare with stock and numpy")
+    demo.add_argument("-v", "--verbose", action="store_true", help="print every decision")
+    demo.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except CliError as err:
+        print(f"gt4py-dace-xforms: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())
