@@ -26,7 +26,7 @@ from gt4py_dace_xforms.analysis.producer import (
 from gt4py_dace_xforms.analysis.symbolic import (
     UnsupportedIndex,
     canonical,
-    prove_nonnegative,
+    prove_nonnegative_given,
     prove_zero,
     split_index,
     to_sympy,
@@ -245,7 +245,11 @@ def _solve_and_cover(rterms, prod: ProducerSlice, cranges):
         mapping[w.param] = solved
         shift.append(canonical(r.offset - w.offset) if r.param is not None else canonical(solved))
         low, high = _bounds(dataclasses.replace(r, offset=r.offset - w.offset), cranges)
-        for proof, val in ((prove_nonnegative(low - first), low), (prove_nonnegative(last - high), high)):
+        facts = [to_sympy(e) - to_sympy(b) for b, e in cranges.values()]  # the consumer Map runs
+        for proof, val in (
+            (prove_nonnegative_given(low - first, facts), low),
+            (prove_nonnegative_given(last - high, facts), high),
+        ):
             if not proof:
                 what = "does not cover" if proof is False else "cannot be proven to cover"
                 return None, None, (

@@ -33,6 +33,22 @@ def prove_nonnegative(expr) -> Optional[bool]:
     return True if e.is_nonnegative else None
 
 
+def prove_nonnegative_given(expr, facts: Iterable = ()) -> Optional[bool]:
+    """Like `prove_nonnegative`, also using `facts`, expressions known to be >= 0.
+
+    `expr >= 0` follows if `expr - f >= 0` for one known-nonnegative `f`. Used with the
+    consumer Map's `last - first` per dimension: a read only happens if the Map runs.
+    """
+    direct = prove_nonnegative(expr)
+    if direct is not None:
+        return direct
+    e = to_sympy(expr)
+    for fact in facts:
+        if prove_nonnegative(e - to_sympy(fact)):
+            return True
+    return None
+
+
 def prove_zero(expr) -> bool:
     """True if `expr` simplifies to the literal 0."""
     return sympy.simplify(sympy.expand(to_sympy(expr))) == 0

@@ -58,6 +58,8 @@ def _check_output(inp: str, out: str) -> None:
         os.path.exists(out) and os.path.samefile(inp, out)
     ):
         raise CliError(f"{out}: output path is the input; refusing to overwrite it")
+    if os.path.isdir(out):
+        raise CliError(f"{out}: is a directory")
     parent = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(parent):
         raise CliError(f"{out}: directory {parent} does not exist")
