@@ -7,7 +7,7 @@ graph it does not understand; it returns an `InlineCandidate` or a `Decline`.
 from __future__ import annotations
 
 import dataclasses
-from typing import Union
+from typing import Optional, Union
 
 import dace
 import sympy
@@ -15,6 +15,13 @@ from dace import data as dace_data, dtypes
 from dace.sdfg import nodes as dn
 from dace.sdfg.state import SDFGState
 
+from gt4py_dace_xforms.analysis.concat import (
+    ConcatAnalysis,
+    analyse_concat,
+    index_symbol,
+    prove_union_covers,
+    read_box,
+)
 from gt4py_dace_xforms.analysis.producer import (
     Decline,
     ProducerSlice,
@@ -50,13 +57,15 @@ class ReadGroup:
             gives 1); a constant index gives the index itself.
         edges: the consumer-scope edges that read this element.
         param_mapping: producer parameter -> expression in the consumer's scope that
-            selects the producer iteration computing the element read.
+            selects the producer iteration computing the element read (single mode).
+        index: the element read, per dimension, in the consumer's scope.
     """
 
     key: tuple[str, ...]
     shift: tuple[str, ...]
     edges: tuple
     param_mapping: tuple[tuple[str, sympy.Expr], ...]
+    index: tuple[sympy.Expr, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -67,18 +76,22 @@ class InlineCandidate:
         state: the state holding producer, intermediate and consumer.
         intermediate: the transient AccessNode between them.
         consumer: the consumer's MapEntry.
-        producer: the producer's slice (what gets copied).
+        producer: the producer's slice (what gets copied), in single mode.
         groups: one group per distinct read index; one inlined copy each.
         removes_intermediate: after the rewrite nobody reads the intermediate, so it and
             the producer's dataflow for it are removed.
+        concat: in concat mode (several writers), their branches; each copy then
+            selects, per index, the branch whose region holds it and evaluates only
+            that one (lazy).
     """
 
     state: SDFGState
     intermediate: dn.AccessNode
     consumer: dn.MapEntry
-    producer: ProducerSlice
+    producer: Optional[ProducerSlice]
     groups: tuple[ReadGroup, ...]
     removes_intermediate: bool
+    concat: Optional[ConcatAnalysis] = None
 
     @property
     def shifts(self) -> list[tuple[str, ...]]:
@@ -108,10 +121,12 @@ def analyse_candidate(
     """Decide whether the consumer's reads of `intermediate` can be inlined, and how.
 
     Checks, each with its own decline reason: the intermediate is a non-view transient
-    with a local lifetime; it has exactly one producer, a top-level Map (see
-    `analyse_producer`); the consumer is a top-level Map whose every read is a single
-    element with each index `param + c`; the producer's range provably covers every
-    element read; the producer's inputs are not written elsewhere in the state.
+    with a local lifetime; its writers in this state are one top-level Map (single
+    mode, see `analyse_producer`) or several writers on provably disjoint regions
+    (concat mode, see `analysis.concat`); the consumer is a top-level Map whose every
+    read is a single element with each index `param + c`; the producer range (or the
+    union of the regions) provably covers every element read; data the inlined
+    dataflow reads is not written elsewhere in the state.
     """
     if intermediate.data not in sdfg.arrays:
         return Decline("intermediate is not data of this SDFG")
@@ -127,11 +142,7 @@ def analyse_candidate(
         return Decline("consumer Map is not at the top level of the state")
     if state.in_degree(intermediate) == 0:
         return Decline("intermediate has no producer in this state")
-    producers = {e.src for e in state.in_edges(intermediate)}
-    if len(producers) != 1 or not isinstance(next(iter(producers)), dn.MapExit):
-        return Decline("intermediate has more than one producer (concat mode not supported here)")
-    producer_exit = next(iter(producers))
-    if state.entry_node(producer_exit) is consumer:
+    if any(isinstance(e.src, dn.MapExit) and state.entry_node(e.src) is consumer for e in state.in_edges(intermediate)):
         return Decline("producer and consumer are the same Map")
 
     users = data_users(sdfg)
@@ -139,9 +150,19 @@ def analyse_candidate(
         if st is state and node is not intermediate and state.in_degree(node) > 0:
             return Decline("intermediate is written by another AccessNode in the same state")
 
-    prod = analyse_producer(sdfg, state, producer_exit, intermediate, users)
-    if isinstance(prod, Decline):
-        return prod
+    in_edges = list(state.in_edges(intermediate))
+    prod: Optional[ProducerSlice] = None
+    concat: Optional[ConcatAnalysis] = None
+    if len(in_edges) == 1 and isinstance(in_edges[0].src, dn.MapExit):
+        prod = analyse_producer(sdfg, state, in_edges[0], users)
+        if isinstance(prod, Decline):
+            return prod
+        slices = [prod]
+    else:
+        concat = analyse_concat(sdfg, state, intermediate, users)
+        if isinstance(concat, Decline):
+            return concat
+        slices = [b.slice for b in concat.branches if b.slice is not None]
 
     outer, reads = consumer_read_edges(state, intermediate, consumer)
     if reads is None:
@@ -152,15 +173,25 @@ def analyse_candidate(
     cmap = consumer.map
     cparams = list(cmap.params)
     cranges = {p: (b, e) for p, (b, e, _) in zip(cparams, cmap.range.ndrange())}
+    facts = [to_sympy(e) - to_sympy(b) for b, e in cranges.values()]  # the consumer Map runs
 
-    # Symbols the producer's dataflow sees must mean the same inside the consumer.
-    prod_params = {p for p, _, _ in prod.param_ranges}
-    shadowed = _shadowed_symbols(state, prod, prod_params) & set(cparams)
+    # Symbols the inlined dataflow sees must mean the same inside the consumer.
+    used = set()
+    for sl in slices:
+        used |= _shadowed_symbols(state, sl, {p for p, _, _ in sl.param_ranges})
+    if concat is not None:
+        used |= {str(s) for b in concat.branches for r in b.region for x in r for s in to_sympy(x).free_symbols}
+        used |= {str(s) for b in concat.branches for x in b.source_index for s in x.free_symbols}
+        used -= {str(index_symbol(d)) for d in range(len(desc.shape))}
+    shadowed = used & set(cparams)
     if shadowed:
         return Decline(f"consumer parameters {sorted(shadowed)} shadow symbols the producer uses")
-    for inp in prod.inputs:
-        if any(name in cparams for name in map(str, sdfg.arrays[inp.data].free_symbols)):
-            return Decline(f"shape of '{inp.data}' depends on a consumer parameter")
+    inputs = {i.data for sl in slices for i in sl.inputs} | (
+        {b.source.data for b in concat.branches if b.source is not None} if concat else set()
+    )
+    for data in inputs:
+        if any(name in cparams for name in map(str, sdfg.arrays[data].free_symbols)):
+            return Decline(f"shape of '{data}' depends on a consumer parameter")
 
     groups: dict[tuple[str, ...], dict] = {}
     for e in reads:
@@ -171,8 +202,8 @@ def analyse_candidate(
         sub = e.data.get_src_subset(e, state)
         if sub is None or not is_single_element(sub):
             return Decline("consumer reads more than one element of the intermediate at once")
-        if len(sub) != len(prod.write_terms):
-            return Decline("read and write have different dimensionality")
+        if len(sub) != len(desc.shape):
+            return Decline("read and intermediate have different dimensionality")
         try:
             rterms = [split_index(b, cparams) for b, _, _ in sub.ndrange()]
         except UnsupportedIndex as err:
@@ -181,10 +212,14 @@ def analyse_candidate(
         if key in groups:
             groups[key]["edges"].append(e)
             continue
-        mapping, shift, reason = _solve_and_cover(rterms, prod, cranges)
+        if prod is not None:
+            mapping, shift, reason = _solve_and_cover(rterms, prod, cranges)
+        else:
+            mapping, shift = {}, [canonical(t.offset) for t in rterms]
+            reason = prove_union_covers(concat, read_box(rterms, cranges), facts)
         if reason:
             return Decline(reason)
-        groups[key] = {"edges": [e], "mapping": mapping, "shift": shift}
+        groups[key] = {"edges": [e], "mapping": mapping, "shift": shift, "index": [t.expr() for t in rterms]}
 
     read_groups = tuple(
         ReadGroup(
@@ -192,6 +227,7 @@ def analyse_candidate(
             shift=tuple(v["shift"]),
             edges=tuple(v["edges"]),
             param_mapping=tuple(sorted(v["mapping"].items())),
+            index=tuple(v["index"]),
         )
         for k, v in groups.items()
     )
@@ -203,6 +239,7 @@ def analyse_candidate(
         producer=prod,
         groups=read_groups,
         removes_intermediate=removes,
+        concat=concat,
     )
 
 

@@ -121,11 +121,14 @@ def slice_nodes(state: SDFGState, map_entry: dn.MapEntry, start: dn.Node) -> fro
 def analyse_producer(
     sdfg: dace.SDFG,
     state: SDFGState,
-    map_exit: dn.MapExit,
-    intermediate: dn.AccessNode,
+    outer_write: dace.sdfg.graph.MultiConnectorEdge,
     users: dict[str, list],
 ) -> Union[ProducerSlice, Decline]:
-    """Describe how `map_exit`'s Map computes `intermediate`, or say why it cannot be inlined."""
+    """Describe how the Map behind `outer_write` (a `MapExit -> AccessNode` edge) computes
+    that AccessNode's data, or say why it cannot be inlined."""
+    map_exit = outer_write.src
+    if not isinstance(map_exit, dn.MapExit):
+        return Decline("producer is not a Map")
     map_entry = state.entry_node(map_exit)
     if state.scope_dict()[map_entry] is not None:
         return Decline("producer Map is not at the top level of the state")
@@ -137,10 +140,6 @@ def analyse_producer(
         if not prove_zero(to_sympy(step) - 1):
             return Decline("producer Map has a step other than 1")
 
-    out_edges = [e for e in state.in_edges(intermediate)]
-    if len(out_edges) != 1 or out_edges[0].src is not map_exit:
-        return Decline("intermediate has more than one producer (concat mode not supported here)")
-    outer_write = out_edges[0]
     if outer_write.data.wcr is not None:
         return Decline("producer writes the intermediate with a WCR")
     if outer_write.src_conn is None or not outer_write.src_conn.startswith("OUT_"):

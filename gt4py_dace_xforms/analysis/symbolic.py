@@ -21,32 +21,84 @@ def free_names(expr) -> set[str]:
     return {str(s) for s in to_sympy(expr).free_symbols}
 
 
-def prove_nonnegative(expr) -> Optional[bool]:
+def prove_nonnegative(expr, _depth: int = 0) -> Optional[bool]:
     """Decide `expr >= 0` for every value of the symbols in it.
 
     Returns `True` if proven, `False` if refuted (the expression is a negative
-    constant), `None` if sympy cannot decide. Callers treat `None` as "not proven".
+    constant), `None` if undecided. Callers treat `None` as "not proven".
+
+    Besides sympy's own reasoning, `Max`/`Min` terms (gt4py writes domain bounds as
+    `Max(end_cell_halo, end_cell_local)` and the like) are split: with `e = M + R`,
+    `M = Max(x_1, ...)` gives `e >= 0` if `x_i + R >= 0` for one `i`, `-Max` needs it
+    for every `i`, and dually for `Min`.
     """
-    e = sympy.simplify(sympy.expand(to_sympy(expr)))
+    e = sympy.expand(to_sympy(expr))
     if e.is_number:
         return bool(e >= 0)
-    return True if e.is_nonnegative else None
+    if e.is_nonnegative:
+        return True
+    e = sympy.simplify(e)
+    if e.is_number:
+        return bool(e >= 0)
+    if e.is_nonnegative:
+        return True
+    if _depth >= _MAX_DEPTH:
+        return None
+    for term in sympy.Add.make_args(e):
+        coeff, core = term.as_coeff_Mul()
+        if not isinstance(core, (sympy.Max, sympy.Min)) or coeff not in (1, -1):
+            continue
+        rest = e - term
+        args = [coeff * a + rest for a in core.args]
+        need_all = (coeff == 1) == isinstance(core, sympy.Min)
+        results = [prove_nonnegative(a, _depth + 1) for a in args]
+        if need_all and all(r is True for r in results):
+            return True
+        if not need_all and any(r is True for r in results):
+            return True
+    return None
+
+
+_MAX_DEPTH = 6
 
 
 def prove_nonnegative_given(expr, facts: Iterable = ()) -> Optional[bool]:
     """Like `prove_nonnegative`, also using `facts`, expressions known to be >= 0.
 
-    `expr >= 0` follows if `expr - f >= 0` for one known-nonnegative `f`. Used with the
-    consumer Map's `last - first` per dimension: a read only happens if the Map runs.
+    Two uses of a fact `f >= 0`: `expr >= 0` follows if `expr - f >= 0`; and a fact
+    `x + c >= 0` in one symbol `x` lets `x` be replaced by `s - c` with a fresh
+    nonnegative `s`, which lets sympy decide `Min(1, x)` once `x >= 2` is known. Used
+    with the consumer Map's `last - first` per dimension: a read only happens if the
+    Map runs.
     """
     direct = prove_nonnegative(expr)
     if direct is not None:
         return direct
     e = to_sympy(expr)
+    facts = [sympy.expand(to_sympy(f)) for f in facts]
     for fact in facts:
-        if prove_nonnegative(e - to_sympy(fact)):
+        if prove_nonnegative(e - fact):
             return True
+    subs = _substitutions(facts)
+    if subs and prove_nonnegative(e.subs(subs)):
+        return True
     return None
+
+
+def _substitutions(facts) -> dict:
+    """`x -> s - c` for every fact `x + c >= 0` (one symbol, coefficient 1)."""
+    subs: dict = {}
+    for n, fact in enumerate(facts):
+        syms = list(fact.free_symbols)
+        if len(syms) != 1 or syms[0] in subs:
+            continue
+        x = syms[0]
+        poly = sympy.Poly(fact, x) if fact.is_polynomial(x) else None
+        if poly is None or poly.degree() != 1 or poly.coeff_monomial(x) != 1:
+            continue
+        fresh = sympy.Symbol(f"__nonneg_{n}", integer=True, nonnegative=True)
+        subs[x] = fresh - poly.coeff_monomial(1)
+    return subs
 
 
 def prove_zero(expr) -> bool:

@@ -14,8 +14,12 @@ from dace import subsets as dace_sbs
 from dace.sdfg import nodes as dn
 from dace.sdfg.state import SDFGState
 
+from dace.properties import CodeBlock
+from dace.sdfg.state import ConditionalBlock, ControlFlowRegion
+
 from gt4py_dace_xforms.analysis.candidate import InlineCandidate, ReadGroup
-from gt4py_dace_xforms.analysis.producer import ProducerSlice
+from gt4py_dace_xforms.analysis.concat import index_symbol
+from gt4py_dace_xforms.analysis.producer import ProducerSlice, interstate_reads
 
 #: Name of the output of an inlined producer copy, inside its nested SDFG.
 INLINE_OUTPUT = "__inline_out"
@@ -121,44 +125,124 @@ def _symbol_table(nsdfg: dace.SDFG, sdfg: dace.SDFG, names) -> None:
             nsdfg.add_symbol(name, sdfg.symbols.get(name, dace.int64))
 
 
+def build_concat_sdfg(sdfg: dace.SDFG, state: SDFGState, cand: InlineCandidate) -> dace.SDFG:
+    """A nested SDFG computing element `(__concat_idx_0, ...)` of a concat node, lazily.
+
+    One branch of a `ConditionalBlock` per writer, guarded by its region along the split
+    dimensions: only the branch selected at an index is evaluated there. A Map branch
+    runs a copy of its producer (`build_producer_sdfg`) with the producer parameters
+    bound to the index; a read branch copies one element of its source.
+    """
+    name = cand.intermediate.data
+    nsdfg = dace.SDFG(f"inlined_concat_{name}")
+    for data, src in _inputs(cand).items():
+        desc = copy.deepcopy(sdfg.arrays[data])
+        desc.transient = False
+        nsdfg.add_datadesc(data, desc)
+    nsdfg.add_datadesc(INLINE_OUTPUT, dace.data.Scalar(sdfg.arrays[name].dtype, transient=False))
+
+    branches = cand.concat.branches
+    if len(branches) == 1:
+        bodies = [(None, nsdfg)]
+    else:
+        cond_block = ConditionalBlock("select_branch")
+        nsdfg.add_node(cond_block, is_start_block=True)
+        bodies = []
+        for n, br in enumerate(branches):
+            region = ControlFlowRegion(f"branch_{n}", sdfg=nsdfg)
+            cond_block.add_branch(CodeBlock(_region_condition(br, cand.concat.split_dims)), region)
+            bodies.append((n, region))
+    for (n, body), br in zip(bodies, branches):
+        bstate = body.add_state(f"evaluate_{n if n is not None else 0}", is_start_block=True)
+        out = bstate.add_access(INLINE_OUTPUT)
+        if br.slice is None:
+            src = bstate.add_access(br.source.data)
+            bstate.add_edge(src, None, out, None, dace.Memlet(
+                data=br.source.data, subset=dace_sbs.Range([(i, i, 1) for i in br.source_index]), other_subset="0"))
+            continue
+        inner = build_producer_sdfg(sdfg, state, br.slice, name)
+        params = [p for p, _, _ in br.slice.param_ranges]
+        _symbol_table(inner, sdfg, set(map(str, inner.free_symbols)) | set(params))
+        mapping = {s: s for s in inner.symbols}
+        mapping.update(dict(br.param_at))
+        node = bstate.add_nested_sdfg(inner, {i.data: None for i in br.slice.inputs}, {INLINE_OUTPUT: None},
+                                      symbol_mapping=mapping, name=f"branch_{n}_{name}")
+        for inp in br.slice.inputs:
+            bstate.add_edge(bstate.add_access(inp.data), None, node, inp.data,
+                            dace.Memlet.from_array(inp.data, nsdfg.arrays[inp.data]))
+        if not br.slice.inputs:
+            bstate.add_edge(bstate.add_access(INLINE_OUTPUT), None, node, None, dace.Memlet())
+        bstate.add_edge(node, INLINE_OUTPUT, out, None, dace.Memlet(data=INLINE_OUTPUT, subset="0"))
+    names = set(map(str, nsdfg.free_symbols))
+    names |= {str(index_symbol(d)) for d in range(len(sdfg.arrays[name].shape))}
+    _symbol_table(nsdfg, sdfg, names)
+    nsdfg.using_explicit_control_flow = True
+    return nsdfg
+
+
+def _region_condition(br, split_dims) -> str:
+    parts = []
+    for d in split_dims:
+        lo, hi = br.region[d]
+        t = index_symbol(d)
+        parts.append(f"({dace.symbolic.symstr(lo)} <= {t}) and ({t} <= {dace.symbolic.symstr(hi)})")
+    return " and ".join(parts) if parts else "True"
+
+
+def _inputs(cand: InlineCandidate) -> dict[str, dn.AccessNode]:
+    """Data the inlined dataflow reads -> the AccessNode that supplies it (first one wins)."""
+    found: dict[str, dn.AccessNode] = {}
+    if cand.concat is None:
+        sources = cand.producer.inputs
+    else:
+        sources = [i for br in cand.concat.branches for i in br.inputs]
+    for inp in sources:
+        found.setdefault(inp.data, inp.source)
+    return found
+
+
 def inline_candidate(sdfg: dace.SDFG, cand: InlineCandidate) -> list[dn.NestedSDFG]:
     """Execute `cand`: one nested SDFG per read group inside the consumer, reads rerouted.
 
     Returns the inserted nested SDFG nodes. When `cand.removes_intermediate` holds, the
-    intermediate, its array and the producer dataflow that only served it are removed.
+    intermediate, its array and the dataflow that only served it are removed.
     """
-    state, consumer, prod = cand.state, cand.consumer, cand.producer
-    template = build_producer_sdfg(sdfg, state, prod, cand.intermediate.data)
-    prod_params = [p for p, _, _ in prod.param_ranges]
-    _symbol_table(template, sdfg, set(map(str, template.free_symbols)) | set(prod_params))
+    state, consumer = cand.state, cand.consumer
+    if cand.concat is None:
+        template = build_producer_sdfg(sdfg, state, cand.producer, cand.intermediate.data)
+        prod_params = [p for p, _, _ in cand.producer.param_ranges]
+        _symbol_table(template, sdfg, set(map(str, template.free_symbols)) | set(prod_params))
+    else:
+        template = build_concat_sdfg(sdfg, state, cand)
 
     # One consumer connector pair per input, shared by all copies.
     in_conns: dict[str, str] = {}
-    for inp in prod.inputs:
-        conn = consumer.next_connector(f"inl_{inp.data}")
+    for data, source in _inputs(cand).items():
+        conn = consumer.next_connector(f"inl_{data}")
         consumer.add_in_connector("IN_" + conn)
         consumer.add_out_connector("OUT_" + conn)
-        state.add_edge(
-            inp.source, None, consumer, "IN_" + conn,
-            dace.Memlet.from_array(inp.data, sdfg.arrays[inp.data]),
-        )
-        in_conns[inp.data] = "OUT_" + conn
+        state.add_edge(source, None, consumer, "IN_" + conn, dace.Memlet.from_array(data, sdfg.arrays[data]))
+        in_conns[data] = "OUT_" + conn
 
     dtype = sdfg.arrays[cand.intermediate.data].dtype
     inserted = []
     for group in cand.groups:
-        inserted.append(_insert_copy(sdfg, state, consumer, template, group, in_conns, dtype, cand))
+        if cand.concat is None:
+            bind = dict(group.param_mapping)
+        else:
+            bind = {str(index_symbol(d)): e for d, e in enumerate(group.index)}
+        inserted.append(_insert_copy(sdfg, state, consumer, template, group, bind, in_conns, dtype, cand))
 
     _drop_consumer_path(state, cand)
     if cand.removes_intermediate:
-        remove_intermediate(sdfg, state, cand.intermediate, prod)
+        remove_dead_dataflow(sdfg, state, [cand.intermediate])
     return inserted
 
 
-def _insert_copy(sdfg, state, consumer, template, group: ReadGroup, in_conns, dtype, cand):
+def _insert_copy(sdfg, state, consumer, template, group: ReadGroup, bind, in_conns, dtype, cand):
     nsdfg = copy.deepcopy(template)
     mapping = {name: name for name in nsdfg.symbols}
-    mapping.update({p: e for p, e in group.param_mapping})
+    mapping.update(bind)
     node = state.add_nested_sdfg(
         nsdfg, {d: None for d in in_conns}, {INLINE_OUTPUT: None}, symbol_mapping=mapping,
         name=f"inline_{cand.intermediate.data}",
@@ -191,28 +275,73 @@ def _drop_consumer_path(state: SDFGState, cand: InlineCandidate) -> None:
         consumer.remove_out_connector(out_conn)
 
 
-def remove_intermediate(sdfg: dace.SDFG, state: SDFGState, node: dn.AccessNode, prod: ProducerSlice) -> None:
-    """Remove `node`, its array and the producer dataflow that only computed it."""
-    map_entry, map_exit = prod.map_entry, prod.map_exit
-    if all(e.dst is node for e in state.out_edges(map_exit)):
-        # The intermediate is the producer's only output: the whole Map goes.
+def remove_dead_dataflow(sdfg: dace.SDFG, state: SDFGState, seeds) -> None:
+    """Remove dead transients among `seeds` and, transitively, what only computed them.
+
+    A top-level AccessNode is dead if nothing in this state reads it, its data is a
+    transient, and no other AccessNode (any state) or interstate edge refers to it. Its
+    writers go with it: a Map loses that output and the dataflow that only computed it
+    (the whole Map if it has no output left); a copy source and a side-effect-free
+    top-level tasklet are examined in turn.
+    """
+    work = list(seeds)
+    while work:
+        node = work.pop()
+        if node not in state.nodes() or state.out_degree(node) > 0:
+            continue
+        if isinstance(node, dn.Tasklet):
+            if state.scope_dict()[node] is None and not node.has_side_effects(sdfg):
+                work.extend(e.src for e in state.in_edges(node))
+                state.remove_node(node)
+            continue
+        if isinstance(node, dn.AccessNode) and state.degree(node) == 0:
+            state.remove_node(node)  # an isolated AccessNode moves no data
+            _remove_unused_data(sdfg, {node.data})
+            continue
+        if not isinstance(node, dn.AccessNode) or not _is_dead_transient(sdfg, state, node):
+            continue
+        for e in list(state.in_edges(node)):
+            if isinstance(e.src, dn.MapExit):
+                work.extend(_detach_map_output(sdfg, state, e))
+            else:
+                state.remove_edge(e)
+                work.append(e.src)
+        state.remove_node(node)
+        _remove_unused_data(sdfg, {node.data})
+
+
+def _is_dead_transient(sdfg, state, node: dn.AccessNode) -> bool:
+    desc = sdfg.arrays.get(node.data)
+    if desc is None or not desc.transient:
+        return False
+    if any(n is not node and n.data == node.data for st in sdfg.states() for n in st.data_nodes()):
+        return False
+    return node.data not in interstate_reads(sdfg)
+
+
+def _detach_map_output(sdfg, state, edge) -> list:
+    """Remove one output of a Map and the dataflow inside that only served it.
+
+    Returns the AccessNodes that fed the Map if the whole Map went away.
+    """
+    map_exit = edge.src
+    map_entry = state.entry_node(map_exit)
+    if all(e.dst is edge.dst for e in state.out_edges(map_exit)):
         scope = list(state.scope_subgraph(map_entry, include_entry=True, include_exit=True).nodes())
         sources = [e.src for e in state.in_edges(map_entry)]
         local = {n.data for n in scope if isinstance(n, dn.AccessNode)}
-        state.remove_nodes_from(scope + [node])
-        _remove_isolated(state, sources)
-        _remove_unused_data(sdfg, local | {node.data})
-        return
-
-    for e in list(state.in_edges(node)):
-        state.remove_edge(e)
-        for ie in list(state.in_edges_by_connector(map_exit, "IN_" + e.src_conn[4:])):
-            state.remove_edge(ie)
-        map_exit.remove_in_connector("IN_" + e.src_conn[4:])
-        map_exit.remove_out_connector(e.src_conn)
-    state.remove_node(node)
-    _remove_unused_data(sdfg, {node.data})
+        state.remove_edge(edge)
+        state.remove_nodes_from(scope)
+        _remove_unused_data(sdfg, local)
+        return sources
+    conn = edge.src_conn
+    state.remove_edge(edge)
+    for ie in list(state.in_edges_by_connector(map_exit, "IN_" + conn[4:])):
+        state.remove_edge(ie)
+    map_exit.remove_in_connector("IN_" + conn[4:])
+    map_exit.remove_out_connector(conn)
     remove_dead_scope_dataflow(sdfg, state, map_entry)
+    return []
 
 
 def remove_dead_scope_dataflow(sdfg: dace.SDFG, state: SDFGState, map_entry: dn.MapEntry) -> None:

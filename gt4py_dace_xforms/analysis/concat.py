@@ -1,0 +1,242 @@
+"""Analysis of concat nodes: an intermediate written by several producers on disjoint regions.
+
+gt4py lowers `concat_where(K < b, lower, upper)` to one AccessNode written twice: each
+branch writes the subset where it is selected. A branch's writer is a top-level Map,
+or a copy from another AccessNode (which may itself be written by a Map, or be
+program data). `analyse_concat()` describes every branch and proves that the regions
+are disjoint and that every element the consumer reads lies in one of them. It never
+mutates the SDFG.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Optional, Union
+
+import dace
+import sympy
+from dace import data as dace_data
+from dace.sdfg import nodes as dn
+from dace.sdfg.state import SDFGState
+
+from gt4py_dace_xforms.analysis.producer import Decline, ProducerSlice, SliceInput, analyse_producer
+from gt4py_dace_xforms.analysis.symbolic import (
+    IndexTerm,
+    prove_nonnegative,
+    prove_nonnegative_given,
+    to_sympy,
+)
+
+#: Name of the nested-SDFG symbol that holds the intermediate's index in dimension `d`.
+INDEX_SYMBOL = "__concat_idx_{}"
+
+
+def index_symbol(dim: int) -> sympy.Symbol:
+    return dace.symbolic.symbol(INDEX_SYMBOL.format(dim))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Branch:
+    """One writer of a concat node and how to evaluate it at an index of the intermediate.
+
+    Attributes:
+        region: per dimension of the intermediate, the inclusive range it writes.
+        edge: the edge into the intermediate (MapExit or copy).
+        slice: the Map that computes the branch, if it is inlined; `None` for a read.
+        param_at: producer parameter -> expression in `index_symbol(d)` selecting the
+            producer iteration that computes the intermediate's element.
+        source: for a read branch, the data read and the AccessNode supplying it.
+        source_index: for a read branch, the index read, in `index_symbol(d)`.
+        via: the AccessNode the branch is copied through (for cleanup), if any.
+    """
+
+    region: tuple[tuple[sympy.Expr, sympy.Expr], ...]
+    edge: object
+    slice: Optional[ProducerSlice] = None
+    param_at: tuple[tuple[str, sympy.Expr], ...] = ()
+    source: Optional[SliceInput] = None
+    source_index: tuple[sympy.Expr, ...] = ()
+    via: Optional[dn.AccessNode] = None
+
+    @property
+    def inputs(self) -> tuple[SliceInput, ...]:
+        return self.slice.inputs if self.slice is not None else (self.source,)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ConcatAnalysis:
+    branches: tuple[Branch, ...]
+    #: Dimensions in which the regions differ; only these are tested at run time.
+    split_dims: tuple[int, ...]
+
+
+def _region_of_slice(prod: ProducerSlice) -> Optional[tuple]:
+    """The box a producer writes: per dimension `[first + c, last + c]`."""
+    region = []
+    for term in prod.write_terms:
+        if term.param is None:
+            region.append((term.offset, term.offset))
+        else:
+            first, last = (to_sympy(x) for x in prod.range_of(term.param))
+            region.append((first + term.offset, last + term.offset))
+    return tuple(region)
+
+
+def _param_at(prod: ProducerSlice, index_of_dim) -> tuple[tuple[str, sympy.Expr], ...]:
+    """Producer iteration writing element `index_of_dim(d)`: `pp = index - c_w`."""
+    return tuple(
+        (t.param, sympy.expand(index_of_dim(d) - t.offset))
+        for d, t in enumerate(prod.write_terms)
+        if t.param is not None
+    )
+
+
+def _inside(region, box, facts=()) -> bool:
+    """`box` (list of (lo, hi)) lies inside `region`, provably."""
+    return all(
+        prove_nonnegative_given(blo - rlo, facts) and prove_nonnegative_given(rhi - bhi, facts)
+        for (rlo, rhi), (blo, bhi) in zip(region, box)
+    )
+
+
+def analyse_branch(sdfg, state, edge, users) -> Union[Branch, Decline]:
+    """Describe the writer behind one edge into a concat node."""
+    ndim = len(sdfg.arrays[edge.dst.data].shape)
+    if edge.data.wcr is not None:
+        return Decline("concat branch writes with a WCR")
+    if isinstance(edge.src, dn.MapExit):
+        prod = analyse_producer(sdfg, state, edge, users)
+        if isinstance(prod, Decline):
+            return prod
+        return Branch(
+            region=_region_of_slice(prod), edge=edge, slice=prod, param_at=_param_at(prod, index_symbol)
+        )
+    if not isinstance(edge.src, dn.AccessNode):
+        return Decline(f"concat branch written by a {type(edge.src).__name__}")
+    dst = edge.data.get_dst_subset(edge, state)
+    src = edge.data.get_src_subset(edge, state)
+    if dst is None or src is None or len(dst) != ndim:
+        return Decline("concat branch copy has no explicit subsets")
+    if [to_sympy(x) for x in dst.size()] != [to_sympy(x) for x in src.size()] or len(src) != ndim:
+        return Decline("concat branch copy changes shape")
+    region = tuple((to_sympy(b), to_sympy(e)) for b, e, _ in dst.ndrange())
+    # Element t of the intermediate is element t - dst_lo + src_lo of the source.
+    shift = [to_sympy(sb) - to_sympy(db) for (db, _, _), (sb, _, _) in zip(dst.ndrange(), src.ndrange())]
+    source = edge.src
+    desc = sdfg.arrays[source.data]
+    if isinstance(desc, dace_data.View):
+        return Decline(f"concat branch copies from the view '{source.data}'")
+    followed = _follow_copy(sdfg, state, source, src, users)
+    if isinstance(followed, ProducerSlice):
+        return Branch(
+            region=region,
+            edge=edge,
+            slice=followed,
+            param_at=_param_at(followed, lambda d: index_symbol(d) + shift[d]),
+            via=source,
+        )
+    for st, node in users.get(source.data, ()):
+        if st is state and node is not source and state.in_degree(node) > 0:
+            return Decline(f"concat branch source '{source.data}' is written elsewhere in the state")
+    return Branch(
+        region=region,
+        edge=edge,
+        source=SliceInput(source.data, source),
+        source_index=tuple(index_symbol(d) + shift[d] for d in range(ndim)),
+    )
+
+
+def _follow_copy(sdfg, state, source: dn.AccessNode, read, users) -> Optional[ProducerSlice]:
+    """The Map computing `source`, if `source` is a transient that only feeds this copy."""
+    desc = sdfg.arrays[source.data]
+    if not desc.transient or state.in_degree(source) != 1 or state.out_degree(source) != 1:
+        return None
+    if len(users.get(source.data, ())) != 1:
+        return None
+    edge = next(iter(state.in_edges(source)))
+    if not isinstance(edge.src, dn.MapExit):
+        return None
+    prod = analyse_producer(sdfg, state, edge, users)
+    if isinstance(prod, Decline):
+        return None
+    read_box = [(to_sympy(b), to_sympy(e)) for b, e, _ in read.ndrange()]
+    return prod if _inside(_region_of_slice(prod), read_box) else None
+
+
+def analyse_concat(sdfg, state, intermediate, users) -> Union[ConcatAnalysis, Decline]:
+    """All branches of a concat node, with a proof that their regions are disjoint."""
+    branches = []
+    for edge in state.in_edges(intermediate):
+        br = analyse_branch(sdfg, state, edge, users)
+        if isinstance(br, Decline):
+            return br
+        branches.append(br)
+    ndim = len(sdfg.arrays[intermediate.data].shape)
+    split_dims = tuple(
+        d
+        for d in range(ndim)
+        if any(
+            not (sympy.simplify(a.region[d][0] - b.region[d][0]) == 0 and sympy.simplify(a.region[d][1] - b.region[d][1]) == 0)
+            for a, b in itertools.combinations(branches, 2)
+        )
+    )
+    for a, b in itertools.combinations(branches, 2):
+        if not _disjoint(a.region, b.region):
+            return Decline("concat regions cannot be proven disjoint")
+    return ConcatAnalysis(tuple(branches), split_dims)
+
+
+def _disjoint(ra, rb) -> bool:
+    """Some dimension separates the two boxes, for every value of the symbols."""
+    for (alo, ahi), (blo, bhi) in zip(ra, rb):
+        if prove_nonnegative(blo - ahi - 1) or prove_nonnegative(alo - bhi - 1):
+            return True
+    return False
+
+
+def prove_union_covers(
+    concat: ConcatAnalysis, read_box: list[tuple[sympy.Expr, sympy.Expr]], facts=()
+) -> Optional[str]:
+    """None if every index in `read_box` lies in some branch's region, else the reason.
+
+    Regions may differ in one dimension only (a `concat_where` splits along one axis);
+    in all other dimensions every region must contain the read. Along the split
+    dimension the regions, in some order, must chain without gaps from below the
+    lowest read to above the highest (`next.lo == prev.hi + 1`, proven with `facts`).
+    """
+    regions = [b.region for b in concat.branches]
+    if len(concat.split_dims) > 1:
+        return "concat regions differ in more than one dimension"
+    split = concat.split_dims[0] if concat.split_dims else None
+    for d, (lo, hi) in enumerate(read_box):
+        if d == split:
+            continue
+        if not all(_inside([r[d]], [(lo, hi)], facts) for r in regions):
+            return f"a concat region does not cover the read in dimension {d}"
+    if split is None:
+        return None
+    lo, hi = read_box[split]
+    spans = [r[split] for r in regions]
+    for order in itertools.permutations(range(len(spans))):
+        chain = [spans[i] for i in order]
+        if not prove_nonnegative_given(lo - chain[0][0], facts):
+            continue
+        if not prove_nonnegative_given(chain[-1][1] - hi, facts):
+            continue
+        # No gap between neighbours (overlaps are excluded by disjointness).
+        if all(prove_nonnegative_given(prev[1] + 1 - nxt[0], facts) for prev, nxt in zip(chain, chain[1:])):
+            return None
+    return f"concat regions cannot be proven to cover the read [{lo}, {hi}] in dimension {split}"
+
+
+def read_box(terms: list[IndexTerm], cranges) -> list[tuple[sympy.Expr, sympy.Expr]]:
+    """Per dimension, the lowest and highest index a read takes over the consumer Map."""
+    box = []
+    for t in terms:
+        if t.param is None:
+            box.append((t.offset, t.offset))
+        else:
+            b, e = cranges[t.param]
+            box.append((to_sympy(b) + t.offset, to_sympy(e) + t.offset))
+    return box
