@@ -22,7 +22,8 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test]' 2>&1 | grep -v '^WARNING: Location' || true
 	# icon4py pins gt4py 1.2.1 but runs with 1.2.3: install it without its dependencies.
 	$(PY) -m pip install -q --no-deps 'icon4py-common==0.4.1' 'icon4py-atmosphere-dycore==0.4.1' 2>&1 | grep -v '^WARNING: Location' || true
-	$(PY) -c 'import gt4py_dace_xforms, gt4py.next, dace, icon4py.model.atmosphere.dycore'
+	$(PY) -m pip install -q 'cattrs>=26.1.0' 'pyyaml>=6.0.3' 2>&1 | grep -v '^WARNING: Location' || true
+	$(PY) -c 'import gt4py_dace_xforms, gt4py.next, dace, icon4py.model.atmosphere.dycore.stencils.compute_cell_diagnostics_for_dycore'
 	@touch $(STAMP)
 
 demo: $(STAMP)

@@ -22,6 +22,7 @@ from gt4py_dace_xforms.analysis.concat import (
     prove_union_covers,
     read_box,
 )
+from gt4py_dace_xforms.analysis.crossstate import cross_state_conflict
 from gt4py_dace_xforms.analysis.producer import (
     Decline,
     ProducerSlice,
@@ -73,8 +74,11 @@ class InlineCandidate:
     """A proven-sound inlining of an intermediate's reads into one consumer Map.
 
     Attributes:
-        state: the state holding producer, intermediate and consumer.
-        intermediate: the transient AccessNode between them.
+        state: the state holding the consumer.
+        producer_state, producer_node: the state and the AccessNode where the
+            intermediate is written (the consumer's state and `intermediate` itself
+            unless the read is in a later state).
+        intermediate: the transient AccessNode the consumer reads.
         consumer: the consumer's MapEntry.
         producer: the producer's slice (what gets copied), in single mode.
         groups: one group per distinct read index; one inlined copy each.
@@ -86,6 +90,8 @@ class InlineCandidate:
     """
 
     state: SDFGState
+    producer_state: SDFGState
+    producer_node: dn.AccessNode
     intermediate: dn.AccessNode
     consumer: dn.MapEntry
     producer: Optional[ProducerSlice]
@@ -140,26 +146,28 @@ def analyse_candidate(
     scope = state.scope_dict()
     if scope[consumer] is not None:
         return Decline("consumer Map is not at the top level of the state")
-    if state.in_degree(intermediate) == 0:
-        return Decline("intermediate has no producer in this state")
-    if any(isinstance(e.src, dn.MapExit) and state.entry_node(e.src) is consumer for e in state.in_edges(intermediate)):
+    users = data_users(sdfg)
+    writers = [(st, n) for st, n in users.get(intermediate.data, ()) if st.in_degree(n) > 0]
+    if not writers:
+        return Decline("intermediate is never written")
+    if len(writers) > 1:
+        return Decline("intermediate is written by several AccessNodes")
+    pstate, pnode = writers[0]
+    if pstate is not state and state.in_degree(intermediate) > 0:
+        return Decline("intermediate is written in two states")
+    if any(isinstance(e.src, dn.MapExit) and pstate.entry_node(e.src) is consumer for e in pstate.in_edges(pnode)):
         return Decline("producer and consumer are the same Map")
 
-    users = data_users(sdfg)
-    for st, node in users.get(intermediate.data, ()):
-        if st is state and node is not intermediate and state.in_degree(node) > 0:
-            return Decline("intermediate is written by another AccessNode in the same state")
-
-    in_edges = list(state.in_edges(intermediate))
+    in_edges = list(pstate.in_edges(pnode))
     prod: Optional[ProducerSlice] = None
     concat: Optional[ConcatAnalysis] = None
     if len(in_edges) == 1 and isinstance(in_edges[0].src, dn.MapExit):
-        prod = analyse_producer(sdfg, state, in_edges[0], users)
+        prod = analyse_producer(sdfg, pstate, in_edges[0], users)
         if isinstance(prod, Decline):
             return prod
         slices = [prod]
     else:
-        concat = analyse_concat(sdfg, state, intermediate, users)
+        concat = analyse_concat(sdfg, pstate, pnode, users)
         if isinstance(concat, Decline):
             return concat
         slices = [b.slice for b in concat.branches if b.slice is not None]
@@ -178,7 +186,7 @@ def analyse_candidate(
     # Symbols the inlined dataflow sees must mean the same inside the consumer.
     used = set()
     for sl in slices:
-        used |= _shadowed_symbols(state, sl, {p for p, _, _ in sl.param_ranges})
+        used |= _shadowed_symbols(pstate, sl, {p for p, _, _ in sl.param_ranges})
     if concat is not None:
         used |= {str(s) for b in concat.branches for r in b.region for x in r for s in to_sympy(x).free_symbols}
         used |= {str(s) for b in concat.branches for x in b.source_index for s in x.free_symbols}
@@ -192,8 +200,16 @@ def analyse_candidate(
     for data in inputs:
         if any(name in cparams for name in map(str, sdfg.arrays[data].free_symbols)):
             return Decline(f"shape of '{data}' depends on a consumer parameter")
+    if pstate is not state:
+        for data in inputs:
+            if sdfg.arrays[data].transient and sdfg.arrays[data].lifetime == dtypes.AllocationLifetime.State:
+                return Decline(f"input '{data}' does not live beyond the producer's state")
+        conflict = cross_state_conflict(sdfg, pstate, state, inputs, used)
+        if conflict:
+            return Decline(conflict)
 
     groups: dict[tuple[str, ...], dict] = {}
+    split_dims: set[int] = set()
     for e in reads:
         if e.data.wcr is not None:
             return Decline("consumer reads the intermediate through a WCR edge")
@@ -215,12 +231,18 @@ def analyse_candidate(
         if prod is not None:
             mapping, shift, reason = _solve_and_cover(rterms, prod, cranges)
         else:
-            mapping, shift = {}, [canonical(t.offset) for t in rterms]
-            reason = prove_union_covers(concat, read_box(rterms, cranges), facts)
+            mapping, shift = {}, _concat_shift(rterms, concat)
+            reason, split = prove_union_covers(concat, read_box(rterms, cranges), facts)
+            if split is not None:
+                split_dims.add(split)
         if reason:
             return Decline(reason)
         groups[key] = {"edges": [e], "mapping": mapping, "shift": shift, "index": [t.expr() for t in rterms]}
 
+    if len(split_dims) > 1:
+        return Decline(f"reads select concat branches along several dimensions {sorted(split_dims)}")
+    if concat is not None:
+        concat = dataclasses.replace(concat, split_dims=tuple(split_dims))
     read_groups = tuple(
         ReadGroup(
             key=k,
@@ -231,9 +253,11 @@ def analyse_candidate(
         )
         for k, v in groups.items()
     )
-    removes = _is_last_reader(sdfg, state, intermediate, consumer, users)
+    removes = _is_last_reader(sdfg, state, intermediate, pstate, pnode, consumer, users)
     return InlineCandidate(
         state=state,
+        producer_state=pstate,
+        producer_node=pnode,
         intermediate=intermediate,
         consumer=consumer,
         producer=prod,
@@ -241,6 +265,17 @@ def analyse_candidate(
         removes_intermediate=removes,
         concat=concat,
     )
+
+
+def _concat_shift(rterms, concat: ConcatAnalysis) -> list[str]:
+    """Shift of a concat read, relative to the write index of its first Map branch.
+
+    With no Map branch (copies only) the raw offset of the read index is reported.
+    """
+    ref = next((b.slice for b in concat.branches if b.slice is not None and b.via is None), None)
+    if ref is None or len(ref.write_terms) != len(rterms):
+        return [canonical(t.offset) for t in rterms]
+    return [canonical(t.offset - w.offset) if w.param is not None else canonical(t.expr()) for t, w in zip(rterms, ref.write_terms)]
 
 
 def _shadowed_symbols(state, prod: ProducerSlice, prod_params: set[str]) -> set[str]:
@@ -308,10 +343,12 @@ def _bounds(term, cranges) -> list[sympy.Expr]:
     return [to_sympy(b) + term.offset, to_sympy(e) + term.offset]
 
 
-def _is_last_reader(sdfg, state, intermediate, consumer, users) -> bool:
-    """True if, once `consumer` no longer reads it, nothing reads `intermediate`."""
+def _is_last_reader(sdfg, state, intermediate, pstate, writer, consumer, users) -> bool:
+    """True if, once `consumer` no longer reads it, nothing reads the intermediate."""
     if any(e.dst is not consumer for e in state.out_edges(intermediate)):
         return False
-    if any(node is not intermediate for _, node in users.get(intermediate.data, ())):
+    if writer is not intermediate and pstate.out_degree(writer) > 0:
+        return False
+    if any(node is not intermediate and node is not writer for _, node in users.get(intermediate.data, ())):
         return False
     return intermediate.data not in interstate_reads(sdfg)

@@ -67,8 +67,8 @@ class Branch:
 @dataclasses.dataclass(frozen=True, eq=False)
 class ConcatAnalysis:
     branches: tuple[Branch, ...]
-    #: Dimensions in which the regions differ; only these are tested at run time.
-    split_dims: tuple[int, ...]
+    #: The dimensions tested at run time to select a branch (set once the reads are known).
+    split_dims: tuple[int, ...] = ()
 
 
 def _region_of_slice(prod: ProducerSlice) -> Optional[tuple]:
@@ -161,7 +161,8 @@ def _follow_copy(sdfg, state, source: dn.AccessNode, read, users) -> Optional[Pr
     if isinstance(prod, Decline):
         return None
     read_box = [(to_sympy(b), to_sympy(e)) for b, e, _ in read.ndrange()]
-    return prod if _inside(_region_of_slice(prod), read_box) else None
+    copy_runs = [hi - lo for lo, hi in read_box]  # an empty copy reads nothing
+    return prod if _inside(_region_of_slice(prod), read_box, copy_runs) else None
 
 
 def analyse_concat(sdfg, state, intermediate, users) -> Union[ConcatAnalysis, Decline]:
@@ -172,19 +173,10 @@ def analyse_concat(sdfg, state, intermediate, users) -> Union[ConcatAnalysis, De
         if isinstance(br, Decline):
             return br
         branches.append(br)
-    ndim = len(sdfg.arrays[intermediate.data].shape)
-    split_dims = tuple(
-        d
-        for d in range(ndim)
-        if any(
-            not (sympy.simplify(a.region[d][0] - b.region[d][0]) == 0 and sympy.simplify(a.region[d][1] - b.region[d][1]) == 0)
-            for a, b in itertools.combinations(branches, 2)
-        )
-    )
     for a, b in itertools.combinations(branches, 2):
         if not _disjoint(a.region, b.region):
             return Decline("concat regions cannot be proven disjoint")
-    return ConcatAnalysis(tuple(branches), split_dims)
+    return ConcatAnalysis(tuple(branches))
 
 
 def _disjoint(ra, rb) -> bool:
@@ -197,25 +189,26 @@ def _disjoint(ra, rb) -> bool:
 
 def prove_union_covers(
     concat: ConcatAnalysis, read_box: list[tuple[sympy.Expr, sympy.Expr]], facts=()
-) -> Optional[str]:
-    """None if every index in `read_box` lies in some branch's region, else the reason.
+) -> tuple[Optional[str], Optional[int]]:
+    """Prove that every index in `read_box` lies in some branch's region.
 
-    Regions may differ in one dimension only (a `concat_where` splits along one axis);
-    in all other dimensions every region must contain the read. Along the split
-    dimension the regions, in some order, must chain without gaps from below the
-    lowest read to above the highest (`next.lo == prev.hi + 1`, proven with `facts`).
+    Returns `(None, split)` on success, `split` being the dimension that selects the
+    branch (`None` if every region holds every read), or `(reason, None)`.
+
+    In every dimension but one, every region must contain the read (then that
+    dimension does not discriminate and needs no test at run time). Along the
+    remaining one, the regions, in some order, must chain without gaps from below the
+    lowest read to above the highest (`next.lo <= prev.hi + 1`, proven with `facts`).
     """
     regions = [b.region for b in concat.branches]
-    if len(concat.split_dims) > 1:
-        return "concat regions differ in more than one dimension"
-    split = concat.split_dims[0] if concat.split_dims else None
-    for d, (lo, hi) in enumerate(read_box):
-        if d == split:
-            continue
-        if not all(_inside([r[d]], [(lo, hi)], facts) for r in regions):
-            return f"a concat region does not cover the read in dimension {d}"
-    if split is None:
-        return None
+    open_dims = [
+        d for d, (lo, hi) in enumerate(read_box) if not all(_inside([r[d]], [(lo, hi)], facts) for r in regions)
+    ]
+    if not open_dims:
+        return None, None
+    if len(open_dims) > 1:
+        return f"concat regions do not cover the read in dimensions {open_dims}", None
+    split = open_dims[0]
     lo, hi = read_box[split]
     spans = [r[split] for r in regions]
     for order in itertools.permutations(range(len(spans))):
@@ -226,8 +219,8 @@ def prove_union_covers(
             continue
         # No gap between neighbours (overlaps are excluded by disjointness).
         if all(prove_nonnegative_given(prev[1] + 1 - nxt[0], facts) for prev, nxt in zip(chain, chain[1:])):
-            return None
-    return f"concat regions cannot be proven to cover the read [{lo}, {hi}] in dimension {split}"
+            return None, split
+    return f"concat regions cannot be proven to cover the read [{lo}, {hi}] in dimension {split}", None
 
 
 def read_box(terms: list[IndexTerm], cranges) -> list[tuple[sympy.Expr, sympy.Expr]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Iterable, Optional
 
 import sympy
@@ -22,6 +23,11 @@ def free_names(expr) -> set[str]:
 
 
 def prove_nonnegative(expr, _depth: int = 0) -> Optional[bool]:
+    return _prove_nonnegative(sympy.expand(to_sympy(expr)), _depth)
+
+
+@functools.lru_cache(maxsize=65536)
+def _prove_nonnegative(expr: sympy.Expr, _depth: int) -> Optional[bool]:
     """Decide `expr >= 0` for every value of the symbols in it.
 
     Returns `True` if proven, `False` if refuted (the expression is a negative
@@ -32,12 +38,7 @@ def prove_nonnegative(expr, _depth: int = 0) -> Optional[bool]:
     `M = Max(x_1, ...)` gives `e >= 0` if `x_i + R >= 0` for one `i`, `-Max` needs it
     for every `i`, and dually for `Min`.
     """
-    e = sympy.expand(to_sympy(expr))
-    if e.is_number:
-        return bool(e >= 0)
-    if e.is_nonnegative:
-        return True
-    e = sympy.simplify(e)
+    e = expr
     if e.is_number:
         return bool(e >= 0)
     if e.is_nonnegative:
@@ -51,7 +52,7 @@ def prove_nonnegative(expr, _depth: int = 0) -> Optional[bool]:
         rest = e - term
         args = [coeff * a + rest for a in core.args]
         need_all = (coeff == 1) == isinstance(core, sympy.Min)
-        results = [prove_nonnegative(a, _depth + 1) for a in args]
+        results = [_prove_nonnegative(sympy.expand(a), _depth + 1) for a in args]
         if need_all and all(r is True for r in results):
             return True
         if not need_all and any(r is True for r in results):
@@ -65,24 +66,60 @@ _MAX_DEPTH = 6
 def prove_nonnegative_given(expr, facts: Iterable = ()) -> Optional[bool]:
     """Like `prove_nonnegative`, also using `facts`, expressions known to be >= 0.
 
-    Two uses of a fact `f >= 0`: `expr >= 0` follows if `expr - f >= 0`; and a fact
-    `x + c >= 0` in one symbol `x` lets `x` be replaced by `s - c` with a fresh
-    nonnegative `s`, which lets sympy decide `Min(1, x)` once `x >= 2` is known. Used
-    with the consumer Map's `last - first` per dimension: a read only happens if the
-    Map runs.
+    Facts come from "this Map runs" / "this copy is not empty" (`last - first >= 0`).
+    They are used three ways:
+
+    - `expr >= 0` follows if `expr - f >= 0` for one fact `f`;
+    - a fact `x + c >= 0` in one symbol `x` lets `x` be replaced by `s - c` with a fresh
+      nonnegative `s` (sympy then decides `Min(1, x)` once `x >= 2` is known);
+    - case split on a `Max`/`Min` term: for each argument that can be the extreme one,
+      substitute it, add that as a fact, and prove the goal in every case whose facts
+      are not contradictory (a fact that is provably `<= -1`). This is what turns
+      `Max(0, n) - 1 >= 0` into `Max(0, n) == n`.
     """
     direct = prove_nonnegative(expr)
     if direct is not None:
         return direct
-    e = to_sympy(expr)
-    facts = [sympy.expand(to_sympy(f)) for f in facts]
+    facts = tuple(sympy.expand(to_sympy(f)) for f in facts)
+    if not facts:
+        return None
+    return _given(sympy.expand(to_sympy(expr)), facts, 0, [_CASE_BUDGET])
+
+
+def _given(e, facts, _depth, budget) -> Optional[bool]:
+    budget[0] -= 1
+    if budget[0] < 0:
+        return None
+    if prove_nonnegative(e):
+        return True
     for fact in facts:
         if prove_nonnegative(e - fact):
             return True
     subs = _substitutions(facts)
     if subs and prove_nonnegative(e.subs(subs)):
         return True
-    return None
+    if _depth >= _MAX_CASE_DEPTH:
+        return None
+    # Split the outermost extreme of the goal first (that is the one the goal compares),
+    # then those of the facts.
+    goal_atoms = e.atoms(sympy.Max, sympy.Min)
+    pool = goal_atoms or set().union(*(f.atoms(sympy.Max, sympy.Min) for f in facts))
+    if not pool:
+        return None
+    atom = max(pool, key=lambda a: (sympy.count_ops(a), str(a)))
+    for i, arg in enumerate(atom.args):
+        others = [a for j, a in enumerate(atom.args) if j != i]
+        case = [(arg - o) if isinstance(atom, sympy.Max) else (o - arg) for o in others]
+        case_facts = [sympy.expand(f.subs(atom, arg)) for f in facts] + [sympy.expand(c) for c in case]
+        if any(prove_nonnegative(-f - 1) for f in case_facts):
+            continue  # this case cannot happen
+        if not _given(sympy.expand(e.subs(atom, arg)), tuple(case_facts), _depth + 1, budget):
+            return None
+    return True
+
+
+_MAX_CASE_DEPTH = 3
+_CASE_BUDGET = 40  # proof attempts per query; undecided beyond that (decline)
 
 
 def _substitutions(facts) -> dict:

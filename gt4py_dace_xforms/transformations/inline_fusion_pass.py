@@ -15,7 +15,10 @@ from gt4py_dace_xforms.transformations import rewrite
 
 
 def find_candidates(sdfg: dace.SDFG) -> Iterator[tuple[dace.SDFGState, dn.AccessNode, dn.MapEntry]]:
-    """Every (state, intermediate, consumer) with a top-level Map producer and Map consumer.
+    """Every (state, transient AccessNode, top-level consumer Map) in `sdfg`.
+
+    The intermediate may be written in the same state (by Maps or copies) or in an
+    earlier one; the analysis sorts out which candidates are sound.
 
     Within a state, intermediates come in topological order: an upstream intermediate is
     inlined into its consumer before that consumer is itself inlined downstream, so a
@@ -26,7 +29,9 @@ def find_candidates(sdfg: dace.SDFG) -> Iterator[tuple[dace.SDFGState, dn.Access
         for node in sdutil.dfs_topological_sort(state):
             if not isinstance(node, dn.AccessNode) or scope[node] is not None:
                 continue
-            if not any(isinstance(e.src, dn.MapExit) for e in state.in_edges(node)):
+            desc = sdfg.arrays.get(node.data)
+            written_by_map = any(isinstance(e.src, dn.MapExit) for e in state.in_edges(node))
+            if desc is None or isinstance(desc, dace.data.Scalar) or not (desc.transient or written_by_map):
                 continue
             seen = set()
             for e in state.out_edges(node):

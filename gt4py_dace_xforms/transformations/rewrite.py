@@ -125,7 +125,7 @@ def _symbol_table(nsdfg: dace.SDFG, sdfg: dace.SDFG, names) -> None:
             nsdfg.add_symbol(name, sdfg.symbols.get(name, dace.int64))
 
 
-def build_concat_sdfg(sdfg: dace.SDFG, state: SDFGState, cand: InlineCandidate) -> dace.SDFG:
+def build_concat_sdfg(sdfg: dace.SDFG, cand: InlineCandidate) -> dace.SDFG:
     """A nested SDFG computing element `(__concat_idx_0, ...)` of a concat node, lazily.
 
     One branch of a `ConditionalBlock` per writer, guarded by its region along the split
@@ -160,7 +160,7 @@ def build_concat_sdfg(sdfg: dace.SDFG, state: SDFGState, cand: InlineCandidate) 
             bstate.add_edge(src, None, out, None, dace.Memlet(
                 data=br.source.data, subset=dace_sbs.Range([(i, i, 1) for i in br.source_index]), other_subset="0"))
             continue
-        inner = build_producer_sdfg(sdfg, state, br.slice, name)
+        inner = build_producer_sdfg(sdfg, cand.producer_state, br.slice, name)
         params = [p for p, _, _ in br.slice.param_ranges]
         _symbol_table(inner, sdfg, set(map(str, inner.free_symbols)) | set(params))
         mapping = {s: s for s in inner.symbols}
@@ -209,15 +209,19 @@ def inline_candidate(sdfg: dace.SDFG, cand: InlineCandidate) -> list[dn.NestedSD
     """
     state, consumer = cand.state, cand.consumer
     if cand.concat is None:
-        template = build_producer_sdfg(sdfg, state, cand.producer, cand.intermediate.data)
+        template = build_producer_sdfg(sdfg, cand.producer_state, cand.producer, cand.intermediate.data)
         prod_params = [p for p, _, _ in cand.producer.param_ranges]
         _symbol_table(template, sdfg, set(map(str, template.free_symbols)) | set(prod_params))
     else:
-        template = build_concat_sdfg(sdfg, state, cand)
+        template = build_concat_sdfg(sdfg, cand)
 
-    # One consumer connector pair per input, shared by all copies.
+    # One consumer connector pair per input, shared by all copies. In the producer's
+    # state the inputs come from the AccessNodes the producer read (keeps the order);
+    # in a later state from new AccessNodes (nothing writes them in between).
     in_conns: dict[str, str] = {}
     for data, source in _inputs(cand).items():
+        if cand.producer_state is not state:
+            source = state.add_access(data)
         conn = consumer.next_connector(f"inl_{data}")
         consumer.add_in_connector("IN_" + conn)
         consumer.add_out_connector("OUT_" + conn)
@@ -234,8 +238,12 @@ def inline_candidate(sdfg: dace.SDFG, cand: InlineCandidate) -> list[dn.NestedSD
         inserted.append(_insert_copy(sdfg, state, consumer, template, group, bind, in_conns, dtype, cand))
 
     _drop_consumer_path(state, cand)
+    if state.degree(cand.intermediate) == 0:
+        state.remove_node(cand.intermediate)  # a read-only node in a later state with no reader left
     if cand.removes_intermediate:
         remove_dead_dataflow(sdfg, state, [cand.intermediate])
+        if cand.producer_state is not state:
+            remove_dead_dataflow(sdfg, cand.producer_state, [cand.producer_node])
     return inserted
 
 
