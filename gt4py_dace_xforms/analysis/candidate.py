@@ -272,7 +272,14 @@ def _concat_shift(rterms, concat: ConcatAnalysis) -> list[str]:
 
     With no Map branch (copies only) the raw offset of the read index is reported.
     """
-    ref = next((b.slice for b in concat.branches if b.slice is not None and b.via is None), None)
+    ref = next(
+        (
+            b.slice
+            for b in concat.branches
+            if b.slice is not None and b.via is None and all(w.param is not None for w in b.slice.write_terms)
+        ),
+        None,
+    )
     if ref is None or len(ref.write_terms) != len(rterms):
         return [canonical(t.offset) for t in rterms]
     return [canonical(t.offset - w.offset) if w.param is not None else canonical(t.expr()) for t, w in zip(rterms, ref.write_terms)]
@@ -303,7 +310,7 @@ def _solve_and_cover(rterms, prod: ProducerSlice, cranges):
     by iteration `pp = p + cr - cw`. Coverage needs `first <= pp <= last` at both ends
     of the consumer parameter's range (the index is `p` plus a constant, so the ends suffice).
     """
-    mapping: dict[str, sympy.Expr] = {}
+    mapping: dict[str, sympy.Expr] = dict(prod.fixed_params)
     shift: list[str] = []
     for dim, (w, r) in enumerate(zip(prod.write_terms, rterms)):
         if w.param is None:

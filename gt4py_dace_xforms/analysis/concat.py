@@ -23,6 +23,7 @@ from dace.sdfg.state import SDFGState
 from gt4py_dace_xforms.analysis.producer import Decline, ProducerSlice, SliceInput, analyse_producer
 from gt4py_dace_xforms.analysis.symbolic import (
     IndexTerm,
+    prove_any,
     prove_nonnegative,
     prove_nonnegative_given,
     to_sympy,
@@ -89,7 +90,7 @@ def _param_at(prod: ProducerSlice, index_of_dim) -> tuple[tuple[str, sympy.Expr]
         (t.param, sympy.expand(index_of_dim(d) - t.offset))
         for d, t in enumerate(prod.write_terms)
         if t.param is not None
-    )
+    ) + tuple(prod.fixed_params)
 
 
 def _inside(region, box, facts=()) -> bool:
@@ -197,8 +198,9 @@ def prove_union_covers(
 
     In every dimension but one, every region must contain the read (then that
     dimension does not discriminate and needs no test at run time). Along the
-    remaining one, the regions, in some order, must chain without gaps from below the
-    lowest read to above the highest (`next.lo <= prev.hi + 1`, proven with `facts`).
+    remaining one, some of the regions, in some order, must chain without gaps from
+    below the lowest read to above the highest (`next.lo <= prev.hi + 1`), proven with
+    `facts` and case splits (`prove_any`).
     """
     regions = [b.region for b in concat.branches]
     open_dims = [
@@ -211,15 +213,15 @@ def prove_union_covers(
     split = open_dims[0]
     lo, hi = read_box[split]
     spans = [r[split] for r in regions]
-    for order in itertools.permutations(range(len(spans))):
-        chain = [spans[i] for i in order]
-        if not prove_nonnegative_given(lo - chain[0][0], facts):
-            continue
-        if not prove_nonnegative_given(chain[-1][1] - hi, facts):
-            continue
-        # No gap between neighbours (overlaps are excluded by disjointness).
-        if all(prove_nonnegative_given(prev[1] + 1 - nxt[0], facts) for prev, nxt in zip(chain, chain[1:])):
-            return None, split
+    # Some chain of regions covers [lo, hi]; which one may depend on the symbols (a region
+    # can be empty for some values), so all chains are alternatives of one proof.
+    chains = [
+        [lo - c[0][0], c[-1][1] - hi, *(prev[1] + 1 - nxt[0] for prev, nxt in zip(c, c[1:]))]
+        for n in range(1, len(spans) + 1)
+        for c in itertools.permutations(spans, n)
+    ]
+    if prove_any(chains, facts):
+        return None, split
     return f"concat regions cannot be proven to cover the read [{lo}, {hi}] in dimension {split}", None
 
 

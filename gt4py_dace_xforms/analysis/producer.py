@@ -54,6 +54,7 @@ class ProducerSlice:
         write_terms: the write index per dimension of the intermediate as
             `producer_param + c` (or a constant with `param=None`).
         param_ranges: producer parameter -> (first, last) iteration, inclusive.
+        fixed_params: parameters absent from the write index, each with its only value.
     """
 
     map_entry: dn.MapEntry
@@ -63,6 +64,7 @@ class ProducerSlice:
     inputs: tuple[SliceInput, ...]
     write_terms: tuple[IndexTerm, ...]
     param_ranges: tuple[tuple[str, object, object], ...]
+    fixed_params: tuple[tuple[str, object], ...] = ()
 
     def range_of(self, param: str):
         for p, first, last in self.param_ranges:
@@ -163,9 +165,15 @@ def analyse_producer(
     used = [t.param for t in terms if t.param is not None]
     if len(used) != len(set(used)):
         return Decline("producer write index uses one parameter in several dimensions")
-    if set(used) != set(params):
-        missing = sorted(set(params) - set(used))
-        return Decline(f"producer writes one element from several iterations (parameters {missing} unused)")
+    fixed = []
+    for p, (first, last, _) in zip(params, prod_map.range.ndrange()):
+        if p in used:
+            continue
+        # A parameter missing from the write index is fine if it takes one value only
+        # (gt4py folds a one-level range `0:1` into the index as the constant `0`).
+        if not prove_zero(to_sympy(last) - to_sympy(first)):
+            return Decline(f"producer writes one element from several iterations (parameter '{p}' unused)")
+        fixed.append((p, to_sympy(first)))
 
     nodes = slice_nodes(state, map_entry, write_edge.src) if write_edge.src is not map_entry else frozenset()
     reason = _check_slice_nodes(sdfg, state, map_entry, nodes, write_edge, users)
@@ -185,6 +193,7 @@ def analyse_producer(
         inputs=inputs,
         write_terms=terms,
         param_ranges=ranges,
+        fixed_params=tuple(fixed),
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Sequence
 
 import sympy
 from dace import symbolic as dace_sym
@@ -66,60 +66,76 @@ _MAX_DEPTH = 6
 def prove_nonnegative_given(expr, facts: Iterable = ()) -> Optional[bool]:
     """Like `prove_nonnegative`, also using `facts`, expressions known to be >= 0.
 
-    Facts come from "this Map runs" / "this copy is not empty" (`last - first >= 0`).
-    They are used three ways:
-
-    - `expr >= 0` follows if `expr - f >= 0` for one fact `f`;
-    - a fact `x + c >= 0` in one symbol `x` lets `x` be replaced by `s - c` with a fresh
-      nonnegative `s` (sympy then decides `Min(1, x)` once `x >= 2` is known);
-    - case split on a `Max`/`Min` term: for each argument that can be the extreme one,
-      substitute it, add that as a fact, and prove the goal in every case whose facts
-      are not contradictory (a fact that is provably `<= -1`). This is what turns
-      `Max(0, n) - 1 >= 0` into `Max(0, n) == n`.
+    See `prove_any`; returns `True` or `None` (undecided).
     """
     direct = prove_nonnegative(expr)
     if direct is not None:
         return direct
-    facts = tuple(sympy.expand(to_sympy(f)) for f in facts)
-    if not facts:
-        return None
-    return _given(sympy.expand(to_sympy(expr)), facts, 0, [_CASE_BUDGET])
+    return True if prove_any([[expr]], facts) else None
 
 
-def _given(e, facts, _depth, budget) -> Optional[bool]:
+def prove_any(alternatives: Sequence[Sequence], facts: Iterable = ()) -> bool:
+    """Prove that, for every value of the symbols, some alternative has all its
+    expressions `>= 0`, given `facts` (expressions known to be `>= 0`).
+
+    Facts come from "this Map runs" / "this copy is not empty" (`last - first >= 0`).
+    Used three ways:
+
+    - `x >= 0` follows if `x - f >= 0` for one fact `f`;
+    - a fact `y + c >= 0` in one symbol `y` lets `y` be replaced by `s - c` with a fresh
+      nonnegative `s` (sympy then decides `Min(1, y)` once `y >= 2` is known);
+    - case split on a `Max`/`Min` term: for each argument that can be the extreme one,
+      substitute it, add that as a fact, and prove in every case whose facts are not
+      contradictory (a fact provably `<= -1`). This turns `Max(0, n) - 1 >= 0` into
+      `Max(0, n) == n`, and lets different alternatives hold in different cases (a
+      region that is empty for some symbol values).
+
+    The search has a budget; running out means "not proven".
+    """
+    alts = [tuple(sympy.expand(to_sympy(x)) for x in alt) for alt in alternatives]
+    fs = tuple(sympy.expand(to_sympy(f)) for f in facts)
+    return _any(alts, fs, 0, [_CASE_BUDGET])
+
+
+def _holds(x, facts, subs) -> bool:
+    if prove_nonnegative(x):
+        return True
+    if any(prove_nonnegative(x - f) for f in facts):
+        return True
+    return bool(subs) and bool(prove_nonnegative(x.subs(subs)))
+
+
+def _any(alts, facts, depth, budget) -> bool:
     budget[0] -= 1
     if budget[0] < 0:
-        return None
-    if prove_nonnegative(e):
-        return True
-    for fact in facts:
-        if prove_nonnegative(e - fact):
-            return True
+        return False
     subs = _substitutions(facts)
-    if subs and prove_nonnegative(e.subs(subs)):
-        return True
-    if _depth >= _MAX_CASE_DEPTH:
-        return None
-    # Split the outermost extreme of the goal first (that is the one the goal compares),
+    for alt in alts:
+        if all(_holds(x, facts, subs) for x in alt):
+            return True
+    if depth >= _MAX_CASE_DEPTH:
+        return False
+    # Split the outermost extreme of the goals first (that is the one they compare),
     # then those of the facts.
-    goal_atoms = e.atoms(sympy.Max, sympy.Min)
-    pool = goal_atoms or set().union(*(f.atoms(sympy.Max, sympy.Min) for f in facts))
+    pool = set().union(*(x.atoms(sympy.Max, sympy.Min) for alt in alts for x in alt))
+    pool = pool or set().union(*(f.atoms(sympy.Max, sympy.Min) for f in facts))
     if not pool:
-        return None
+        return False
     atom = max(pool, key=lambda a: (sympy.count_ops(a), str(a)))
     for i, arg in enumerate(atom.args):
         others = [a for j, a in enumerate(atom.args) if j != i]
         case = [(arg - o) if isinstance(atom, sympy.Max) else (o - arg) for o in others]
-        case_facts = [sympy.expand(f.subs(atom, arg)) for f in facts] + [sympy.expand(c) for c in case]
+        case_facts = tuple(sympy.expand(f.subs(atom, arg)) for f in facts) + tuple(sympy.expand(c) for c in case)
         if any(prove_nonnegative(-f - 1) for f in case_facts):
             continue  # this case cannot happen
-        if not _given(sympy.expand(e.subs(atom, arg)), tuple(case_facts), _depth + 1, budget):
-            return None
+        case_alts = [tuple(sympy.expand(x.subs(atom, arg)) for x in alt) for alt in alts]
+        if not _any(case_alts, case_facts, depth + 1, budget):
+            return False
     return True
 
 
-_MAX_CASE_DEPTH = 3
-_CASE_BUDGET = 40  # proof attempts per query; undecided beyond that (decline)
+_MAX_CASE_DEPTH = 4
+_CASE_BUDGET = 80  # recursive steps per query; undecided beyond that (decline)
 
 
 def _substitutions(facts) -> dict:

@@ -13,20 +13,19 @@ from gt4py_dace_xforms.transformations.inline_fusion_pass import gt_inline_fusio
 
 HookFun = Callable[[dace.SDFG], None]
 
-#: Stages at which the pass runs. `TopLevelDataFlowPre` sees every producer before
-#: gt4py's Map splitting turns one producer into several; `TopLevelDataFlowStep` runs
-#: after each fusion round, before `gt_apply_concat_where_replacement_on_sdfg`.
-INLINE_STAGES = (GT4PyAutoOptHook.TopLevelDataFlowPre, GT4PyAutoOptHook.TopLevelDataFlowStep)
+#: Stage at which the pass runs: after each round of gt4py's own top-level fusion, and
+#: before `gt_apply_concat_where_replacement_on_sdfg`. Pointwise chains are fused by
+#: then, and Maps gt4py split into pieces are concat nodes the concat mode handles.
+#: (Running at `TopLevelDataFlowPre` too was measured worse on icon4py: inlining the
+#: unfused pointwise dataflow leaves nested SDFGs that gt4py's fusion cannot see into.)
+INLINE_STAGES = (GT4PyAutoOptHook.TopLevelDataFlowStep,)
 
 
 def default_policy() -> InlinePolicy:
-    """Inline whatever is sound.
-
-    Pointwise reads are inlined too: leaving them to vertical Map fusion would leave
-    the upstream end of a chain (`a -> t1 -> pointwise -> t2 -> shifted read`)
-    materialized, because the copies of `t2`'s producer then read `t1` whole.
-    """
-    return InlineWhereSound()
+    """Inline whatever is sound, except purely pointwise reads: at `TopLevelDataFlowStep`
+    gt4py's vertical Map fusion has had its chance at those, and what it left is read
+    elsewhere too, so a copy would only duplicate work."""
+    return InlineWhereSound(skip_pointwise=True)
 
 
 def make_inline_hook(
