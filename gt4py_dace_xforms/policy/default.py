@@ -33,8 +33,9 @@ class InlineWhereSound:
         max_distinct_offsets: decline a consumer that reads more distinct elements of
             one intermediate than this (each is one copy of the producer).
         skip_pointwise: decline candidates whose only read is the element the producer
-            writes in the same iteration (all shifts 0); vertical Map fusion handles
-            those without a nested SDFG (used inside `gt_auto_optimize`).
+            writes in the same iteration (all shifts 0), when vertical Map fusion could
+            take them: one producer Map in the consumer's state. Concat nodes and reads
+            in a later state are never Map fusion's, so those are still inlined.
     """
 
     max_distinct_offsets: int = 8
@@ -44,6 +45,7 @@ class InlineWhereSound:
         n = len(candidate.groups)
         if n > self.max_distinct_offsets:
             return Decision(False, f"{n} distinct offsets exceed the bound {self.max_distinct_offsets}")
-        if self.skip_pointwise and n == 1 and all(s == "0" for s in candidate.groups[0].shift):
+        fusable = candidate.concat is None and candidate.producer_state is candidate.state
+        if self.skip_pointwise and fusable and n == 1 and all(s == "0" for s in candidate.groups[0].shift):
             return Decision(False, "pointwise read only: left to vertical Map fusion")
         return Decision(True, "sound")
