@@ -1,9 +1,10 @@
 """gt4py_dace_xforms: DaCe SDFG transformations for GT4Py.
 
 Importing the package registers `InlineFuser` with DaCe's pattern matcher, so that
-`SDFGOptimizer` (and the DaCe VS Code viewer) list it.
+`SDFGOptimizer` (and the DaCe VS Code viewer) list it. Backends: `gt4py_dace_xforms.backends`.
 """
 
+from gt4py_dace_xforms.integration.hooks import optimization_hooks
 from gt4py_dace_xforms.policy import Decision, InlinePolicy, InlineWhereSound
 from gt4py_dace_xforms.report import InlineRecord, InlineReport
 from gt4py_dace_xforms.transformations import InlineFuser, gt_inline_fusion
@@ -16,5 +17,6 @@ __all__ = [
     "InlineReport",
     "InlineWhereSound",
     "gt_inline_fusion",
+    "optimization_hooks",
 ]
 __version__ = "0.1.0"

@@ -18,7 +18,9 @@ from gt4py_dace_xforms.transformations import rewrite
 class InlineFuser(transformation.SingleStateTransformation):
     """Replace a consumer Map's reads of an intermediate by on-the-fly evaluation of its producer.
 
-    Pattern: top-level `MapExit -> (T) -> MapEntry`, `T` a transient AccessNode.
+    Patterns: top-level `MapExit -> (T) -> MapEntry`, `T` a transient AccessNode, and
+    `(T) -> MapEntry` where no Map writes `T` in that state (a concat of copies, or `T`
+    written in an earlier state).
     For every distinct element of `T` that one consumer iteration reads (e.g. `T[i, k]`,
     `T[i, k+1]`, `T[i, k+2]`), the producer's dataflow for `T` is copied once into the
     consumer's scope as a nested SDFG whose `symbol_mapping` evaluates the producer at
@@ -45,9 +47,9 @@ class InlineFuser(transformation.SingleStateTransformation):
     named helper:
 
     - `T` is transient, not a View, not of global/persistent lifetime;
-    - exactly one producer Map writes `T` in this state, one element per iteration,
-      without WCR, with step 1; its dataflow for `T` is side-effect free and uses only
-      producer-local transients (`analysis.producer.analyse_producer()`);
+    - one AccessNode writes `T`; its writer is one Map (one element per iteration, no
+      WCR, step 1, dataflow side-effect free, using only producer-local transients,
+      `analysis.producer.analyse_producer()`) or several writers (concat mode);
     - every consumer read is a single element, not through a nested Map;
     - the producer's range provably (sympy, with the SDFG's symbols) covers every
       element read; undecidable means decline (`_solve_and_cover()`);
@@ -55,9 +57,15 @@ class InlineFuser(transformation.SingleStateTransformation):
       which runs after the producer, reads the same values);
     - no consumer parameter shadows a symbol used by the producer.
 
-    Restrictions (declined, never mis-compiled): several producers of `T` (concat
-    nodes, see the concat mode), reads in a different state, producers with dynamic
-    Map ranges, nested Maps inside the consumer that read `T`.
+    Concat mode: `T` written by several Maps or copies on provably disjoint regions (a
+    `concat_where`); each copy evaluates, per index, only the branch whose region holds
+    it (a `ConditionalBlock`), see `analysis.concat`. Reads in a later state than the
+    writers are inlined if nothing they depend on changes in between
+    (`analysis.crossstate`).
+
+    Restrictions (declined, never mis-compiled): producers with dynamic Map ranges, WCR,
+    nested Maps inside the consumer that read `T`, loops around producer or consumer
+    state, regions not provably disjoint or not provably covering the reads.
 
     Everything is derived from the graph, so a match found by DaCe's pattern matcher can
     be serialized, rebuilt and applied (the DaCe VS Code viewer's path).
@@ -81,18 +89,29 @@ class InlineFuser(transformation.SingleStateTransformation):
 
     @classmethod
     def expressions(cls) -> Any:
-        return [sdutil.node_path_graph(cls.producer_exit, cls.intermediate, cls.consumer_entry)]
+        # 0: a Map writes the intermediate in this state (single or concat mode);
+        # 1: no Map writes it here: copies only (concat of copies) or an earlier state.
+        return [
+            sdutil.node_path_graph(cls.producer_exit, cls.intermediate, cls.consumer_entry),
+            sdutil.node_path_graph(cls.intermediate, cls.consumer_entry),
+        ]
 
     def analyse(self, state: dace.SDFGState, sdfg: dace.SDFG) -> Union[InlineCandidate, Decline]:
         """The analysis of this match, including this instance's configuration."""
         try:
-            result = analyse_candidate(sdfg, state, self.intermediate, self.consumer_entry)
+            return self._analyse(state, sdfg)
         except Exception as err:  # noqa: BLE001  # a matcher must decline, never abort compilation
             return Decline(f"analysis failed: {type(err).__name__}: {err}")
+
+    def _analyse(self, state: dace.SDFGState, sdfg: dace.SDFG) -> Union[InlineCandidate, Decline]:
+        result = analyse_candidate(sdfg, state, self.intermediate, self.consumer_entry)
         if isinstance(result, Decline):
             return result
-        if result.producer.map_exit is not self.producer_exit:
-            return Decline("matched MapExit is not the intermediate's producer")
+        map_writers = [e.src for e in state.in_edges(self.intermediate) if isinstance(e.src, dn.MapExit)]
+        if self.expr_index == 0 and self.producer_exit is not map_writers[0]:
+            return Decline("the match is reported once, for the first writing Map")  # no duplicate matches
+        if self.expr_index == 1 and map_writers:
+            return Decline("a Map writes the intermediate here: matched by the first pattern")
         if len(result.groups) > self.max_distinct_offsets:
             return Decline(f"{len(result.groups)} distinct offsets exceed max_distinct_offsets={self.max_distinct_offsets}")
         if not result.removes_intermediate and not self.allow_partial:

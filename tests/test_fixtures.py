@@ -1,0 +1,54 @@
+"""The shipped fixtures: viewer path, and the icon4py target's candidate reads."""
+
+import copy
+
+import dace
+import pytest
+from dace.transformation.optimizer import SDFGOptimizer
+
+import fixture_lib
+import gt4py_dace_xforms as gx
+from gt4py_dace_xforms.integration.hooks import default_policy
+
+VIEWABLE = ["seed_multi_offset", "two_symbol_index", "icon4py_compute_perturbed_quantities_and_interpolation"]
+
+
+@pytest.fixture(scope="module")
+def fixtures():
+    return {name: fixture_lib.load_fixture(name) for name in [*VIEWABLE, "seed_vertical_difference"]}
+
+
+@pytest.mark.parametrize("name", VIEWABLE)
+def test_viewer_lists_inline_fuser_matches_on_fixture(fixtures, name):
+    sdfg = copy.deepcopy(fixtures[name])
+    h = sdfg.hash_sdfg()
+    matches = list(SDFGOptimizer(sdfg).get_pattern_matches(patterns=[gx.InlineFuser]))
+    assert matches, f"no InlineFuser match on {name}"
+    assert sdfg.hash_sdfg() == h
+    rebuilt = dace.serialize.from_json(matches[0].to_json())
+    rebuilt._sdfg = sdfg
+    rebuilt.apply_pattern()
+    sdfg.validate()
+    assert sdfg.hash_sdfg() != h
+
+
+def test_icon4py_fixture_stock_inline_fuser_accepts_none_ours_applies(fixtures):
+    sdfg = copy.deepcopy(fixtures["icon4py_compute_perturbed_quantities_and_interpolation"])
+    total, accepted = fixture_lib.count_stock_inline_fuser(sdfg)
+    assert (total, accepted) == (20, 0)
+    before = fixture_lib.count_2d_transients(sdfg)
+    report = gx.gt_inline_fusion(sdfg, policy=default_policy())
+    after = fixture_lib.count_2d_transients(sdfg)
+    print(f"\nicon4py fixture: stock inline_fuser accepts {accepted}/{total} candidate reads; "
+          f"gt_inline_fusion applied {len(report.applied)} ({report.copies} copies), "
+          f"2-D transients {before} -> {after}\n{report.table()}")
+    assert len(report.applied) >= 10 and after <= before - 5
+    sdfg.validate()
+
+
+def test_seed_vertical_difference_fixture_has_nothing_to_inline(fixtures):
+    """Plain branches: gt4py copies both fields into concat nodes read pointwise."""
+    sdfg = copy.deepcopy(fixtures["seed_vertical_difference"])
+    h = sdfg.hash_sdfg()
+    report = gx.gt_inline_fusion(sdfg, policy=default_policy())
+    assert sdfg.hash_sdfg() == h or report.applied
