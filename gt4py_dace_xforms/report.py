@@ -19,6 +19,8 @@ class InlineRecord:
     reason: str
     removed_intermediate: bool = False
     figures: Optional[dict] = None
+    #: "single" (one producer), "lazy" or "eager" (concat mode); empty if declined.
+    mode: str = ""
 
     def to_json(self) -> dict:
         d = dataclasses.asdict(self)
@@ -65,7 +67,7 @@ class InlineReport:
                 r.intermediate,
                 r.consumer,
                 " ".join("(" + ",".join(s) + ")" for s in r.shifts) or "-",
-                ("applied" + (", removed" if r.removed_intermediate else ", kept"))
+                ("applied" + (f" {r.mode}" if r.mode else "") + (", removed" if r.removed_intermediate else ", kept"))
                 if r.applied
                 else "declined: " + r.reason,
             )

@@ -18,6 +18,7 @@ from dace.sdfg.state import SDFGState
 from gt4py_dace_xforms.analysis.concat import (
     ConcatAnalysis,
     analyse_concat,
+    eager_unsound,
     index_symbol,
     prove_union_covers,
     read_box,
@@ -87,6 +88,9 @@ class InlineCandidate:
         concat: in concat mode (several writers), their branches; each copy then
             selects, per index, the branch whose region holds it and evaluates only
             that one (lazy).
+        eager: concat mode only: evaluating every branch everywhere is proven memory
+            safe (`analysis.concat.eager_unsound`), so copies may evaluate all and select.
+        lazy_reason: why eager evaluation is not proven sound, if it is not.
     """
 
     state: SDFGState
@@ -98,6 +102,8 @@ class InlineCandidate:
     groups: tuple[ReadGroup, ...]
     removes_intermediate: bool
     concat: Optional[ConcatAnalysis] = None
+    eager: bool = False
+    lazy_reason: Optional[str] = None
 
     @property
     def shifts(self) -> list[tuple[str, ...]]:
@@ -210,6 +216,7 @@ def analyse_candidate(
 
     groups: dict[tuple[str, ...], dict] = {}
     split_dims: set[int] = set()
+    boxes: list = []
     for e in reads:
         if e.data.wcr is not None:
             return Decline("consumer reads the intermediate through a WCR edge")
@@ -232,17 +239,21 @@ def analyse_candidate(
             mapping, shift, reason = _solve_and_cover(rterms, prod, cranges)
         else:
             mapping, shift = {}, _concat_shift(rterms, concat)
-            reason, split = prove_union_covers(concat, read_box(rterms, cranges), facts)
+            box = read_box(rterms, cranges)
+            reason, split = prove_union_covers(concat, box, facts)
             if split is not None:
                 split_dims.add(split)
+            boxes.append(box)
         if reason:
             return Decline(reason)
         groups[key] = {"edges": [e], "mapping": mapping, "shift": shift, "index": [t.expr() for t in rterms]}
 
     if len(split_dims) > 1:
         return Decline(f"reads select concat branches along several dimensions {sorted(split_dims)}")
+    eager_reason = None
     if concat is not None:
         concat = dataclasses.replace(concat, split_dims=tuple(split_dims))
+        eager_reason = eager_unsound(sdfg, pstate, pnode.data, concat, boxes, facts)
     read_groups = tuple(
         ReadGroup(
             key=k,
@@ -264,6 +275,8 @@ def analyse_candidate(
         groups=read_groups,
         removes_intermediate=removes,
         concat=concat,
+        eager=concat is not None and eager_reason is None,
+        lazy_reason=eager_reason,
     )
 
 

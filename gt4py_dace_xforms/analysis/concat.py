@@ -235,3 +235,70 @@ def read_box(terms: list[IndexTerm], cranges) -> list[tuple[sympy.Expr, sympy.Ex
             b, e = cranges[t.param]
             box.append((to_sympy(b) + t.offset, to_sympy(e) + t.offset))
     return box
+
+
+def eager_unsound(sdfg, state, data: str, concat: ConcatAnalysis, boxes, facts) -> Optional[str]:
+    """Why evaluating every branch at every read index could fault, or None if it cannot.
+
+    Eager evaluation runs all branches and selects one result afterwards; the other
+    results are discarded, so only memory safety matters: every element any branch
+    reads, at every index in `boxes` (the read boxes of the intermediate), must lie in
+    its array. Program fields are only known to be that large through the annotations
+    carried from GTIR (`analysis.annotations`); without them this is not provable.
+    Branches must be simple: tasklets and scalars reading single elements.
+    """
+    from gt4py_dace_xforms.analysis import annotations
+
+    if annotations.concat_annotation(sdfg, data) is None:
+        return "no concat annotation from GTIR for this node"
+    data_read = {i.data for b in concat.branches for i in b.inputs}
+    facts = list(facts) + annotations.field_facts(sdfg, data_read)
+    for n, br in enumerate(concat.branches):
+        accesses = _branch_accesses(sdfg, state, br)
+        if isinstance(accesses, str):
+            return f"branch {n}: {accesses}"
+        for name, index in accesses:
+            shape = sdfg.arrays[name].shape
+            for box in boxes:
+                for d, (expr, size) in enumerate(zip(index, shape)):
+                    lo, hi = _index_bounds(expr, box)
+                    if lo is None:
+                        return f"branch {n}: index {expr} of '{name}' is not the intermediate's index plus a constant"
+                    if not (prove_nonnegative_given(lo, facts) and prove_nonnegative_given(to_sympy(size) - 1 - hi, facts)):
+                        return f"branch {n} may read '{name}' out of bounds in dimension {d} outside its region"
+    return None
+
+
+def _branch_accesses(sdfg, state, br: Branch):
+    """(data, index in `index_symbol(d)`) for every element the branch reads."""
+    if br.slice is None:
+        return [(br.source.data, br.source_index)]
+    if any(not isinstance(n, (dn.Tasklet, dn.AccessNode)) for n in br.slice.nodes):
+        return "contains nested scopes or SDFGs"
+    mapping = {dace.symbolic.symbol(p): e for p, e in br.param_at}
+    result = []
+    for node in br.slice.nodes:
+        for e in state.in_edges(node):
+            if e.src is not br.slice.map_entry or e.data.is_empty():
+                continue
+            sub = e.data.get_src_subset(e, state) or e.data.subset
+            if any(not prove_nonnegative(0 - (to_sympy(hi) - to_sympy(lo))) for lo, hi, _ in sub.ndrange()):
+                return "reads more than one element per evaluation"
+            result.append((e.data.data, tuple(to_sympy(lo).subs(mapping) for lo, _, _ in sub.ndrange())))
+    return result
+
+
+def _index_bounds(expr, box):
+    """Lowest and highest value of `expr` (one index symbol plus a constant) over `box`."""
+    expr = sympy.expand(expr)
+    syms = [d for d in range(len(box)) if index_symbol(d) in expr.free_symbols]
+    if not syms:
+        return expr, expr
+    if len(syms) > 1:
+        return None, None
+    d = syms[0]
+    t = index_symbol(d)
+    rest = sympy.expand(expr - t)
+    if t in rest.free_symbols:
+        return None, None
+    return box[d][0] + rest, box[d][1] + rest

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Callable, Mapping, Optional
 
 from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
-from gt4py.next.program_processors.runners.dace.workflow import backend as gtx_backend, factory as gtx_factory
+from gt4py.next.program_processors.runners.dace.workflow import (
+    backend as gtx_backend,
+    factory as gtx_factory,
+    translation as gtx_translation,
+)
 
 from gt4py_dace_xforms.integration.hooks import optimization_hooks as _library_hooks
+from gt4py_dace_xforms.integration.lowering import record_annotations
 from gt4py_dace_xforms.policy import InlinePolicy
 
 
@@ -32,10 +38,23 @@ def make_backend(
     return gtx_backend.make_dace_toolchain(
         gtx_factory.DaCeConfig(gpu=gpu, auto_optimize=True),
         name_postfix=name_postfix,
-        translation=functools.partial(
-            gtx_factory.make_dace_translator, auto_optimize_args={"optimization_hooks": hooks}
-        ),
+        translation=functools.partial(annotating_translator, auto_optimize_args={"optimization_hooks": hooks}),
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class AnnotatingTranslator(gtx_translation.DaCeTranslator):
+    """gt4py's translator, lowering with the GTIR annotations (`integration.lowering`)."""
+
+    def generate_sdfg(self, *args, **kwargs):
+        with record_annotations():
+            return super().generate_sdfg(*args, **kwargs)
+
+
+def annotating_translator(cfg, /, **kwargs) -> AnnotatingTranslator:
+    """`make_dace_translator` (same arguments and checks), as an `AnnotatingTranslator`."""
+    stock = gtx_factory.make_dace_translator(cfg, **kwargs)
+    return AnnotatingTranslator(**{f.name: getattr(stock, f.name) for f in dataclasses.fields(stock)})
 
 
 run_dace_cpu = make_backend(gpu=False)

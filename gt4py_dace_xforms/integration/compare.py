@@ -16,6 +16,7 @@ import dace
 from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
 from gt4py.next.program_processors.runners.dace.workflow import backend as gtx_backend, factory as gtx_factory
 
+from gt4py_dace_xforms.integration.backends import annotating_translator
 from gt4py_dace_xforms.integration.hooks import optimization_hooks
 from gt4py_dace_xforms.policy import InlinePolicy
 from gt4py_dace_xforms.report import InlineReport
@@ -66,7 +67,7 @@ def inline_build(gpu: bool = False, policy: Optional[InlinePolicy] = None) -> Bu
     build.backend = gtx_backend.make_dace_toolchain(
         gtx_factory.DaCeConfig(gpu=gpu, auto_optimize=True),
         name_postfix=f"_xforms_capture{next(_UNIQUE)}",
-        translation=functools.partial(gtx_factory.make_dace_translator, auto_optimize_args={"optimization_hooks": hooks}),
+        translation=functools.partial(annotating_translator, auto_optimize_args={"optimization_hooks": hooks}),
     )
     return build
 

@@ -17,6 +17,8 @@ class Decision:
     accept: bool
     reason: str
     figures: dict | None = None
+    #: Concat mode: evaluate lazily even where eager evaluation is proven sound.
+    force_lazy: bool = False
 
 
 class InlinePolicy(Protocol):
@@ -36,10 +38,13 @@ class InlineWhereSound:
             writes in the same iteration (all shifts 0), when vertical Map fusion could
             take them: one producer Map in the consumer's state. Concat nodes and reads
             in a later state are never Map fusion's, so those are still inlined.
+        allow_eager: in concat mode, evaluate all branches and select where that is
+            proven memory safe (no control flow: better for vectorization and GPUs).
     """
 
     max_distinct_offsets: int = 8
     skip_pointwise: bool = False
+    allow_eager: bool = True
 
     def decide(self, sdfg: dace.SDFG, candidate: InlineCandidate) -> Decision:
         n = len(candidate.groups)
@@ -48,4 +53,4 @@ class InlineWhereSound:
         fusable = candidate.concat is None and candidate.producer_state is candidate.state
         if self.skip_pointwise and fusable and n == 1 and all(s == "0" for s in candidate.groups[0].shift):
             return Decision(False, "pointwise read only: left to vertical Map fusion")
-        return Decision(True, "sound")
+        return Decision(True, "sound", force_lazy=not self.allow_eager)

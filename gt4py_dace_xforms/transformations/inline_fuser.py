@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Union
 
 import dace
@@ -87,6 +88,12 @@ class InlineFuser(transformation.SingleStateTransformation):
         desc="Decline if the consumer reads more distinct elements than this (copies per offset).",
     )
 
+    allow_eager = properties.Property(
+        dtype=bool,
+        default=True,
+        desc="Concat mode: evaluate all branches and select where proven memory safe (else lazy).",
+    )
+
     @classmethod
     def expressions(cls) -> Any:
         # 0: a Map writes the intermediate in this state (single or concat mode);
@@ -116,6 +123,8 @@ class InlineFuser(transformation.SingleStateTransformation):
             return Decline(f"{len(result.groups)} distinct offsets exceed max_distinct_offsets={self.max_distinct_offsets}")
         if not result.removes_intermediate and not self.allow_partial:
             return Decline("intermediate has other readers and allow_partial is off")
+        if result.eager and not self.allow_eager:
+            result = dataclasses.replace(result, eager=False)
         return result
 
     def can_be_applied(self, graph, expr_index: int, sdfg: dace.SDFG, permissive: bool = False) -> bool:

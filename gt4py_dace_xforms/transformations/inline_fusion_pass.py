@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Iterator, Optional
 
 import dace
@@ -40,6 +41,12 @@ def find_candidates(sdfg: dace.SDFG) -> Iterator[tuple[dace.SDFGState, dn.Access
                     yield state, node, e.dst
 
 
+def mode_of(candidate) -> str:
+    if candidate.concat is None:
+        return "single"
+    return "eager" if candidate.eager else "lazy"
+
+
 def gt_inline_fusion(
     sdfg: dace.SDFG,
     *,
@@ -76,11 +83,14 @@ def gt_inline_fusion(
                     figures=decision.figures,
                 )
                 continue
+            if decision.force_lazy and result.eager:
+                result = dataclasses.replace(result, eager=False)
             rewrite.inline_candidate(sdfg, result)
             report.add(
                 InlineRecord(
                     state.label, node.data, consumer.map.label, shifts, True, decision.reason,
                     removed_intermediate=result.removes_intermediate, figures=decision.figures,
+                    mode=mode_of(result),
                 )
             )
             progress = True

@@ -126,58 +126,76 @@ def _symbol_table(nsdfg: dace.SDFG, sdfg: dace.SDFG, names) -> None:
 
 
 def build_concat_sdfg(sdfg: dace.SDFG, cand: InlineCandidate) -> dace.SDFG:
-    """A nested SDFG computing element `(__concat_idx_0, ...)` of a concat node, lazily.
+    """A nested SDFG computing element `(__concat_idx_0, ...)` of a concat node.
 
-    One branch of a `ConditionalBlock` per writer, guarded by its region along the split
-    dimensions: only the branch selected at an index is evaluated there. A Map branch
-    runs a copy of its producer (`build_producer_sdfg`) with the producer parameters
-    bound to the index; a read branch copies one element of its source.
+    Lazy (default): one branch of a `ConditionalBlock` per writer, guarded by its region
+    along the split dimension, so only the branch selected at an index is evaluated
+    there. Eager (`cand.eager`, proven memory safe): every branch is evaluated into its
+    own scalar in one state and a tasklet selects the result, no control flow.
+    A Map branch runs a copy of its producer (`build_producer_sdfg`) with the producer
+    parameters bound to the index; a read branch copies one element of its source.
     """
     name = cand.intermediate.data
     nsdfg = dace.SDFG(f"inlined_concat_{name}")
-    for data, src in _inputs(cand).items():
+    for data in _inputs(cand):
         desc = copy.deepcopy(sdfg.arrays[data])
         desc.transient = False
         nsdfg.add_datadesc(data, desc)
-    nsdfg.add_datadesc(INLINE_OUTPUT, dace.data.Scalar(sdfg.arrays[name].dtype, transient=False))
+    dtype = sdfg.arrays[name].dtype
+    nsdfg.add_datadesc(INLINE_OUTPUT, dace.data.Scalar(dtype, transient=False))
 
     branches = cand.concat.branches
     if len(branches) == 1:
-        bodies = [(None, nsdfg)]
+        _emit_branch(sdfg, cand, nsdfg, nsdfg.add_state("evaluate", is_start_block=True), branches[0], 0, INLINE_OUTPUT)
+    elif cand.eager:
+        st = nsdfg.add_state("evaluate_all", is_start_block=True)
+        values = []
+        for n, br in enumerate(branches):
+            v, _ = nsdfg.add_scalar(f"__branch_value_{n}", dtype, transient=True)
+            _emit_branch(sdfg, cand, nsdfg, st, br, n, v)
+            values.append(v)
+        code = f"__sel_{len(branches) - 1}"
+        for n in reversed(range(len(branches) - 1)):
+            code = f"(__sel_{n} if {_region_condition(branches[n], cand.concat.split_dims)} else {code})"
+        select = st.add_tasklet("select_branch", {f"__sel_{n}" for n in range(len(branches))}, {"__out"}, f"__out = {code}")
+        for n, v in enumerate(values):
+            st.add_edge(next(x for x in st.data_nodes() if x.data == v and st.in_degree(x) > 0), None, select,
+                        f"__sel_{n}", dace.Memlet(data=v, subset="0"))
+        st.add_edge(select, "__out", st.add_access(INLINE_OUTPUT), None, dace.Memlet(data=INLINE_OUTPUT, subset="0"))
     else:
         cond_block = ConditionalBlock("select_branch")
         nsdfg.add_node(cond_block, is_start_block=True)
-        bodies = []
         for n, br in enumerate(branches):
             region = ControlFlowRegion(f"branch_{n}", sdfg=nsdfg)
             cond_block.add_branch(CodeBlock(_region_condition(br, cand.concat.split_dims)), region)
-            bodies.append((n, region))
-    for (n, body), br in zip(bodies, branches):
-        bstate = body.add_state(f"evaluate_{n if n is not None else 0}", is_start_block=True)
-        out = bstate.add_access(INLINE_OUTPUT)
-        if br.slice is None:
-            src = bstate.add_access(br.source.data)
-            bstate.add_edge(src, None, out, None, dace.Memlet(
-                data=br.source.data, subset=dace_sbs.Range([(i, i, 1) for i in br.source_index]), other_subset="0"))
-            continue
-        inner = build_producer_sdfg(sdfg, cand.producer_state, br.slice, name)
-        params = [p for p, _, _ in br.slice.param_ranges]
-        _symbol_table(inner, sdfg, set(map(str, inner.free_symbols)) | set(params))
-        mapping = {s: s for s in inner.symbols}
-        mapping.update(dict(br.param_at))
-        node = bstate.add_nested_sdfg(inner, {i.data: None for i in br.slice.inputs}, {INLINE_OUTPUT: None},
-                                      symbol_mapping=mapping, name=f"branch_{n}_{name}")
-        for inp in br.slice.inputs:
-            bstate.add_edge(bstate.add_access(inp.data), None, node, inp.data,
-                            dace.Memlet.from_array(inp.data, nsdfg.arrays[inp.data]))
-        if not br.slice.inputs:
-            bstate.add_edge(bstate.add_access(INLINE_OUTPUT), None, node, None, dace.Memlet())
-        bstate.add_edge(node, INLINE_OUTPUT, out, None, dace.Memlet(data=INLINE_OUTPUT, subset="0"))
+            _emit_branch(sdfg, cand, nsdfg, region.add_state(f"evaluate_{n}", is_start_block=True), br, n, INLINE_OUTPUT)
     names = set(map(str, nsdfg.free_symbols))
     names |= {str(index_symbol(d)) for d in range(len(sdfg.arrays[name].shape))}
     _symbol_table(nsdfg, sdfg, names)
     nsdfg.using_explicit_control_flow = True
     return nsdfg
+
+
+def _emit_branch(sdfg, cand, nsdfg, bstate, br, n, out_name) -> None:
+    """Dataflow in `bstate` that writes the branch's value at the index into `out_name`."""
+    out = bstate.add_access(out_name)
+    if br.slice is None:
+        src = bstate.add_access(br.source.data)
+        bstate.add_edge(src, None, out, None, dace.Memlet(
+            data=br.source.data, subset=dace_sbs.Range([(i, i, 1) for i in br.source_index]), other_subset="0"))
+        return
+    name = cand.intermediate.data
+    inner = build_producer_sdfg(sdfg, cand.producer_state, br.slice, name)
+    params = [p for p, _, _ in br.slice.param_ranges]
+    _symbol_table(inner, sdfg, set(map(str, inner.free_symbols)) | set(params))
+    mapping = {s: s for s in inner.symbols}
+    mapping.update(dict(br.param_at))
+    node = bstate.add_nested_sdfg(inner, {i.data: None for i in br.slice.inputs}, {INLINE_OUTPUT: None},
+                                  symbol_mapping=mapping, name=f"branch_{n}_{name}")
+    for inp in br.slice.inputs:
+        bstate.add_edge(bstate.add_access(inp.data), None, node, inp.data,
+                        dace.Memlet.from_array(inp.data, nsdfg.arrays[inp.data]))
+    bstate.add_edge(node, INLINE_OUTPUT, out, None, dace.Memlet(data=out_name, subset="0"))
 
 
 def _region_condition(br, split_dims) -> str:
