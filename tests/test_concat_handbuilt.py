@@ -15,7 +15,7 @@ SYMS = dict(N=5, K=8)
 
 
 def _concat_sdfg(name, *, regions, reads=("i, k", "i, k + 1"), consumer_k="0:K-1", cross_state=False,
-                 clobber_between=False, copy_surface=False):
+                 clobber_between=False, copy_surface=False, read_in_both_states=False):
     """`tmp` written by one Map per region (`(k_range, input, index, code)`), read at `reads`.
 
     The upper branch reads `interior`, which has one level fewer than `tmp`: evaluating
@@ -35,6 +35,11 @@ def _concat_sdfg(name, *, regions, reads=("i, k", "i, k + 1"), consumer_k="0:K-1
             continue
         s1.add_mapped_tasklet(f"branch{n}", {"i": "0:N", "k": krange}, {"__x": dace.Memlet(f"{data}[{index}]")},
                               code, {"__o": dace.Memlet("tmp[i, k]")}, external_edges=True, output_nodes={"tmp": tmp})
+    if read_in_both_states:
+        sdfg.add_array("early", ["N", "K"], dace.float64)
+        s1.add_mapped_tasklet("early_reader", {"i": "0:N", "k": "1:K"}, {"__x": dace.Memlet("tmp[i, k - 1]")},
+                              "__o = 3.0 * __x", {"__o": dace.Memlet("early[i, k]")}, external_edges=True,
+                              input_nodes={"tmp": tmp})
     if cross_state:
         mid = sdfg.add_state_after(s1, "middle")
         if clobber_between:
@@ -81,6 +86,20 @@ def _inline(sdfg):
 def _conditional_blocks(sdfg):
     return [b for n in (x for st in sdfg.states() for x in st.nodes() if isinstance(x, dn.NestedSDFG))
             for b in n.sdfg.all_control_flow_blocks() if isinstance(b, dace.sdfg.state.ConditionalBlock)]
+
+
+@pytest.mark.compile
+def test_concat_read_in_the_same_and_in_a_later_state():
+    sdfg = _concat_sdfg("concat_both_states", regions=TWO, cross_state=True, read_in_both_states=True)
+    after, report = _inline(sdfg)
+    assert len(report.applied) == 2 and report.applied[-1].removed_intermediate, report.table()
+    assert transient_arrays(after) == [] and inlined_copies(after) == 3
+    arrays = _arrays(sdfg)
+    arrays["early"] = np.zeros_like(arrays["out"])
+    got = compare_before_after(sdfg, after, arrays, SYMS, outputs=("out", "early"))
+    t = _theta(arrays)
+    np.testing.assert_allclose(got["early"][:, 1:], 3.0 * t[:, :-1], rtol=1e-14)
+    np.testing.assert_allclose(got["out"][:, :-1], t[:, :-1] + 2.0 * t[:, 1:], rtol=1e-14)
 
 
 @pytest.mark.compile
