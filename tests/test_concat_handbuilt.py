@@ -15,7 +15,7 @@ SYMS = dict(N=5, K=8)
 
 
 def _concat_sdfg(name, *, regions, reads=("i, k", "i, k + 1"), consumer_k="0:K-1", cross_state=False,
-                 clobber_between=False, copy_surface=False, read_in_both_states=False):
+                 clobber_between=False, copy_surface=False, read_in_both_states=False, full_input=False):
     """`tmp` written by one Map per region (`(k_range, input, index, code)`), read at `reads`.
 
     The upper branch reads `interior`, which has one level fewer than `tmp`: evaluating
@@ -27,6 +27,8 @@ def _concat_sdfg(name, *, regions, reads=("i, k", "i, k + 1"), consumer_k="0:K-1
     sdfg.add_array("interior", ["N", "K - 1"], dace.float64)
     sdfg.add_array("out", ["N", "K"], dace.float64)
     sdfg.add_array("tmp", ["N", "K"], dace.float64, transient=True)
+    if full_input:
+        sdfg.add_array("full", ["N", "K"], dace.float64)
     s1 = sdfg.add_state("produce")
     tmp = s1.add_access("tmp")
     for n, (krange, data, index, code) in enumerate(regions):

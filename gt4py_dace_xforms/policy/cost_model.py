@@ -1,0 +1,244 @@
+"""`CostModel`: is inlining a sound candidate worth it on the CPU or the GPU?
+
+Inlining trades memory traffic for recomputation. Per candidate the model estimates,
+from the SDFG alone, in bytes of memory traffic (operations are converted with the
+target's machine balance, `bytes_per_op`):
+
+- **saved**: if the intermediate goes away, its write by the producer and its read by
+  the consumer (the array's volume times the item size, once each: reads of `k` and
+  `k+1` share cache lines); if it must stay for other readers, only this consumer's
+  read pass;
+- **extra loads**: the producer's inputs the consumer does not already read, once per
+  input; minus the producer's own loads of them when its Map disappears with the
+  intermediate;
+- **extra work**: the producer's operations per element times (copies - 1) if the
+  producer disappears, times copies if it stays; for a lazy concat copy on the GPU all
+  branches count (a warp diverges at the boundary and runs both), on the CPU the
+  largest branch plus `branch_ops` for the test.
+
+Gain = saved - extra loads - extra work (in bytes). Declined: gain <= 0, more copies
+than `max_distinct_offsets`, more operations per copy than `max_ops_per_copy`, and
+intermediates that transitively feed a scan (a scan argument is materialized anyway,
+so copies buy nothing; ignoring this was measured as a net model-level regression).
+
+Symbolic sizes are evaluated with `representative_sizes` (symbol -> value); a symbol
+missing there takes `default_extent`, and every assumed symbol is listed in the
+decision's figures (`assumed`), so nothing is guessed silently.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from typing import Optional
+
+import dace
+import sympy
+from dace.sdfg import nodes as dn
+from dace.sdfg.state import LoopRegion
+
+from gt4py_dace_xforms.analysis.candidate import InlineCandidate
+from gt4py_dace_xforms.analysis.symbolic import to_sympy
+from gt4py_dace_xforms.policy.default import Decision
+
+#: Machine balance, in bytes of DRAM traffic per arithmetic operation: what one saved
+#: byte buys in recomputation. GPU (H100/H200 class): ~4 TB/s vs ~60 Tflop/s fp64, so
+#: ~15 operations per byte; we charge 0.06 B/op. CPU: inlined scalar code rarely runs
+#: at peak, so 4 operations per byte (0.25 B/op). Priors, to be calibrated with
+#: `make bench`; a division counts as 4 operations.
+_BALANCE = {"cpu": 0.25, "gpu": 0.06}
+
+
+@dataclasses.dataclass(frozen=True)
+class CostModel:
+    """Decides whether a sound inlining pays off; see the module docstring.
+
+    Attributes:
+        target: "cpu" or "gpu".
+        bytes_per_op: bytes of memory traffic one arithmetic operation is worth
+            (default by target: cpu 0.25, gpu 0.06).
+        max_distinct_offsets: most copies per consumer (one per distinct shift).
+        max_ops_per_copy: most operations one copy may recompute.
+        branch_ops: operations charged for a lazy branch test on the CPU.
+        default_extent: value for a symbol not in `representative_sizes`.
+        representative_sizes: symbol -> value used to evaluate symbolic sizes.
+        prefer_eager: use eager evaluation where it is proven sound (concat mode). The
+            GPU always prefers it (no divergence); on the CPU too by default (it
+            vectorizes).
+        allow_partial: inline even when the intermediate must stay for other readers.
+    """
+
+    target: str = "cpu"
+    bytes_per_op: Optional[float] = None
+    max_distinct_offsets: int = 8
+    max_ops_per_copy: int = 400
+    branch_ops: float = 2.0
+    default_extent: int = 80
+    representative_sizes: tuple[tuple[str, int], ...] = ()
+    prefer_eager: bool = True
+    allow_partial: bool = True
+
+    def __post_init__(self):
+        if self.target not in _BALANCE:
+            raise ValueError(f"CostModel target must be 'cpu' or 'gpu', not {self.target!r}")
+
+    @property
+    def balance(self) -> float:
+        return self.bytes_per_op if self.bytes_per_op is not None else _BALANCE[self.target]
+
+    # -- the policy interface ---------------------------------------------------------
+
+    def decide(self, sdfg: dace.SDFG, cand: InlineCandidate) -> Decision:
+        n = len(cand.groups)
+        force_lazy = not self.prefer_eager
+        if n > self.max_distinct_offsets:
+            return Decision(False, f"{n} distinct offsets exceed the bound {self.max_distinct_offsets}")
+        if feeds_scan(sdfg, cand):
+            return Decision(False, "intermediate feeds a scan: it is materialized for the scan anyway")
+        if not cand.removes_intermediate and not self.allow_partial:
+            return Decision(False, "partial inline (intermediate stays) not allowed")
+        fig = self.estimate(sdfg, cand)
+        if fig["ops_per_copy"] > self.max_ops_per_copy:
+            return Decision(False, f"{fig['ops_per_copy']:.0f} operations per copy exceed {self.max_ops_per_copy}",
+                            figures=fig)
+        if fig["gain_bytes"] <= 0:
+            return Decision(False, f"no gain: saves {fig['saved_bytes']:.3g} B, costs "
+                                   f"{fig['extra_load_bytes']:.3g} B loads + {fig['extra_work_bytes']:.3g} B work",
+                            figures=fig)
+        return Decision(True, f"gain {fig['gain_bytes']:.3g} B", figures=fig, force_lazy=force_lazy)
+
+    # -- the estimate -------------------------------------------------------------------
+
+    def estimate(self, sdfg: dace.SDFG, cand: InlineCandidate) -> dict:
+        """The figures of the decision (all in bytes unless named otherwise)."""
+        assumed: set[str] = set()
+        desc = sdfg.arrays[cand.intermediate.data]
+        item = desc.dtype.bytes
+        volume = self._value(desc.total_size, sdfg, assumed)
+        points = self._value(_iterations(cand.consumer.map), sdfg, assumed)
+        copies = len(cand.groups)
+
+        saved = (2 * volume if cand.removes_intermediate else points) * item
+        slices = [cand.producer] if cand.concat is None else [b.slice for b in cand.concat.branches if b.slice]
+        branch_ops = [_ops(s) for s in slices] or [0.0]
+        if cand.concat is None or len(cand.concat.branches) == 1:
+            ops = branch_ops[0]
+        elif cand.eager or self.target == "gpu":
+            ops = sum(branch_ops) + (1.0 if cand.eager else 4.0 * self.branch_ops)
+        else:
+            ops = max(branch_ops) + self.branch_ops
+        removed_producers = cand.removes_intermediate
+        extra_ops = ops * points * (copies - 1 if removed_producers else copies)
+        extra_work = extra_ops * self.balance
+
+        consumer_reads = {e.src.data for e in cand.state.in_edges(cand.consumer) if isinstance(e.src, dn.AccessNode)}
+        inputs = {i.data for s in slices for i in s.inputs}
+        if cand.concat is not None:
+            inputs |= {b.source.data for b in cand.concat.branches if b.source is not None}
+        extra_loads = 0.0
+        for name in inputs - consumer_reads:
+            d = sdfg.arrays[name]
+            if isinstance(d, dace.data.Scalar) or d.total_size == 1:
+                continue
+            per_input = min(points, self._value(d.total_size, sdfg, assumed)) * d.dtype.bytes
+            extra_loads += 0.0 if removed_producers else per_input
+        return {
+            "target": self.target,
+            "points": points,
+            "copies": copies,
+            "ops_per_copy": ops,
+            "saved_bytes": saved,
+            "extra_load_bytes": extra_loads,
+            "extra_work_bytes": extra_work,
+            "gain_bytes": saved - extra_loads - extra_work,
+            "assumed": sorted(assumed),
+        }
+
+    def _value(self, expr, sdfg: dace.SDFG, assumed: set[str]) -> float:
+        e = to_sympy(expr)
+        sizes = dict(self.representative_sizes)
+        subs = {}
+        for s in e.free_symbols:
+            name = str(s)
+            if name in sizes:
+                subs[s] = sizes[name]
+            elif name in sdfg.constants:
+                subs[s] = sdfg.constants[name]
+            else:
+                subs[s] = self.default_extent
+                assumed.add(name)
+        try:
+            return max(0.0, float(e.subs(subs)))
+        except (TypeError, ValueError):
+            return float(self.default_extent)
+
+
+def _iterations(m: dn.Map) -> sympy.Expr:
+    total = sympy.Integer(1)
+    for b, e, s in m.range.ndrange():
+        total *= sympy.Max(0, (to_sympy(e) - to_sympy(b)) // to_sympy(s) + 1)
+    return total
+
+
+_OPS = (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.Call, ast.IfExp)
+_EXPENSIVE = (ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
+
+
+def _ops(prod) -> float:
+    """Arithmetic operations of a producer slice (Python tasklet ASTs; at least 1 each)."""
+    total = 0.0
+    for node in prod.nodes:
+        total += _node_ops(node)
+    return total
+
+
+def _node_ops(node) -> float:
+    if isinstance(node, dn.Tasklet):
+        try:
+            tree = ast.parse(node.code.as_string)
+            ops = sum(isinstance(n, _OPS) for n in ast.walk(tree))
+            ops += 3 * sum(isinstance(n, ast.BinOp) and isinstance(n.op, _EXPENSIVE) for n in ast.walk(tree))
+            return max(1.0, float(ops))
+        except SyntaxError:
+            return 4.0  # C++ tasklet: a few operations
+    if isinstance(node, dn.NestedSDFG):
+        return sum(_node_ops(n) for st in node.sdfg.states() for n in st.nodes())
+    if isinstance(node, dn.LibraryNode):
+        return 8.0
+    return 0.0
+
+
+def feeds_scan(sdfg: dace.SDFG, cand: InlineCandidate) -> bool:
+    """True if data computed from the intermediate reaches a scan (a loop in a nested SDFG)."""
+    seen_data: set[str] = set()
+    frontier = {cand.intermediate.data}
+    while frontier:
+        name = frontier.pop()
+        if name in seen_data:
+            continue
+        seen_data.add(name)
+        for st in sdfg.states():
+            for node in st.data_nodes():
+                if node.data != name:
+                    continue
+                for reached in _downstream(st, node):
+                    if isinstance(reached, dn.NestedSDFG) and _has_loop(reached.sdfg):
+                        return True
+                    if isinstance(reached, dn.AccessNode):
+                        frontier.add(reached.data)
+    return False
+
+
+def _downstream(state, node):
+    seen, stack = set(), [node]
+    while stack:
+        n = stack.pop()
+        for e in state.out_edges(n):
+            if e.dst not in seen:
+                seen.add(e.dst)
+                stack.append(e.dst)
+                yield e.dst
+
+
+def _has_loop(sdfg: dace.SDFG) -> bool:
+    return any(isinstance(r, LoopRegion) for r in sdfg.all_control_flow_regions())

@@ -1,0 +1,135 @@
+"""CostModel decisions on hand-built SDFGs (no compilation)."""
+
+import copy
+import json
+
+import dace
+import pytest
+from dace.sdfg.state import LoopRegion
+
+import gt4py_dace_xforms as gx
+from builders import producer_consumer
+from gt4py_dace_xforms.analysis.candidate import analyse_candidate
+from gt4py_dace_xforms.integration.lowering import KEY
+from test_concat_handbuilt import _concat_sdfg
+
+SIZES = (("N", 20480), ("K", 80))
+
+
+def _candidate(sdfg, data="tmp"):
+    for st in sdfg.states():
+        for node in st.data_nodes():
+            if node.data != data:
+                continue
+            for e in st.out_edges(node):
+                if isinstance(e.dst, dace.nodes.MapEntry):
+                    return analyse_candidate(sdfg, st, node, e.dst)
+    raise LookupError(data)
+
+
+def _model(**kw):
+    return gx.CostModel(representative_sizes=SIZES, **kw)
+
+
+def test_cheap_producer_read_at_one_offset_is_inlined():
+    sdfg = producer_consumer("cheap", producer_ranges={"i": "0:N", "k": "0:K"},
+                             consumer_ranges={"i": "0:N", "k": "0:K-1"}, write="i, k", reads=["i, k + 1"])
+    decision = _model().decide(sdfg, _candidate(sdfg))
+    assert decision.accept, decision.reason
+    assert decision.figures["gain_bytes"] > 0 and decision.figures["assumed"] == []
+
+
+def test_expensive_producer_read_at_many_offsets_is_declined():
+    code = "__out = " + " + ".join(f"__a * {n}.5 / (__a + {n}.0)" for n in range(8))
+    sdfg = producer_consumer("expensive", producer_ranges={"i": "0:N", "k": "0:K"},
+                             consumer_ranges={"i": "0:N", "k": "0:K-6"}, write="i, k",
+                             reads=[f"i, k + {d}" for d in range(6)], producer_code=code)
+    decision = _model().decide(sdfg, _candidate(sdfg))
+    assert not decision.accept and "no gain" in decision.reason, decision.reason
+    report = gx.gt_inline_fusion(copy.deepcopy(sdfg), policy=_model())
+    assert not report.applied and report.declined[0].figures["copies"] == 6
+
+
+def test_partial_inline_declined_when_inputs_cost_more_to_load():
+    """`tmp` stays for a copy to `keep`; the copy needs `a`, which the consumer does not read."""
+    sdfg = producer_consumer("partial", producer_ranges={"i": "0:N", "k": "0:K"},
+                             consumer_ranges={"i": "0:N", "k": "0:K-1"}, write="i, k", reads=["i, k + 1"],
+                             producer_code="__out = __a * __a + 1.0")
+    sdfg.add_array("keep", ["N", "K"], dace.float64)
+    st = sdfg.states()[0]
+    tmp = next(n for n in st.data_nodes() if n.data == "tmp")
+    st.add_nedge(tmp, st.add_access("keep"), dace.Memlet("tmp[0:N, 0:K]"))
+    cand = _candidate(sdfg)
+    assert not cand.removes_intermediate
+    decision = _model().decide(sdfg, cand)
+    assert not decision.accept and decision.figures["extra_load_bytes"] >= decision.figures["saved_bytes"]
+    assert gx.InlineWhereSound().decide(sdfg, cand).accept  # sound, just not worth it
+
+
+def test_intermediate_feeding_a_scan_is_declined():
+    sdfg = producer_consumer("scan_fed", producer_ranges={"i": "0:N", "k": "0:K"},
+                             consumer_ranges={"i": "0:N", "k": "0:K-1"}, write="i, k", reads=["i, k + 1"])
+    # `out` feeds a column loop (how gt4py lowers a scan): a nested SDFG with a LoopRegion.
+    inner = dace.SDFG("scan_body")
+    inner.add_array("col", ["K"], dace.float64)
+    inner.add_array("res", ["K"], dace.float64)
+    loop = LoopRegion("column", "k < K", "k", "k = 0", "k = k + 1")
+    inner.add_node(loop, is_start_block=True)
+    body = loop.add_state("body", is_start_block=True)
+    t = body.add_tasklet("acc", {"x"}, {"y"}, "y = x")
+    body.add_edge(body.add_access("col"), None, t, "x", dace.Memlet("col[k]"))
+    body.add_edge(t, "y", body.add_access("res"), None, dace.Memlet("res[k]"))
+    sdfg.add_array("scanned", ["N", "K"], dace.float64)
+    st = sdfg.states()[0]
+    out = next(n for n in st.data_nodes() if n.data == "out")
+    me, mx = st.add_map("scan", {"i": "0:N"})
+    node = st.add_nested_sdfg(inner, {"col": None}, {"res": None}, symbol_mapping={"K": "K"})
+    st.add_memlet_path(out, me, node, dst_conn="col", memlet=dace.Memlet("out[i, 0:K]"))
+    st.add_memlet_path(node, mx, st.add_access("scanned"), src_conn="res", memlet=dace.Memlet("scanned[i, 0:K]"))
+    sdfg.validate()
+    decision = _model().decide(sdfg, _candidate(sdfg))
+    assert not decision.accept and "scan" in decision.reason
+
+
+def _annotated_concat():
+    """A concat whose branches are in bounds everywhere, with the annotations lowering writes."""
+    sdfg = _concat_sdfg("eager_ok", regions=[("0:1", "surface", "i, 0", "__o = 2.0 * __x"),
+                                             ("1:K", "full", "i, k", "__o = __x + 1.0")], full_input=True)
+    for name, shape in (("surface", ["N", "1"]), ("full", ["N", "K"])):
+        sdfg.arrays[name].location[KEY] = json.dumps(
+            {"kind": "field", "covers": [["0", "N"], ["0", shape[1]]], "origin": ["0", "0"]})
+    sdfg.arrays["tmp"].location[KEY] = json.dumps(
+        {"kind": "concat", "dim": 1, "shape": ["N", "K"], "branches": [{"selected": ["0", "1"]}, {"selected": ["1", "K"]}]})
+    return sdfg
+
+
+def test_eager_needs_annotations_and_the_gpu_model_prefers_it():
+    sdfg = _annotated_concat()
+    cand = _candidate(sdfg)
+    assert cand.eager, cand.lazy_reason
+    assert not _model(target="gpu").decide(sdfg, cand).force_lazy
+    assert _model(target="cpu", prefer_eager=False).decide(sdfg, cand).force_lazy
+    bare = _concat_sdfg("eager_unannotated", regions=[("0:1", "surface", "i, 0", "__o = 2.0 * __x"),
+                                                      ("1:K", "interior", "i, k - 1", "__o = __x + 1.0")])
+    assert not _candidate(bare).eager and "annotation" in _candidate(bare).lazy_reason
+
+
+@pytest.mark.compile
+def test_eager_rewrite_compiles_and_equals_untransformed():
+    import numpy as np
+    from builders import compare_before_after
+
+    sdfg = _annotated_concat()
+    after = copy.deepcopy(sdfg)
+    report = gx.gt_inline_fusion(after)
+    assert [r.mode for r in report.applied] == ["eager"]
+    syms = dict(N=5, K=8)
+    rng = np.random.default_rng(3)
+    arrays = {n: rng.random([int(dace.symbolic.evaluate(s, syms)) for s in d.shape])
+              for n, d in sdfg.arrays.items() if not d.transient}
+    compare_before_after(sdfg, after, arrays, syms)
+
+
+def test_target_must_be_cpu_or_gpu():
+    with pytest.raises(ValueError, match="cpu' or 'gpu"):
+        gx.CostModel(target="tpu")
