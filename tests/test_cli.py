@@ -103,3 +103,9 @@ def test_unwritable_output_is_refused(sdfg_file, tmp_path, capsys):
         assert "not writable" in _one_line_error(capsys)
     finally:
         os.chmod(ro, 0o700)
+
+
+def test_optimize_with_cost_model_prints_decisions(sdfg_file, tmp_path, capsys):
+    assert main(["optimize", str(sdfg_file), "-o", str(tmp_path / "o.sdfg"), "--target", "gpu"]) == 0
+    text = capsys.readouterr().out
+    assert "cost model (gpu):" in text and "tmp -> consumer_map: inline; saves" in text

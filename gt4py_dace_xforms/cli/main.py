@@ -75,8 +75,13 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         _check_output(args.input, args.report)
     sdfg = _load(args.input)
     before = _two_d_transients(sdfg)
+    policy = None
+    if args.target:
+        from gt4py_dace_xforms.policy.cost_model import CostModel
+
+        policy = CostModel(target=args.target)
     try:
-        report = gt_inline_fusion(sdfg, validate=True)
+        report = gt_inline_fusion(sdfg, policy=policy, validate=True)
     except Exception as err:  # noqa: BLE001  # a bug, not bad input: say so in one line
         print(f"gt4py-dace-xforms: internal error while optimizing: {type(err).__name__}: {_first_line(err)}", file=sys.stderr)
         return 1
@@ -93,6 +98,15 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     print(f"inlined copies: {report.copies} ({len(report.applied)} reads applied, {len(report.declined)} declined)")
     if report.records:
         print(report.table())
+    if args.target:
+        print(f"cost model ({args.target}):")
+        for r in report.records:
+            if r.figures:
+                f = r.figures
+                print(f"  {r.intermediate} -> {r.consumer}: {'inline' if r.applied else 'keep'}; "
+                      f"saves {f['saved_bytes']:.3g} B, extra loads {f['extra_load_bytes']:.3g} B, "
+                      f"extra work {f['extra_work_bytes']:.3g} B ({f['copies']} copies x {f['ops_per_copy']:.0f} ops)"
+                      + (f"; assumed {', '.join(f['assumed'])}" if f["assumed"] else ""))
     return 0
 
 
@@ -109,6 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("input", help="input .sdfg file (never modified)")
     opt.add_argument("-o", "--output", required=True, help="output .sdfg file")
     opt.add_argument("--report", help="write the decisions as JSON to this file")
+    opt.add_argument("--target", choices=("cpu", "gpu"), help="decide with the cost model for this target "
+                     "(default: inline whatever is sound)")
     opt.set_defaults(func=cmd_optimize)
     demo = sub.add_parser("demo", help="lower gt4py programs, inline, compare with stock and numpy")
     demo.add_argument("-v", "--verbose", action="store_true", help="print every decision")

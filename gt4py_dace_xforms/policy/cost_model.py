@@ -21,9 +21,10 @@ than `max_distinct_offsets`, more operations per copy than `max_ops_per_copy`, a
 intermediates that transitively feed a scan (a scan argument is materialized anyway,
 so copies buy nothing; ignoring this was measured as a net model-level regression).
 
-Symbolic sizes are evaluated with `representative_sizes` (symbol -> value); a symbol
-missing there takes `default_extent`, and every assumed symbol is listed in the
-decision's figures (`assumed`), so nothing is guessed silently.
+Symbolic sizes are evaluated with `representative_sizes` (symbol -> value); an extent
+(one dimension of a Map range or array shape) that still has unknown symbols is taken
+as `default_extent` points, and those symbols are listed in the decision's figures
+(`assumed`), so nothing is guessed silently.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ import dataclasses
 from typing import Optional
 
 import dace
-import sympy
 from dace.sdfg import nodes as dn
 from dace.sdfg.state import LoopRegion
 
@@ -60,7 +60,8 @@ class CostModel:
         max_distinct_offsets: most copies per consumer (one per distinct shift).
         max_ops_per_copy: most operations one copy may recompute.
         branch_ops: operations charged for a lazy branch test on the CPU.
-        default_extent: value for a symbol not in `representative_sizes`.
+        default_extent: points assumed for an extent with symbols not in
+            `representative_sizes` (80: a typical number of vertical levels).
         representative_sizes: symbol -> value used to evaluate symbolic sizes.
         prefer_eager: use eager evaluation where it is proven sound (concat mode). The
             GPU always prefers it (no divergence); on the CPU too by default (it
@@ -114,8 +115,8 @@ class CostModel:
         assumed: set[str] = set()
         desc = sdfg.arrays[cand.intermediate.data]
         item = desc.dtype.bytes
-        volume = self._value(desc.total_size, sdfg, assumed)
-        points = self._value(_iterations(cand.consumer.map), sdfg, assumed)
+        volume = self._points(desc.shape, sdfg, assumed)
+        points = self._points(_extents(cand.consumer.map), sdfg, assumed)
         copies = len(cand.groups)
 
         saved = (2 * volume if cand.removes_intermediate else points) * item
@@ -140,7 +141,7 @@ class CostModel:
             d = sdfg.arrays[name]
             if isinstance(d, dace.data.Scalar) or d.total_size == 1:
                 continue
-            per_input = min(points, self._value(d.total_size, sdfg, assumed)) * d.dtype.bytes
+            per_input = min(points, self._points(d.shape, sdfg, assumed)) * d.dtype.bytes
             extra_loads += 0.0 if removed_producers else per_input
         return {
             "target": self.target,
@@ -154,30 +155,24 @@ class CostModel:
             "assumed": sorted(assumed),
         }
 
-    def _value(self, expr, sdfg: dace.SDFG, assumed: set[str]) -> float:
-        e = to_sympy(expr)
-        sizes = dict(self.representative_sizes)
-        subs = {}
-        for s in e.free_symbols:
-            name = str(s)
-            if name in sizes:
-                subs[s] = sizes[name]
-            elif name in sdfg.constants:
-                subs[s] = sdfg.constants[name]
+    def _points(self, extents, sdfg: dace.SDFG, assumed: set[str]) -> float:
+        """Product of the extents; an extent with a symbol of unknown value is taken as
+        `default_extent` (and its symbols are reported as assumed)."""
+        known = {**dict(self.representative_sizes), **{k: v for k, v in sdfg.constants.items()}}
+        total = 1.0
+        for extent in extents:
+            e = to_sympy(extent)
+            e = e.subs({s: known[str(s)] for s in e.free_symbols if str(s) in known})
+            if e.free_symbols:
+                assumed.update(str(s) for s in e.free_symbols)
+                total *= self.default_extent
             else:
-                subs[s] = self.default_extent
-                assumed.add(name)
-        try:
-            return max(0.0, float(e.subs(subs)))
-        except (TypeError, ValueError):
-            return float(self.default_extent)
+                total *= max(0.0, float(e))
+        return total
 
 
-def _iterations(m: dn.Map) -> sympy.Expr:
-    total = sympy.Integer(1)
-    for b, e, s in m.range.ndrange():
-        total *= sympy.Max(0, (to_sympy(e) - to_sympy(b)) // to_sympy(s) + 1)
-    return total
+def _extents(m: dn.Map) -> list:
+    return [(to_sympy(e) - to_sympy(b)) // to_sympy(s) + 1 for b, e, s in m.range.ndrange()]
 
 
 _OPS = (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.Call, ast.IfExp)
