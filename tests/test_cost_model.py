@@ -133,3 +133,21 @@ def test_eager_rewrite_compiles_and_equals_untransformed():
 def test_target_must_be_cpu_or_gpu():
     with pytest.raises(ValueError, match="cpu' or 'gpu"):
         gx.CostModel(target="tpu")
+
+
+def test_group_of_readers_is_judged_together():
+    """Two consumers read `tmp` at k+1; neither alone removes it, both together do."""
+    sdfg = producer_consumer("group", producer_ranges={"i": "0:N", "k": "0:K"},
+                             consumer_ranges={"i": "0:N", "k": "0:K-1"}, write="i, k", reads=["i, k + 1"],
+                             producer_code="__out = __a * __a + 1.0")
+    sdfg.add_array("out2", ["N", "K"], dace.float64)
+    st = sdfg.states()[0]
+    tmp = next(n for n in st.data_nodes() if n.data == "tmp")
+    st.add_mapped_tasklet("second", {"i": "0:N", "k": "0:K-1"}, {"__t": dace.Memlet("tmp[i, k + 1]")}, "__o = -__t",
+                          {"__o": dace.Memlet("out2[i, k]")}, external_edges=True, input_nodes={"tmp": tmp})
+    sdfg.validate()
+    first = _candidate(sdfg)
+    assert not first.removes_intermediate and not _model().decide(sdfg, first).accept
+    report = gx.gt_inline_fusion(sdfg, policy=_model())
+    assert len(report.applied) == 2 and report.applied[-1].removed_intermediate, report.table()
+    assert "readers inlined" in report.applied[0].reason and "tmp" not in sdfg.arrays

@@ -90,14 +90,9 @@ class CostModel:
     # -- the policy interface ---------------------------------------------------------
 
     def decide(self, sdfg: dace.SDFG, cand: InlineCandidate) -> Decision:
-        n = len(cand.groups)
-        force_lazy = not self.prefer_eager
-        if n > self.max_distinct_offsets:
-            return Decision(False, f"{n} distinct offsets exceed the bound {self.max_distinct_offsets}")
-        if feeds_scan(sdfg, cand):
-            return Decision(False, "intermediate feeds a scan: it is materialized for the scan anyway")
-        if not cand.removes_intermediate and not self.allow_partial:
-            return Decision(False, "partial inline (intermediate stays) not allowed")
+        limit = self._limits(sdfg, cand)
+        if limit is not None:
+            return limit
         fig = self.estimate(sdfg, cand)
         if fig["ops_per_copy"] > self.max_ops_per_copy:
             return Decision(False, f"{fig['ops_per_copy']:.0f} operations per copy exceed {self.max_ops_per_copy}",
@@ -106,7 +101,42 @@ class CostModel:
             return Decision(False, f"no gain: saves {fig['saved_bytes']:.3g} B, costs "
                                    f"{fig['extra_load_bytes']:.3g} B loads + {fig['extra_work_bytes']:.3g} B work",
                             figures=fig)
-        return Decision(True, f"gain {fig['gain_bytes']:.3g} B", figures=fig, force_lazy=force_lazy)
+        return Decision(True, f"gain {fig['gain_bytes']:.3g} B", figures=fig, force_lazy=not self.prefer_eager)
+
+    def decide_group(self, sdfg: dace.SDFG, cand: InlineCandidate, group: list) -> Decision:
+        """`cand` as one of `group`, all readers of an intermediate, all inlinable: inlining
+        them all removes the intermediate, so its write and every read pass are saved, and
+        the producer's own work and loads go away; every reader's copies are paid."""
+        single = self.decide(sdfg, cand)
+        if single.accept or single.figures is None or single.figures["ops_per_copy"] > self.max_ops_per_copy:
+            return single
+        for other in group:
+            if self._limits(sdfg, other) is not None or not (self.allow_partial or other is cand):
+                return single
+        figs = [self.estimate(sdfg, c) for c in group]
+        desc = sdfg.arrays[cand.intermediate.data]
+        volume = self._points(desc.shape, sdfg, set())
+        saved = volume * desc.dtype.bytes + sum(f["saved_bytes"] for f in figs)
+        producer_work = single.figures["ops_per_copy"] * volume * self.balance
+        cost = sum(f["extra_work_bytes"] for f in figs) - producer_work
+        fig = dict(single.figures, group_size=len(group), group_saved_bytes=saved,
+                   group_extra_work_bytes=cost, gain_bytes=saved - cost)
+        if saved - cost <= 0:
+            return Decision(False, f"no gain for all {len(group)} readers together: saves {saved:.3g} B, "
+                                   f"costs {cost:.3g} B work", figures=fig)
+        return Decision(True, f"gain {saved - cost:.3g} B with all {len(group)} readers inlined", figures=fig,
+                        force_lazy=not self.prefer_eager)
+
+    def _limits(self, sdfg, cand) -> Optional[Decision]:
+        """Hard limits, independent of the estimate."""
+        n = len(cand.groups)
+        if n > self.max_distinct_offsets:
+            return Decision(False, f"{n} distinct offsets exceed the bound {self.max_distinct_offsets}")
+        if feeds_scan(sdfg, cand):
+            return Decision(False, "intermediate feeds a scan: it is materialized for the scan anyway")
+        if not cand.removes_intermediate and not self.allow_partial:
+            return Decision(False, "partial inline (intermediate stays) not allowed")
+        return None
 
     # -- the estimate -------------------------------------------------------------------
 

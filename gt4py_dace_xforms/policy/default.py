@@ -22,7 +22,12 @@ class Decision:
 
 
 class InlinePolicy(Protocol):
-    """Decides on candidates the analysis has proven sound. Must not mutate the SDFG."""
+    """Decides on candidates the analysis has proven sound. Must not mutate the SDFG.
+
+    A policy may also define `decide_group(sdfg, candidate, group)`: the decision for
+    `candidate` when `group` (which contains it) are all readers of its intermediate and
+    all can be inlined, so that inlining every one of them removes the intermediate.
+    """
 
     def decide(self, sdfg: dace.SDFG, candidate: InlineCandidate) -> Decision: ...
 

@@ -41,6 +41,39 @@ def find_candidates(sdfg: dace.SDFG) -> Iterator[tuple[dace.SDFGState, dn.Access
                     yield state, node, e.dst
 
 
+def _decide(sdfg, policy, cand):
+    """The policy's decision; for a reader that leaves the intermediate in place, judged
+    together with the other readers when all of them can be inlined too (then the
+    intermediate goes away once the last one is, which a one-by-one view cannot see)."""
+    if cand.removes_intermediate or not hasattr(policy, "decide_group"):
+        return policy.decide(sdfg, cand)
+    group = sibling_candidates(sdfg, cand)
+    if group is None:
+        return policy.decide(sdfg, cand)
+    return policy.decide_group(sdfg, cand, group)
+
+
+def sibling_candidates(sdfg, cand):
+    """Every reader of `cand`'s intermediate as a sound candidate, or None if some reader
+    cannot be inlined (or is no Map consumer)."""
+    name = cand.intermediate.data
+    group = []
+    for st in sdfg.states():
+        for node in st.data_nodes():
+            if node.data != name:
+                continue
+            for e in st.out_edges(node):
+                if not isinstance(e.dst, dn.MapEntry):
+                    return None
+                if any(g.consumer is e.dst for g in group):
+                    continue
+                other = cand if e.dst is cand.consumer else analyse_candidate(sdfg, st, node, e.dst)
+                if isinstance(other, Decline):
+                    return None
+                group.append(other)
+    return group
+
+
 def mode_of(candidate) -> str:
     if candidate.concat is None:
         return "single"
@@ -75,7 +108,7 @@ def gt_inline_fusion(
             if isinstance(result, Decline):
                 last_decline[key] = InlineRecord(state.label, node.data, consumer.map.label, (), False, result.reason)
                 continue
-            decision = policy.decide(sdfg, result)
+            decision = _decide(sdfg, policy, result)
             shifts = tuple(result.shifts)
             if not decision.accept:
                 last_decline[key] = InlineRecord(
