@@ -241,13 +241,21 @@ def seed_args(n_cells: int = 20, n_levels: int = 10, n_fields: int = 3) -> list:
     return [gtx.zeros({Cell: n_cells, K: n_levels}, dtype=gtx.float64) for _ in range(n_fields)]
 
 
+def _annotated(capture: Callable[[], dace.SDFG]) -> dace.SDFG:
+    """Capture with the library's GTIR annotations recorded (what its backends lower with)."""
+    from gt4py_dace_xforms.integration.lowering import record_annotations
+
+    with record_annotations():
+        return capture()
+
+
 def seed_multi_offset_sdfg() -> dace.SDFG:
-    return lower_and_capture(prog_multi, seed_args(), {}, GT4PyAutoOptHook.TopLevelDataFlowPre)
+    return _annotated(lambda: lower_and_capture(prog_multi, seed_args(), {}, GT4PyAutoOptHook.TopLevelDataFlowPre))
 
 
 def seed_vertical_difference_sdfg() -> dace.SDFG:
-    return lower_and_capture(
-        prog_vertical_difference, seed_args(), {}, GT4PyAutoOptHook.TopLevelDataFlowStep
+    return _annotated(
+        lambda: lower_and_capture(prog_vertical_difference, seed_args(), {}, GT4PyAutoOptHook.TopLevelDataFlowStep)
     )
 
 
@@ -255,71 +263,22 @@ def seed_vertical_difference_sdfg() -> dace.SDFG:
 # icon4py
 # --------------------------------------------------------------------------------------
 
-ICON4PY_MODULE = "icon4py.model.atmosphere.dycore.stencils.compute_cell_diagnostics_for_dycore"
-ICON4PY_PROGRAM = "compute_perturbed_quantities_and_interpolation"
+from gt4py_dace_xforms.integration import icon4py_target  # noqa: E402  # the one definition of the target
 
-
-def icon4py_program() -> Any:
-    """The icon4py program (importing its module needs icon4py-common's `cattrs` dependency)."""
-    import importlib
-
-    return getattr(importlib.import_module(ICON4PY_MODULE), ICON4PY_PROGRAM)
-
-
-def icon4py_available() -> bool:
-    """Whether `icon4py_program()` can be imported (icon4py and its `cattrs` dependency)."""
-    try:
-        icon4py_program()
-    except ImportError:
-        return False
-    return True
-
-
-def _is_half_level(name: str) -> bool:
-    return "half_level" in name or name in ("wgtfac_c", "ddqz_z_half")
+icon4py_program = icon4py_target.program
+icon4py_available = icon4py_target.available
 
 
 def icon4py_args(n_cells: int = 20480, n_levels: int = 80) -> list:
-    """Synthetic arguments for `compute_perturbed_quantities_and_interpolation`.
-
-    Cell x K fields are float64 zeros with `n_levels` levels, or `n_levels + 1` for
-    half-level fields; the CellField has `n_cells` entries. Scalars: the whole
-    domain (`model_top=0`, `surface_level=n_levels + 1`: the program writes model
-    levels up to `surface_level - 1` and half levels up to `surface_level`), all
-    cells, `igradp_method=TAYLOR_HYDRO`, `nflatlev=nflat_gradp=1`. None of the values
-    reach the SDFG (no static arguments), only the types do; the allocation is lazy.
-    """
-    from icon4py.model.atmosphere.dycore.dycore_states import HorizontalPressureDiscretizationType
-    from icon4py.model.common import dimension as dims
-
-    program = icon4py_program()
-    ftype = program.past_stage.past_node.type.definition
-    scalars = {
-        "igradp_method": int(HorizontalPressureDiscretizationType.TAYLOR_HYDRO),
-        "nflatlev": 1,
-        "nflat_gradp": 1,
-        "start_cell_lateral_boundary_level_3": 0,
-        "end_cell_local": n_cells,
-        "end_cell_halo": n_cells,
-        "end_cell_halo_level_2": n_cells,
-        "model_top": 0,
-        "surface_level": n_levels + 1,
-    }
-    args: list = []
-    for name, ptype in ftype.pos_or_kw_args.items():
-        if isinstance(ptype, ts.FieldType):
-            dtype = np.dtype(ptype.dtype.kind.name.lower())
-            sizes = {dims.CellDim: n_cells, dims.KDim: n_levels + _is_half_level(name)}
-            shape = tuple(sizes[d] for d in ptype.dims)
-            args.append(gtx.as_field(list(ptype.dims), np.zeros(shape, dtype=dtype)))
-        else:
-            args.append(np.dtype(ptype.kind.name.lower()).type(scalars[name]))
-    return args
+    """Positional arguments for the target (see `icon4py_target.make_args`). Only their
+    types reach the SDFG (no static arguments), so the captured SDFG does not depend on
+    the values."""
+    return list(icon4py_target.make_args(n_cells, n_levels).values())
 
 
 def icon4py_sdfg() -> dace.SDFG:
-    return lower_and_capture(
-        icon4py_program(), icon4py_args(), {}, GT4PyAutoOptHook.TopLevelDataFlowStep
+    return _annotated(
+        lambda: lower_and_capture(icon4py_program(), icon4py_args(), {}, GT4PyAutoOptHook.TopLevelDataFlowStep)
     )
 
 
@@ -511,9 +470,9 @@ FIXTURES: dict[str, Fixture] = {
         Fixture(
             "icon4py_compute_perturbed_quantities_and_interpolation",
             icon4py_sdfg,
-            f"icon4py 0.4.1: {ICON4PY_MODULE}.{ICON4PY_PROGRAM}, 20480 cells x 80 levels "
+            f"icon4py 0.4.1: {icon4py_target.MODULE}.{icon4py_target.PROGRAM}, 20480 cells x 80 levels "
             "(81 for half-level fields), float64, model_top=0, surface_level=81, "
-            "igradp_method=TAYLOR_HYDRO, offset_provider={}",
+            "igradp_method=TAYLOR_HYDRO, offset_provider={}, GTIR annotations recorded",
             "gt_auto_optimize TopLevelDataFlowStep (call 1), dace CPU backend",
             needs_icon4py=True,
         ),
