@@ -38,6 +38,8 @@ def side_by_side(program, args: dict[str, Any], outputs: tuple[str, ...], **call
 
 def assert_equal_to_stock(run: SideBySide, rtol: float = 1e-13) -> None:
     """Equal up to rounding: once inlined, `a * b + c` may be contracted to one FMA by the
-    C++ compiler, where the stock build stored `a * b` to memory first (a few ulps)."""
+    C++ compiler, where the stock build stored `a * b` to memory first (a few ulps of the
+    field's magnitude; cancellation can make that large relative to a small element)."""
     for name, got in run.results["inlined"].items():
-        np.testing.assert_allclose(got, run.results["stock"][name], rtol=rtol, atol=0, err_msg=name)
+        stock = run.results["stock"][name]
+        np.testing.assert_allclose(got, stock, rtol=rtol, atol=0.1 * rtol * np.abs(stock).max(), err_msg=name)

@@ -32,10 +32,11 @@ def runs():
 def test_all_nine_outputs_equal_stock(runs, taylor_hydro):
     _, results = runs
     for name in target.OUTPUTS:
-        np.testing.assert_allclose(
-            results[("inlined", taylor_hydro)][name], results[("stock", taylor_hydro)][name],
-            rtol=1e-13, atol=0, err_msg=name,
-        )
+        stock = results[("stock", taylor_hydro)][name]
+        # Rounding only (FMA contraction once inlined): relative to the field's magnitude,
+        # since differences of O(1) values can cancel to O(1e-4).
+        np.testing.assert_allclose(results[("inlined", taylor_hydro)][name], stock, rtol=1e-13,
+                                   atol=1e-14 * np.abs(stock).max(), err_msg=name)
 
 
 def test_fewer_2d_transients_than_stock(runs):
