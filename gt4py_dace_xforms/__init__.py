@@ -6,8 +6,7 @@ Importing the package registers `InlineFuser` with DaCe's pattern matcher, so th
 
 from gt4py_dace_xforms.integration.hooks import optimization_hooks
 from gt4py_dace_xforms.integration.install import install, uninstall
-from gt4py_dace_xforms.policy import Decision, InlinePolicy, InlineWhereSound
-from gt4py_dace_xforms.policy.cost_model import CostModel
+from gt4py_dace_xforms.policy import CostModel, Decision, InlinePolicy, InlineWhereSound
 from gt4py_dace_xforms.report import InlineRecord, InlineReport
 from gt4py_dace_xforms.transformations import InlineFuser, gt_inline_fusion
 
