@@ -183,3 +183,28 @@ def test_lazy_when_a_branch_is_out_of_bounds_elsewhere():
     # (the upper branch would read `interior` at level 0); the piece above may be eager.
     assert "lazy" in _modes(run), run.inlined.report.table()
     assert_equal_to_stock(run)
+
+
+CellField = gtx.Field[Dims[Cell], gtx.float64]
+
+
+@gtx.field_operator
+def broadcast_branches(a: F64, s: CellField) -> F64:
+    # A scalar branch below, a Cell-only field in the middle, a Cell x K field above.
+    theta = concat_where(K < 1, 0.5, concat_where(K < 4, s * 2.0, a + 1.0))
+    return theta(K + 1) - theta
+
+
+@gtx.program
+def broadcast_branches_program(a: F64, s: CellField, out: F64):
+    broadcast_branches(a, s, out=out, domain={Cell: (0, 16), K: (0, 11)})
+
+
+def test_scalar_and_lower_dimensional_branches_broadcast():
+    a, out = field(), field()
+    s = gtx.as_field([Cell], RNG.random(NC))
+    run = side_by_side(broadcast_branches_program, dict(a=a, s=s, out=out), ("out",))
+    assert_equal_to_stock(run)
+    t = _select(1, np.full((NC, NL), 0.5), _select(4, np.repeat(2.0 * s.asnumpy()[:, None], NL, axis=1), a.asnumpy() + 1.0))
+    np.testing.assert_allclose(run.results["inlined"]["out"][:, : NL - 1], t[:, 1:] - t[:, :-1], rtol=1e-14)
+    assert run.inlined.report.applied and len(run.transients("inlined")) < max(1, len(run.transients("stock")))
