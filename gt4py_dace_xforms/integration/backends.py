@@ -21,7 +21,7 @@ from gt4py_dace_xforms.policy import InlinePolicy
 def make_backend(
     gpu: bool,
     *,
-    policy: Optional[InlinePolicy] = None,
+    cost_model: Optional[InlinePolicy] = None,
     optimization_hooks: Optional[Mapping[GT4PyAutoOptHook, Callable]] = None,
     name_postfix: str = "_xforms",
 ) -> gtx_backend.DaCeBackend:
@@ -29,12 +29,13 @@ def make_backend(
 
     Args:
         gpu: target the GPU.
-        policy: the inlining policy (default: `hooks.default_policy()`).
+        cost_model: the policy deciding each sound candidate (default: the `CostModel`
+            for the target).
         optimization_hooks: the caller's own `gt_auto_optimize` hooks; they are chained
             with the library's, never dropped.
         name_postfix: appended to the backend name (gt4py caches by name).
     """
-    hooks = _library_hooks(policy, user_hooks=optimization_hooks)
+    hooks = _library_hooks(cost_model, gpu=gpu, user_hooks=optimization_hooks)
     return gtx_backend.make_dace_toolchain(
         gtx_factory.DaCeConfig(gpu=gpu, auto_optimize=True),
         name_postfix=name_postfix,

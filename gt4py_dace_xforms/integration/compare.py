@@ -58,12 +58,13 @@ def stock_build(gpu: bool = False) -> Build:
 
 
 def inline_build(gpu: bool = False, policy: Optional[InlinePolicy] = None) -> Build:
-    """The library's backend (inliner in `gt_auto_optimize`), with a capture hook."""
+    """The library's backend as `backends.make_backend` builds it (`policy`: the cost model
+    or any policy; default the target's `CostModel`), plus a capture hook."""
     build = Build(backend=None)
     capture: dict[GT4PyAutoOptHook, Callable] = {
         GT4PyAutoOptHook.TopLevelDataFlowPost: lambda s: build.post_sdfgs.append(copy.deepcopy(s))
     }
-    hooks = optimization_hooks(policy, user_hooks=capture, reports=build.reports)
+    hooks = optimization_hooks(policy, gpu=gpu, user_hooks=capture, reports=build.reports)
     build.backend = gtx_backend.make_dace_toolchain(
         gtx_factory.DaCeConfig(gpu=gpu, auto_optimize=True),
         name_postfix=f"_xforms_capture{next(_UNIQUE)}",

@@ -34,15 +34,17 @@ def installed() -> bool:
     return bool(_STATE)
 
 
-def install(policy: Optional[InlinePolicy] = None) -> None:
-    """Make every `gt_auto_optimize` call run the inliner with `policy`. Idempotent:
-    installing again only replaces the policy."""
+def install(cost_model: Optional[InlinePolicy] = None) -> None:
+    """Make every `gt_auto_optimize` call run the inliner with `cost_model` (default: the
+    `CostModel` for the call's target, CPU or GPU). Idempotent: installing again only
+    replaces the cost model."""
     with _LOCK:
         original = _STATE.get("gt_auto_optimize", gtx_transformations.gt_auto_optimize)
         original_lower = _STATE.get("lower", gtx_lowering.lower_program_to_sdfg)
 
         @functools.wraps(original)
         def gt_auto_optimize(sdfg, *args, optimization_hooks: Optional[dict] = None, **kwargs):
+            gpu = bool(kwargs.get("gpu", args[0] if args else False))
             reports: list = []
             record = {"reports": reports, "transients": None}
 
@@ -50,20 +52,20 @@ def install(policy: Optional[InlinePolicy] = None) -> None:
                 record["transients"] = sum(1 for d in s.arrays.values() if d.transient and len(d.shape) == 2)
 
             user = dict(optimization_hooks or {})
-            hooks = _library_hooks(policy, user, reports, _count)
+            hooks = _library_hooks(cost_model, gpu, user, reports, _count)
             result = original(sdfg, *args, optimization_hooks=hooks, **kwargs)
             RECENT.append(record)
             return result
 
-        _STATE.update(gt_auto_optimize=original, lower=original_lower, policy=policy)
+        _STATE.update(gt_auto_optimize=original, lower=original_lower, cost_model=cost_model)
         gtx_transformations.gt_auto_optimize = gt_auto_optimize
         gtx_lowering.lower_program_to_sdfg = xf_lowering.annotating_lower_program_to_sdfg
 
 
-def _library_hooks(policy, user, reports, count):
+def _library_hooks(cost_model, gpu, user, reports, count):
     from gt4py_dace_xforms.integration.hooks import chain_hooks
 
-    hooks = optimization_hooks(policy, user_hooks=user, reports=reports)
+    hooks = optimization_hooks(cost_model, gpu=gpu, user_hooks=user, reports=reports)
     post = GT4PyAutoOptHook.TopLevelDataFlowPost
     hooks[post] = chain_hooks(count, hooks.get(post))
     return hooks
