@@ -10,6 +10,7 @@ export GT4PY_BUILD_JOBS := 0
 export GT4PY_BUILD_CACHE_DIR ?= $(CURDIR)/.gt4py_cache
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
 
 .PHONY: venv demo test test-fast fixtures bench fuzz clean
 
@@ -37,6 +38,9 @@ test-fast: $(STAMP)
 
 fixtures: $(STAMP)
 	$(PY) sdfg_fixtures/generate.py
+
+bench: $(STAMP)
+	$(PY) bench/bench.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .gt4py_cache .dacecache .pytest_cache
