@@ -157,7 +157,9 @@ def build_concat_sdfg(sdfg: dace.SDFG, cand: InlineCandidate) -> dace.SDFG:
         code = f"__sel_{len(branches) - 1}"
         for n in reversed(range(len(branches) - 1)):
             code = f"(__sel_{n} if {_region_condition(branches[n], cand.concat.split_dims)} else {code})"
-        select = st.add_tasklet("select_branch", {f"__sel_{n}" for n in range(len(branches))}, {"__out"}, f"__out = {code}")
+        select = st.add_tasklet(
+            "select_branch", {f"__sel_{n}": None for n in range(len(branches))}, {"__out": None}, f"__out = {code}"
+        )
         for n, v in enumerate(values):
             st.add_edge(next(x for x in st.data_nodes() if x.data == v and st.in_degree(x) > 0), None, select,
                         f"__sel_{n}", dace.Memlet(data=v, subset="0"))
