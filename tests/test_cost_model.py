@@ -61,7 +61,8 @@ def test_partial_inline_declined_when_inputs_cost_more_to_load():
     st.add_nedge(tmp, st.add_access("keep"), dace.Memlet("tmp[0:N, 0:K]"))
     cand = _candidate(sdfg)
     assert not cand.removes_intermediate
-    decision = _model().decide(sdfg, cand)
+    assert "partial inlines are off" in _model().decide(sdfg, cand).reason  # the default
+    decision = _model(allow_partial=True).decide(sdfg, cand)
     assert not decision.accept and decision.figures["extra_load_bytes"] >= decision.figures["saved_bytes"]
     assert gx.InlineWhereSound().decide(sdfg, cand).accept  # sound, just not worth it
 
@@ -147,7 +148,7 @@ def test_group_of_readers_is_judged_together():
                           {"__o": dace.Memlet("out2[i, k]")}, external_edges=True, input_nodes={"tmp": tmp})
     sdfg.validate()
     first = _candidate(sdfg)
-    assert not first.removes_intermediate and not _model().decide(sdfg, first).accept
+    assert not first.removes_intermediate and not _model(allow_partial=True).decide(sdfg, first).accept
     report = gx.gt_inline_fusion(sdfg, policy=_model())
     assert len(report.applied) == 2 and report.applied[-1].removed_intermediate, report.table()
     assert "readers inlined" in report.applied[0].reason and "tmp" not in sdfg.arrays

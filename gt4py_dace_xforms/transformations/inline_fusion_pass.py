@@ -10,7 +10,7 @@ from dace.sdfg import nodes as dn, utils as sdutil
 
 from gt4py_dace_xforms.analysis.candidate import analyse_candidate
 from gt4py_dace_xforms.analysis.producer import Decline
-from gt4py_dace_xforms.policy import InlinePolicy, InlineWhereSound
+from gt4py_dace_xforms.policy import Decision, InlinePolicy, InlineWhereSound
 from gt4py_dace_xforms.report import InlineRecord, InlineReport
 from gt4py_dace_xforms.transformations import rewrite
 
@@ -98,6 +98,9 @@ def gt_inline_fusion(
     """
     policy = policy or InlineWhereSound()
     report = InlineReport()
+    # Intermediates whose readers the policy accepted as a group: the gain needs every
+    # one of them inlined, so the rest are not second-guessed one by one.
+    committed: set[str] = set()
     while True:
         # Declines are re-derived each round; the final round's are the ones reported.
         last_decline: dict[tuple, InlineRecord] = {}
@@ -108,7 +111,10 @@ def gt_inline_fusion(
             if isinstance(result, Decline):
                 last_decline[key] = InlineRecord(state.label, node.data, consumer.map.label, (), False, result.reason)
                 continue
-            decision = _decide(sdfg, policy, result)
+            if node.data in committed:
+                decision = Decision(True, "member of an accepted group of readers")
+            else:
+                decision = _decide(sdfg, policy, result)
             shifts = tuple(result.shifts)
             if not decision.accept:
                 last_decline[key] = InlineRecord(
@@ -116,6 +122,8 @@ def gt_inline_fusion(
                     figures=decision.figures,
                 )
                 continue
+            if decision.figures and "group_size" in decision.figures:
+                committed.add(node.data)
             if decision.force_lazy and result.eager:
                 result = dataclasses.replace(result, eager=False)
             rewrite.inline_candidate(sdfg, result)
