@@ -152,3 +152,11 @@ def test_group_of_readers_is_judged_together():
     report = gx.gt_inline_fusion(sdfg, policy=_model())
     assert len(report.applied) == 2 and report.applied[-1].removed_intermediate, report.table()
     assert "readers inlined" in report.applied[0].reason and "tmp" not in sdfg.arrays
+
+
+def test_copy_fed_concat_read_in_place_is_left_to_gt4py():
+    sdfg = _concat_sdfg("copies_in_place", regions=[("0:1", "surface", "i, 0", "")], copy_surface=True,
+                        reads=("i, k",), consumer_k="0:1")
+    cand = _candidate(sdfg)
+    assert all(b.slice is None for b in cand.concat.branches)
+    assert "concat_where replacement" in _model().decide(sdfg, cand).reason
