@@ -100,7 +100,9 @@ def run_demo(verbose: bool = False, ncells: int = 64, nlev: int = 20) -> int:
             outs[name] = (out.asnumpy()[:, : nlev - cut], time.perf_counter() - t0)
         expected = reference(x, y, nlev)
         err = np.abs(outs["inlined"][0] - expected).max()
-        same = np.array_equal(outs["inlined"][0], outs["stock"][0])
+        # Equal up to rounding: once inlined, the C++ compiler may contract a * b + c to an FMA.
+        ref = outs["stock"][0]
+        same = np.allclose(outs["inlined"][0], ref, rtol=1e-13, atol=1e-14 * np.abs(ref).max())
         ok = same and err <= 1e-12
         failures += not ok
         report = builds["inlined"].report
