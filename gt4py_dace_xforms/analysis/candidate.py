@@ -29,7 +29,7 @@ from gt4py_dace_xforms.analysis.producer import (
     ProducerSlice,
     analyse_producer,
     data_users,
-    interstate_reads,
+    referenced_elsewhere,
     is_single_element,
 )
 from gt4py_dace_xforms.analysis.symbolic import (
@@ -369,6 +369,4 @@ def _is_last_reader(sdfg, state, intermediate, pstate, writer, consumer, users) 
         return False
     if writer is not intermediate and pstate.out_degree(writer) > 0:
         return False
-    if any(node is not intermediate and node is not writer for _, node in users.get(intermediate.data, ())):
-        return False
-    return intermediate.data not in interstate_reads(sdfg)
+    return not referenced_elsewhere(sdfg, intermediate.data, (intermediate, writer), users)

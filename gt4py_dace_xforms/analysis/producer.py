@@ -107,6 +107,15 @@ def interstate_reads(sdfg: dace.SDFG) -> set[str]:
     return names
 
 
+def referenced_elsewhere(sdfg: dace.SDFG, data: str, nodes, users=None) -> bool:
+    """True if an AccessNode of `data` other than `nodes` exists (any state of `sdfg`),
+    or an interstate edge or control-flow condition reads it."""
+    users = data_users(sdfg) if users is None else users
+    if any(all(node is not n for n in nodes) for _, node in users.get(data, ())):
+        return True
+    return data in interstate_reads(sdfg)
+
+
 def slice_nodes(state: SDFGState, map_entry: dn.MapEntry, start: dn.Node) -> frozenset:
     """All nodes inside the Map from which `start` is reachable, `start` included."""
     seen: set = set()

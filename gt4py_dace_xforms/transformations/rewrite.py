@@ -12,14 +12,12 @@ from typing import Optional
 import dace
 from dace import subsets as dace_sbs
 from dace.sdfg import nodes as dn
-from dace.sdfg.state import SDFGState
-
 from dace.properties import CodeBlock
-from dace.sdfg.state import ConditionalBlock, ControlFlowRegion
+from dace.sdfg.state import ConditionalBlock, ControlFlowRegion, SDFGState
 
 from gt4py_dace_xforms.analysis.candidate import InlineCandidate, ReadGroup
 from gt4py_dace_xforms.analysis.concat import index_symbol
-from gt4py_dace_xforms.analysis.producer import ProducerSlice, interstate_reads
+from gt4py_dace_xforms.analysis.producer import ProducerSlice, referenced_elsewhere
 
 #: Name of the output of an inlined producer copy, inside its nested SDFG.
 INLINE_OUTPUT = "__inline_out"
@@ -125,6 +123,15 @@ def _symbol_table(nsdfg: dace.SDFG, sdfg: dace.SDFG, names) -> None:
             nsdfg.add_symbol(name, sdfg.symbols.get(name, dace.int64))
 
 
+def _producer_template(sdfg: dace.SDFG, state: SDFGState, prod: ProducerSlice, intermediate: str) -> dace.SDFG:
+    """`build_producer_sdfg` with its symbol table filled: free symbols and the producer
+    parameters, which the caller binds through `symbol_mapping`."""
+    template = build_producer_sdfg(sdfg, state, prod, intermediate)
+    params = {p for p, _, _ in prod.param_ranges}
+    _symbol_table(template, sdfg, set(map(str, template.free_symbols)) | params)
+    return template
+
+
 def build_concat_sdfg(sdfg: dace.SDFG, cand: InlineCandidate) -> dace.SDFG:
     """A nested SDFG computing element `(__concat_idx_0, ...)` of a concat node.
 
@@ -152,8 +159,7 @@ def build_concat_sdfg(sdfg: dace.SDFG, cand: InlineCandidate) -> dace.SDFG:
         values = []
         for n, br in enumerate(branches):
             v, _ = nsdfg.add_scalar(f"__branch_value_{n}", dtype, transient=True)
-            _emit_branch(sdfg, cand, nsdfg, st, br, n, v)
-            values.append(v)
+            values.append(_emit_branch(sdfg, cand, nsdfg, st, br, n, v))
         code = f"__sel_{len(branches) - 1}"
         for n in reversed(range(len(branches) - 1)):
             code = f"(__sel_{n} if {_region_condition(branches[n], cand.concat.split_dims)} else {code})"
@@ -161,8 +167,7 @@ def build_concat_sdfg(sdfg: dace.SDFG, cand: InlineCandidate) -> dace.SDFG:
             "select_branch", {f"__sel_{n}": None for n in range(len(branches))}, {"__out": None}, f"__out = {code}"
         )
         for n, v in enumerate(values):
-            st.add_edge(next(x for x in st.data_nodes() if x.data == v and st.in_degree(x) > 0), None, select,
-                        f"__sel_{n}", dace.Memlet(data=v, subset="0"))
+            st.add_edge(v, None, select, f"__sel_{n}", dace.Memlet(data=v.data, subset="0"))
         st.add_edge(select, "__out", st.add_access(INLINE_OUTPUT), None, dace.Memlet(data=INLINE_OUTPUT, subset="0"))
     else:
         cond_block = ConditionalBlock("select_branch")
@@ -178,18 +183,17 @@ def build_concat_sdfg(sdfg: dace.SDFG, cand: InlineCandidate) -> dace.SDFG:
     return nsdfg
 
 
-def _emit_branch(sdfg, cand, nsdfg, bstate, br, n, out_name) -> None:
-    """Dataflow in `bstate` that writes the branch's value at the index into `out_name`."""
+def _emit_branch(sdfg, cand, nsdfg, bstate, br, n, out_name) -> dn.AccessNode:
+    """Dataflow in `bstate` that writes the branch's value at the index into `out_name`;
+    returns the AccessNode written."""
     out = bstate.add_access(out_name)
     if br.slice is None:
         src = bstate.add_access(br.source.data)
         bstate.add_edge(src, None, out, None, dace.Memlet(
             data=br.source.data, subset=dace_sbs.Range([(i, i, 1) for i in br.source_index]), other_subset="0"))
-        return
+        return out
     name = cand.intermediate.data
-    inner = build_producer_sdfg(sdfg, cand.producer_state, br.slice, name)
-    params = [p for p, _, _ in br.slice.param_ranges]
-    _symbol_table(inner, sdfg, set(map(str, inner.free_symbols)) | set(params))
+    inner = _producer_template(sdfg, cand.producer_state, br.slice, name)
     mapping = {s: s for s in inner.symbols}
     mapping.update(dict(br.param_at))
     node = bstate.add_nested_sdfg(inner, {i.data: None for i in br.slice.inputs}, {INLINE_OUTPUT: None},
@@ -198,6 +202,7 @@ def _emit_branch(sdfg, cand, nsdfg, bstate, br, n, out_name) -> None:
         bstate.add_edge(bstate.add_access(inp.data), None, node, inp.data,
                         dace.Memlet.from_array(inp.data, nsdfg.arrays[inp.data]))
     bstate.add_edge(node, INLINE_OUTPUT, out, None, dace.Memlet(data=out_name, subset="0"))
+    return out
 
 
 def _region_condition(br, split_dims) -> str:
@@ -229,9 +234,7 @@ def inline_candidate(sdfg: dace.SDFG, cand: InlineCandidate) -> list[dn.NestedSD
     """
     state, consumer = cand.state, cand.consumer
     if cand.concat is None:
-        template = build_producer_sdfg(sdfg, cand.producer_state, cand.producer, cand.intermediate.data)
-        prod_params = [p for p, _, _ in cand.producer.param_ranges]
-        _symbol_table(template, sdfg, set(map(str, template.free_symbols)) | set(prod_params))
+        template = _producer_template(sdfg, cand.producer_state, cand.producer, cand.intermediate.data)
     else:
         template = build_concat_sdfg(sdfg, cand)
 
@@ -342,9 +345,7 @@ def _is_dead_transient(sdfg, state, node: dn.AccessNode) -> bool:
     desc = sdfg.arrays.get(node.data)
     if desc is None or not desc.transient:
         return False
-    if any(n is not node and n.data == node.data for st in sdfg.states() for n in st.data_nodes()):
-        return False
-    return node.data not in interstate_reads(sdfg)
+    return not referenced_elsewhere(sdfg, node.data, (node,))
 
 
 def _detach_map_output(sdfg, state, edge) -> list:
