@@ -200,6 +200,11 @@ def analyse_candidate(
     shadowed = used & set(cparams)
     if shadowed:
         return Decline(f"consumer parameters {sorted(shadowed)} shadow symbols the producer uses")
+    # A dynamic in-connector of the consumer (a value read at run time, e.g. for its
+    # range) is also a name inside its scope: the copy would see it, not the symbol.
+    shadowed = used & {c for c in consumer.in_connectors if not c.startswith("IN_")}
+    if shadowed:
+        return Decline(f"consumer dynamic inputs {sorted(shadowed)} shadow symbols the producer uses")
     inputs = {i.data for sl in slices for i in sl.inputs} | (
         {b.source.data for b in concat.branches if b.source is not None} if concat else set()
     )
