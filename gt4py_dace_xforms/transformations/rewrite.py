@@ -365,12 +365,33 @@ def _detach_map_output(sdfg, state, edge) -> list:
         return sources
     conn = edge.src_conn
     state.remove_edge(edge)
-    for ie in list(state.in_edges_by_connector(map_exit, "IN_" + conn[4:])):
+    inner = list(state.in_edges_by_connector(map_exit, "IN_" + conn[4:]))
+    for ie in inner:
         state.remove_edge(ie)
     map_exit.remove_in_connector("IN_" + conn[4:])
     map_exit.remove_out_connector(conn)
     remove_dead_scope_dataflow(sdfg, state, map_entry)
+    for ie in inner:
+        _close_connector(sdfg, state, map_entry, ie)
     return []
+
+
+def _close_connector(sdfg, state, map_entry, removed) -> None:
+    """After `removed` (an edge into the MapExit) is gone, leave no dangling out-connector
+    at its source: an entry connector is dropped, the output of a node that still computes
+    other results (a tasklet with two outputs) is written to a dummy transient instead."""
+    src, conn = removed.src, removed.src_conn
+    if conn is None or src not in state.nodes() or any(True for _ in state.out_edges_by_connector(src, conn)):
+        return
+    if src is map_entry:
+        _drop_unused_entry_connector(state, map_entry, conn)
+        return
+    desc = sdfg.arrays[removed.data.data]
+    name, sink = sdfg.add_array(
+        f"__unused_{src.label}_{conn}", list(removed.data.subset.size()), desc.dtype, transient=True,
+        find_new_name=True,
+    )
+    state.add_edge(src, conn, state.add_access(name), None, dace.Memlet.from_array(name, sink))
 
 
 def remove_dead_scope_dataflow(sdfg: dace.SDFG, state: SDFGState, map_entry: dn.MapEntry) -> None:
