@@ -211,6 +211,9 @@ def analyse_candidate(
     for data in inputs:
         if any(name in cparams for name in map(str, sdfg.arrays[data].free_symbols)):
             return Decline(f"shape of '{data}' depends on a consumer parameter")
+    aliased = _may_alias_conflict(sdfg, users, inputs)
+    if aliased:
+        return Decline(aliased)
     if pstate is not state:
         for data in inputs:
             if sdfg.arrays[data].transient and sdfg.arrays[data].lifetime == dtypes.AllocationLifetime.State:
@@ -283,6 +286,19 @@ def analyse_candidate(
         eager=concat is not None and eager_reason is None,
         lazy_reason=eager_reason,
     )
+
+
+def _may_alias_conflict(sdfg, users, inputs) -> Optional[str]:
+    """Inlining moves reads past writes of other data, which only names tell apart. With
+    `may_alias` data two names can be one buffer, so decline if an input may alias or
+    any data that may alias is written anywhere."""
+    for data in sorted(inputs):
+        if getattr(sdfg.arrays[data], "may_alias", False):
+            return f"input '{data}' may alias other data"
+    for name, desc in sdfg.arrays.items():
+        if getattr(desc, "may_alias", False) and any(st.in_degree(n) > 0 for st, n in users.get(name, ())):
+            return f"'{name}' may alias other data and is written"
+    return None
 
 
 def _concat_shift(rterms, concat: ConcatAnalysis) -> list[str]:
