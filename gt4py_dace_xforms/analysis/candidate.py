@@ -147,6 +147,9 @@ def analyse_candidate(
         return Decline("intermediate is global (non-transient) data")
     if isinstance(desc, dace_data.View):
         return Decline("intermediate is a View")
+    if type(desc) not in (dace_data.Array, dace_data.Scalar):
+        # Streams pop on every read, references can be re-pointed: not element storage.
+        return Decline(f"intermediate is a {type(desc).__name__}, not an array")
     if desc.lifetime in _GLOBAL_LIFETIMES:
         return Decline(f"intermediate has lifetime {desc.lifetime.name}")
     scope = state.scope_dict()
