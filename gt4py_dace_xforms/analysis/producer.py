@@ -217,13 +217,14 @@ def _check_slice_nodes(sdfg, state, map_entry, nodes, write_edge, users) -> Opti
                 return f"producer dataflow uses the view '{node.data}'"
             if any(n not in scope_nodes for _, n in users.get(node.data, ())):
                 return f"producer-local data '{node.data}' is used outside the producer"
-        elif isinstance(node, (dn.Tasklet, dn.LibraryNode)):
+        elif isinstance(node, (dn.Tasklet, dn.LibraryNode, dn.NestedSDFG)):
+            # A nested SDFG answers for the code nodes inside it.
             if node.has_side_effects(sdfg):
                 return f"producer node '{node.label}' has side effects"
         elif isinstance(node, dn.MapExit):
             if any(e.dst not in nodes and e is not write_edge for e in state.out_edges(node)):
                 return f"nested Map '{node.label}' also computes results outside the inlined dataflow"
-        elif isinstance(node, (dn.MapEntry, dn.NestedSDFG)):
+        elif isinstance(node, dn.MapEntry):
             pass
         else:
             return f"producer contains an unsupported node '{type(node).__name__}'"
