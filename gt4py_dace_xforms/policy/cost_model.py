@@ -17,9 +17,10 @@ target's machine balance, `bytes_per_op`):
   largest branch plus `branch_ops` for the test.
 
 Gain = saved - extra loads - extra work (in bytes). Declined: a concat node fed only by
-copies and read in place (gt4py's `ConcatWhereCopyToMap` turns that into a select,
-cheaper than a nested SDFG; inlining it was measured 1.35x slower on icon4py's
-`compute_advection_in_predictor_vertical_momentum`), gain <= 0, more copies
+copies (gt4py's `ConcatWhereCopyToMap` turns every point read of it, at any shift, into a
+select, cheaper than a nested SDFG), and a concat branch that reads such a node (the
+nested SDFG would hide the inner node from that replacement; both inlined on icon4py's
+`compute_advection_in_predictor_vertical_momentum` measured 1.35x slower), gain <= 0, more copies
 than `max_distinct_offsets`, more operations per copy than `max_ops_per_copy`, and
 intermediates that transitively feed a scan (a scan argument is materialized anyway,
 so copies buy nothing; ignoring this was measured as a net model-level regression).
@@ -138,12 +139,18 @@ class CostModel:
 
     def _limits(self, sdfg, cand, *, partial_ok: bool) -> Optional[Decision]:
         """Hard limits, independent of the estimate."""
-        if cand.concat is not None and all(b.slice is None for b in cand.concat.branches) and all(
-            all(x == "0" for x in g.shift) for g in cand.groups
-        ):
-            # gt4py's own concat_where replacement turns exactly this (copies only, read
-            # in place) into a select inside the consumer, cheaper than a nested SDFG.
-            return Decision(False, "copy-fed concat read in place: left to gt4py's concat_where replacement")
+        if cand.concat is not None:
+            if all(b.slice is None for b in cand.concat.branches):
+                # Nothing to recompute: gt4py's own concat_where replacement turns every
+                # point read of such a node (at any shift) into a select in the consumer,
+                # cheaper than a nested SDFG.
+                return Decision(False, "copy-fed concat: left to gt4py's concat_where replacement")
+            nested = next((b.source.data for b in cand.concat.branches
+                           if b.source is not None and _copy_fed_concat(sdfg, b.source.source)), None)
+            if nested is not None:
+                # A nested SDFG reading the inner concat node hides it from gt4py's
+                # replacement, which would otherwise remove it: net more traffic.
+                return Decision(False, f"branch reads concat node '{nested}': left to gt4py's concat_where replacement")
         n = len(cand.groups)
         if n > self.max_distinct_offsets:
             return Decision(False, f"{n} distinct offsets exceed the bound {self.max_distinct_offsets}")
@@ -214,6 +221,15 @@ class CostModel:
             else:
                 total *= max(0.0, float(e))
         return total
+
+
+def _copy_fed_concat(sdfg: dace.SDFG, node: dn.AccessNode) -> bool:
+    """True if `node` is a concat node whose writers are all copies (no Map computes it)."""
+    for state in sdfg.states():
+        if node in state.nodes():
+            writers = state.in_edges(node)
+            return len(writers) >= 2 and all(isinstance(e.src, dn.AccessNode) for e in writers)
+    return False
 
 
 def _extents(m: dn.Map) -> list:
