@@ -109,3 +109,9 @@ def test_optimize_with_cost_model_prints_decisions(sdfg_file, tmp_path, capsys):
     assert main(["optimize", str(sdfg_file), "-o", str(tmp_path / "o.sdfg"), "--target", "gpu"]) == 0
     text = capsys.readouterr().out
     assert "cost model (gpu):" in text and "tmp -> consumer_map: inline; saves" in text
+
+
+def test_all_sound_skips_the_cost_model(sdfg_file, tmp_path, capsys):
+    assert main(["optimize", str(sdfg_file), "-o", str(tmp_path / "o.sdfg"), "--all-sound"]) == 0
+    text = capsys.readouterr().out
+    assert "inlined copies: 2" in text and "cost model" not in text

@@ -8,6 +8,8 @@ import pytest
 from dace.sdfg import nodes as dn
 
 import gt4py_dace_xforms as gx
+
+SOUND = gx.InlineWhereSound()  # these tests are about soundness: inline whatever is sound
 from builders import compare_before_after, inlined_copies, transient_arrays
 
 RNG = np.random.default_rng(11)
@@ -82,7 +84,7 @@ def _arrays(sdfg):
 
 def _inline(sdfg):
     after = copy.deepcopy(sdfg)
-    return after, gx.gt_inline_fusion(after)
+    return after, gx.gt_inline_fusion(after, cost_model=SOUND)
 
 
 def _conditional_blocks(sdfg):
@@ -125,7 +127,7 @@ def test_concat_read_at_k_and_k1_lazy_equals_untransformed_and_numpy(variant):
 def test_decline_overlapping_regions():
     sdfg = _concat_sdfg("overlap", regions=[("0:2", "surface", "i, 0", "__o = __x"), TWO[1]])
     h = sdfg.hash_sdfg()
-    report = gx.gt_inline_fusion(sdfg)
+    report = gx.gt_inline_fusion(sdfg, cost_model=SOUND)
     assert not report.applied and "disjoint" in report.declined[0].reason
     assert sdfg.hash_sdfg() == h
 
@@ -133,7 +135,7 @@ def test_decline_overlapping_regions():
 def test_decline_input_written_between_states():
     sdfg = _concat_sdfg("clobbered", regions=TWO, cross_state=True, clobber_between=True)
     h = sdfg.hash_sdfg()
-    report = gx.gt_inline_fusion(sdfg)
+    report = gx.gt_inline_fusion(sdfg, cost_model=SOUND)
     assert not report.applied
     assert "'surface' is written in state 'middle'" in report.declined[0].reason, report.table()
     assert sdfg.hash_sdfg() == h
@@ -143,6 +145,6 @@ def test_decline_union_does_not_cover_read():
     """Level 1 is written by no branch, and the consumer reads it."""
     sdfg = _concat_sdfg("gap", regions=[TWO[0], ("2:K", "interior", "i, k - 1", "__o = __x + 1.0")])
     h = sdfg.hash_sdfg()
-    report = gx.gt_inline_fusion(sdfg)
+    report = gx.gt_inline_fusion(sdfg, cost_model=SOUND)
     assert not report.applied and "cover" in report.declined[0].reason, report.table()
     assert sdfg.hash_sdfg() == h

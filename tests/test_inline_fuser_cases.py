@@ -8,6 +8,8 @@ import pytest
 from dace.transformation.optimizer import SDFGOptimizer
 
 import gt4py_dace_xforms as gx
+
+SOUND = gx.InlineWhereSound()  # these tests are about soundness: inline whatever is sound
 from builders import compare_before_after, inlined_copies, producer_consumer, transient_arrays
 
 RNG = np.random.default_rng(7)
@@ -121,7 +123,7 @@ SYMS = dict(N=6, K=9)
 def test_partial_inline_keeps_intermediate_for_other_reader():
     before = partial_two_consumers()
     after = copy.deepcopy(before)
-    report = gx.gt_inline_fusion(after)
+    report = gx.gt_inline_fusion(after, cost_model=SOUND)
     applied = report.applied
     assert len(applied) == 1 and not applied[0].removed_intermediate
     assert "tmp" in after.arrays and inlined_copies(after) == 3
@@ -132,7 +134,7 @@ def test_partial_inline_keeps_intermediate_for_other_reader():
 def test_chain_removes_both_intermediates():
     before = chain()
     after = copy.deepcopy(before)
-    report = gx.gt_inline_fusion(after)
+    report = gx.gt_inline_fusion(after, cost_model=SOUND)
     assert [r.intermediate for r in report.applied] == ["t1", "tmp"]
     assert transient_arrays(after) == []
     arrays = _arrays(before, SYMS)
@@ -145,7 +147,7 @@ def test_chain_removes_both_intermediates():
 def test_lower_dimensional_producer():
     before = column_producer()
     after = copy.deepcopy(before)
-    report = gx.gt_inline_fusion(after)
+    report = gx.gt_inline_fusion(after, cost_model=SOUND)
     assert report.applied and "tmp" not in after.arrays
     assert sorted(report.applied[0].shifts) == [("0",), ("1",)]
     arrays = _arrays(before, SYMS)
@@ -158,7 +160,7 @@ def test_lower_dimensional_producer():
 def test_constant_index_read():
     before = constant_index()
     after = copy.deepcopy(before)
-    report = gx.gt_inline_fusion(after)
+    report = gx.gt_inline_fusion(after, cost_model=SOUND)
     assert report.applied and "tmp" not in after.arrays and inlined_copies(after) == 2
     arrays = _arrays(before, SYMS)
     got = compare_before_after(before, after, arrays, SYMS)
@@ -169,7 +171,7 @@ def test_constant_index_read():
 def test_decline_input_written_between_producer_and_consumer():
     sdfg = input_written_in_between()
     h = sdfg.hash_sdfg()
-    report = gx.gt_inline_fusion(sdfg)
+    report = gx.gt_inline_fusion(sdfg, cost_model=SOUND)
     assert not report.applied
     assert any("written elsewhere in the state" in r.reason for r in report.declined), report.table()
     assert sdfg.hash_sdfg() == h

@@ -75,13 +75,11 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         _check_output(args.input, args.report)
     sdfg = _load(args.input)
     before = _two_d_transients(sdfg)
-    policy = None
-    if args.target:
-        from gt4py_dace_xforms.policy.cost_model import CostModel
+    from gt4py_dace_xforms.policy import CostModel, InlineWhereSound
 
-        policy = CostModel(target=args.target)
+    policy = InlineWhereSound() if args.all_sound else CostModel(target=args.target)
     try:
-        report = gt_inline_fusion(sdfg, policy=policy, validate=True)
+        report = gt_inline_fusion(sdfg, cost_model=policy, validate=True)
     except Exception as err:  # noqa: BLE001  # a bug, not bad input: say so in one line
         print(f"gt4py-dace-xforms: internal error while optimizing: {type(err).__name__}: {_first_line(err)}", file=sys.stderr)
         return 1
@@ -98,7 +96,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     print(f"inlined copies: {report.copies} ({len(report.applied)} reads applied, {len(report.declined)} declined)")
     if report.records:
         print(report.table())
-    if args.target:
+    if not args.all_sound:
         print(f"cost model ({args.target}):")
         for r in report.records:
             if r.figures:
@@ -123,8 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("input", help="input .sdfg file (never modified)")
     opt.add_argument("-o", "--output", required=True, help="output .sdfg file")
     opt.add_argument("--report", help="write the decisions as JSON to this file")
-    opt.add_argument("--target", choices=("cpu", "gpu"), help="decide with the cost model for this target "
-                     "(default: inline whatever is sound)")
+    opt.add_argument("--target", choices=("cpu", "gpu"), default="cpu",
+                     help="decide with the cost model for this target (default: cpu)")
+    opt.add_argument("--all-sound", action="store_true",
+                     help="no cost model: inline every read that is proven sound")
     opt.set_defaults(func=cmd_optimize)
     demo = sub.add_parser("demo", help="lower gt4py programs, inline, compare with stock and numpy")
     demo.add_argument("-v", "--verbose", action="store_true", help="print every decision")

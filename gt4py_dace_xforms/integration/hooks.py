@@ -22,9 +22,9 @@ INLINE_STAGES = (GT4PyAutoOptHook.TopLevelDataFlowStep,)
 
 
 def default_policy(gpu: bool = False) -> InlinePolicy:
-    """The cost model for the target. "Inline whatever is sound" made icon4py's target
-    program 1.55x slower on the CPU (copies of intermediates that other readers keep
-    anyway); the CPU cost model made it 0.73x (`make bench`)."""
+    """The cost model for the target. Inlining whatever is sound made all three icon4py
+    programs of `make bench` slower on the CPU (1.38x-1.94x; copies of intermediates
+    that other readers keep anyway); see `bench/README.md` for the cost model's figures."""
     return CostModel(target="gpu" if gpu else "cpu")
 
 
@@ -36,7 +36,7 @@ def make_inline_hook(
     policy = cost_model or default_policy(gpu)
 
     def _inline_hook(sdfg: dace.SDFG) -> None:
-        report = gt_inline_fusion(sdfg, policy=policy, validate=False)
+        report = gt_inline_fusion(sdfg, cost_model=policy, validate=False)
         if reports is not None:
             reports.append(report)
 

@@ -10,7 +10,7 @@ from dace.sdfg import nodes as dn, utils as sdutil
 
 from gt4py_dace_xforms.analysis.candidate import analyse_candidate
 from gt4py_dace_xforms.analysis.producer import Decline
-from gt4py_dace_xforms.policy import Decision, InlinePolicy, InlineWhereSound
+from gt4py_dace_xforms.policy import CostModel, Decision, InlinePolicy
 from gt4py_dace_xforms.report import InlineRecord, InlineReport
 from gt4py_dace_xforms.transformations import rewrite
 
@@ -83,20 +83,31 @@ def mode_of(candidate) -> str:
 def gt_inline_fusion(
     sdfg: dace.SDFG,
     *,
-    policy: Optional[InlinePolicy] = None,
+    cost_model: Optional[InlinePolicy] = None,
     validate: bool = True,
+    policy: Optional[InlinePolicy] = None,
 ) -> InlineReport:
     """Inline shifted reads of intermediates into their consumers, to a fixed point.
 
-    Every candidate is analysed (`analyse_candidate`); sound ones go to `policy`
-    (default `InlineWhereSound()`: accept all within the bound on copies); accepted
-    ones are rewritten exactly as `InlineFuser.apply()` does. After each rewrite the
-    candidates are enumerated again, since a rewrite can enable another (chains).
+    Every candidate is analysed (`analyse_candidate`); sound ones go to `cost_model`
+    (default `CostModel("cpu")`; any `InlinePolicy` works, e.g. `InlineWhereSound()` to
+    inline everything sound); accepted ones are rewritten exactly as `InlineFuser.apply()`
+    does. `policy` is an older name of `cost_model`.
+
+    Order: candidates are taken upstream first (`find_candidates`), so a producer is
+    inlined into its consumer before that consumer is judged as a producer itself; the
+    downstream decision then sees the full recomputation cost, and no earlier choice
+    can make a chain un-inlinable. Readers of one intermediate are judged as a group.
+    Each round applies every accepted candidate whose nodes are still in place (each is
+    re-analysed on the current graph first), then enumerates again, since a rewrite can
+    enable another (chains), until a round changes nothing.
 
     Returns:
         The report: the last decision for every candidate, applied ones in order.
     """
-    policy = policy or InlineWhereSound()
+    if cost_model is not None and policy is not None:
+        raise ValueError("gt_inline_fusion: give 'cost_model' or its older name 'policy', not both")
+    chosen = cost_model or policy or CostModel("cpu")
     report = InlineReport()
     # Intermediates whose readers the policy accepted as a group: the gain needs every
     # one of them inlined, so the rest are not second-guessed one by one.
@@ -106,6 +117,8 @@ def gt_inline_fusion(
         last_decline: dict[tuple, InlineRecord] = {}
         progress = False
         for state, node, consumer in list(find_candidates(sdfg)):
+            if node not in state or consumer not in state:
+                continue  # removed by a rewrite earlier in this round
             key = (state.label, node.data, consumer.map.label)
             result = analyse_candidate(sdfg, state, node, consumer)
             if isinstance(result, Decline):
@@ -114,7 +127,7 @@ def gt_inline_fusion(
             if node.data in committed:
                 decision = Decision(True, "member of an accepted group of readers")
             else:
-                decision = _decide(sdfg, policy, result)
+                decision = _decide(sdfg, chosen, result)
             shifts = tuple(result.shifts)
             if not decision.accept:
                 last_decline[key] = InlineRecord(
@@ -135,7 +148,6 @@ def gt_inline_fusion(
                 )
             )
             progress = True
-            break
         if not progress:
             break
     for rec in last_decline.values():
