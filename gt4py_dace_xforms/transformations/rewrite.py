@@ -409,7 +409,13 @@ def remove_dead_scope_dataflow(sdfg: dace.SDFG, state: SDFGState, map_entry: dn.
                 # A nested Map whose results nobody reads: drop it whole.
                 inner = list(state.scope_subgraph(n, include_entry=True, include_exit=True).nodes())
                 in_edges = [ie for ie in state.in_edges(n) if ie.src is map_entry]
-            elif n.has_side_effects(sdfg) or (isinstance(n, dn.AccessNode) and not sdfg.arrays[n.data].transient):
+            elif isinstance(n, dn.AccessNode):
+                # A transient the removed output was copied through (MapFusion's scalars)
+                # is dead once nothing reads it; a write to anything else is kept.
+                if not sdfg.arrays[n.data].transient or referenced_elsewhere(sdfg, n.data, (n,)):
+                    continue
+                inner, in_edges = [n], list(state.in_edges(n))
+            elif n.has_side_effects(sdfg):
                 continue
             else:
                 inner, in_edges = [n], [ie for ie in state.in_edges(n)]

@@ -1,0 +1,59 @@
+"""Regressions found by the generated-program fuzzer (tests/test_fuzz_programs.py), each
+reduced to the smallest SDFG or gt4py program that showed it."""
+
+import dace
+import numpy as np
+import pytest
+
+import gt4py_dace_xforms as gx
+from builders import compare_before_after, deep
+
+
+def _fused_two_output_producer() -> dace.SDFG:
+    """The shape gt4py's MapFusion leaves: one Map computes `tmp` and `side`, each through
+    a transient scalar inside the Map; only `tmp` is read at a shift by the consumer."""
+    sdfg = dace.SDFG("fused_two_outputs")
+    for name in ("a", "side", "out"):
+        sdfg.add_array(name, ["N", "K"], dace.float64)
+    sdfg.add_array("tmp", ["N", "K"], dace.float64, transient=True)
+    for s in ("s_tmp", "s_side"):
+        sdfg.add_scalar(s, dace.float64, transient=True)
+    state = sdfg.add_state("main")
+    a, tmp, side, out = (state.add_access(n) for n in ("a", "tmp", "side", "out"))
+    me, mx = state.add_map("producer", dict(i="0:N", k="0:K"))
+    for scalar, target, code in (("s_tmp", tmp, "__o = 2.0 * __a + 1.0"), ("s_side", side, "__o = __a - 3.0")):
+        t = state.add_tasklet(f"t_{scalar}", {"__a"}, {"__o"}, code)
+        state.add_memlet_path(a, me, t, dst_conn="__a", memlet=dace.Memlet("a[i, k]"))
+        acc = state.add_access(scalar)
+        state.add_edge(t, "__o", acc, None, dace.Memlet(f"{scalar}[0]"))
+        state.add_memlet_path(acc, mx, target, memlet=dace.Memlet(f"{target.data}[i, k]"))
+    state.add_mapped_tasklet(
+        "consumer",
+        dict(i="0:N", k="0:K - 1"),
+        inputs={"__t0": dace.Memlet("tmp[i, k + 1]"), "__t1": dace.Memlet("tmp[i, k]")},
+        code="__o = __t0 - __t1",
+        outputs={"__o": dace.Memlet("out[i, k]")},
+        external_edges=True,
+        input_nodes={"tmp": tmp},
+        output_nodes={"out": out},
+    )
+    sdfg.validate()
+    return sdfg
+
+
+@pytest.mark.compile
+def test_producer_output_through_scalar_inside_map_is_detached():
+    """Found as `t0 = concat_where(K >= 12, a, 2.0) + concat_where(K >= 14, a, 0.5)`,
+    `return t0(K + 3) + 1.5` on K (7, 11): removing the inlined output of a fused Map left
+    the transient scalar that fed it a sink inside the Map, and the dead-dataflow cleanup
+    asked that AccessNode for `has_side_effects` (AttributeError)."""
+    before = _fused_two_output_producer()
+    after = deep(before)
+    report = gx.gt_inline_fusion(after, policy=gx.InlineWhereSound())
+    assert [r.removed_intermediate for r in report.applied] == [True], report.table()
+    after.validate()
+    assert "tmp" not in after.arrays and "s_tmp" not in after.arrays
+    rng = np.random.default_rng(0)
+    N, K = 4, 9
+    arrays = {"a": rng.random((N, K)), "side": np.zeros((N, K)), "out": np.zeros((N, K))}
+    compare_before_after(before, after, arrays, dict(N=N, K=K), outputs=("out", "side"))
