@@ -50,6 +50,19 @@ def test_expensive_producer_read_at_many_offsets_is_declined():
     assert not report.applied and report.declined[0].figures["copies"] == 6
 
 
+@pytest.mark.parametrize("reads, accept", [(["i, k"], True), (["i, k", "i, k + 1"], False)])
+def test_gathering_producer_is_declined_when_copies_repeat_the_gathers(reads, accept):
+    """A producer that indexes a row itself (a neighbor gather, `a[conn[i], k]` in gt4py)
+    reads a different line per element; a second copy repeats those loads (3 here). Inlining such
+    a C2E reduction at k and k-1 made icon4py's predictor program 1.33x slower."""
+    sdfg = producer_consumer("gather", producer_ranges={"i": "0:N", "k": "0:K"},
+                             consumer_ranges={"i": "0:N", "k": "0:K-1"}, write="i, k", reads=reads,
+                             input_index="0:N, k", producer_code="__out = __a[(7 * i) % N] + __a[(3 * i) % N] + __a[(5 * i) % N]")
+    decision = _model().decide(sdfg, _candidate(sdfg))
+    assert decision.accept == accept, decision.reason
+    assert decision.figures["gather_bytes"] == (0 if accept else 3 * 20480 * 79 * 8)
+
+
 def test_partial_inline_declined_when_inputs_cost_more_to_load():
     """`tmp` stays for a copy to `keep`; the copy needs `a`, which the consumer does not read."""
     sdfg = producer_consumer("partial", producer_ranges={"i": "0:N", "k": "0:K"},

@@ -10,7 +10,8 @@ target's machine balance, `bytes_per_op`):
   read pass;
 - **extra loads**: the producer's inputs the consumer does not already read, once per
   input; minus the producer's own loads of them when its Map disappears with the
-  intermediate;
+  intermediate; plus the gathers (loads through a neighbor table) every further copy
+  repeats;
 - **extra work**: the producer's operations per element times (copies - 1) if the
   producer disappears, times copies if it stays; for a lazy concat copy on the GPU all
   branches count (a warp diverges at the boundary and runs both), on the CPU the
@@ -173,7 +174,11 @@ class CostModel:
 
         saved = (2 * volume if cand.removes_intermediate else points) * item
         slices = [cand.producer] if cand.concat is None else [b.slice for b in cand.concat.branches if b.slice]
-        branch_ops = [_ops(s) for s in slices] or [0.0]
+        work = [_work(sdfg, s) for s in slices] or [(0.0, 0.0)]
+        branch_ops = [w[0] for w in work]
+        # Loads through a neighbor table (a tasklet indexing a row itself) are repeated by
+        # every copy; charged as traffic, not as operations.
+        gathers = max(w[1] for w in work)
         if cand.concat is None or len(cand.concat.branches) == 1:
             ops = branch_ops[0]
         elif cand.eager or self.target == "gpu":
@@ -188,7 +193,9 @@ class CostModel:
         inputs = {i.data for s in slices for i in s.inputs}
         if cand.concat is not None:
             inputs |= {b.source.data for b in cand.concat.branches if b.source is not None}
-        extra_loads = 0.0
+        repeats = copies - 1 if removed_producers else copies
+        gather_bytes = gathers * points * item * repeats
+        extra_loads = gather_bytes
         for name in inputs - consumer_reads:
             d = sdfg.arrays[name]
             if isinstance(d, dace.data.Scalar) or d.total_size == 1:
@@ -202,6 +209,7 @@ class CostModel:
             "ops_per_copy": ops,
             "saved_bytes": saved,
             "extra_load_bytes": extra_loads,
+            "gather_bytes": gather_bytes,
             "extra_work_bytes": extra_work,
             "gain_bytes": saved - extra_loads - extra_work,
             "assumed": sorted(assumed),
@@ -240,11 +248,42 @@ _OPS = (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.Call, ast.IfExp)
 _EXPENSIVE = (ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
 
 
-def _ops(prod) -> float:
-    """Arithmetic operations of a producer slice (Python tasklet ASTs; at least 1 each)."""
-    total = 0.0
+def _work(sdfg: dace.SDFG, prod) -> tuple[float, float]:
+    """Operations and gathers (indirect loads) to compute one element of a producer slice;
+    nodes inside inner Maps (neighbor loops) count once per inner iteration."""
+    state = next((st for st in sdfg.states() if prod.map_entry in st), None)
+    scope = state.scope_dict() if state is not None else {}
+    ops = gathers = 0.0
     for node in prod.nodes:
-        total += _node_ops(node)
+        mult, outer = 1.0, scope.get(node)
+        while outer is not None and outer is not prod.map_entry:
+            mult *= _inner_extent(outer.map)
+            outer = scope.get(outer)
+        ops += _node_ops(node) * mult
+        if isinstance(node, dn.Tasklet) and state is not None:
+            rows = [e.dst_conn for e in state.in_edges(node)
+                    if e.data.data is not None and (e.data.dynamic or e.data.subset.num_elements() != 1)]
+            gathers += mult * sum(_subscripts(node, conn) for conn in rows)
+    return ops, gathers
+
+
+def _subscripts(tasklet: dn.Tasklet, conn: str) -> int:
+    """How often the tasklet indexes input `conn` (at least once)."""
+    try:
+        tree = ast.parse(tasklet.code.as_string)
+    except SyntaxError:
+        return 1
+    n = sum(isinstance(x, ast.Subscript) and isinstance(x.value, ast.Name) and x.value.id == conn
+            for x in ast.walk(tree))
+    return max(1, n)
+
+
+def _inner_extent(m: dn.Map) -> float:
+    """Iterations of an inner (neighbor) Map; 1 if symbolic (unknown)."""
+    total = 1.0
+    for extent in _extents(m):
+        e = to_sympy(extent)
+        total *= float(e) if not e.free_symbols else 1.0
     return total
 
 
