@@ -370,32 +370,42 @@ def _detach_map_output(sdfg, state, edge) -> list:
         state.remove_edge(ie)
     map_exit.remove_in_connector("IN_" + conn[4:])
     map_exit.remove_out_connector(conn)
-    remove_dead_scope_dataflow(sdfg, state, map_entry)
-    for ie in inner:
-        _close_connector(sdfg, state, map_entry, ie)
+    remove_dead_scope_dataflow(sdfg, state, map_entry, removed=[(e, _dtype_of(sdfg, e)) for e in inner])
     return []
 
 
-def _close_connector(sdfg, state, map_entry, removed) -> None:
+def _dtype_of(sdfg, edge):
+    desc = sdfg.arrays.get(edge.data.data) if edge.data.data else None
+    return desc.dtype if desc is not None else None
+
+
+def _close_connector(sdfg, state, map_entry, removed, dtype) -> None:
     """After `removed` (an edge into the MapExit) is gone, leave no dangling out-connector
     at its source: an entry connector is dropped, the output of a node that still computes
     other results (a tasklet with two outputs) is written to a dummy transient instead."""
     src, conn = removed.src, removed.src_conn
     if conn is None or src not in state.nodes() or any(True for _ in state.out_edges_by_connector(src, conn)):
         return
+    if conn not in src.out_connectors or dtype is None:
+        return  # already dropped, or an empty (ordering) edge
     if src is map_entry:
         _drop_unused_entry_connector(state, map_entry, conn)
         return
-    desc = sdfg.arrays[removed.data.data]
     name, sink = sdfg.add_array(
-        f"__unused_{src.label}_{conn}", list(removed.data.subset.size()), desc.dtype, transient=True,
+        f"__unused_{src.label}_{conn}", list(removed.data.subset.size()), dtype, transient=True,
         find_new_name=True,
     )
     state.add_edge(src, conn, state.add_access(name), None, dace.Memlet.from_array(name, sink))
 
 
-def remove_dead_scope_dataflow(sdfg: dace.SDFG, state: SDFGState, map_entry: dn.MapEntry) -> None:
-    """Delete nodes directly inside the Map whose results nobody uses (to a fixed point)."""
+def remove_dead_scope_dataflow(sdfg: dace.SDFG, state: SDFGState, map_entry: dn.MapEntry, removed=()) -> None:
+    """Delete nodes directly inside the Map whose results nobody uses (to a fixed point).
+
+    `removed`: (edge, element type) of edges inside the Map the caller already deleted.
+    The sources of those and of the edges deleted here keep no dangling out-connector
+    (`_close_connector`).
+    """
+    removed = list(removed)
     changed = True
     while changed:
         changed = False
@@ -419,8 +429,12 @@ def remove_dead_scope_dataflow(sdfg: dace.SDFG, state: SDFGState, map_entry: dn.
                 continue
             else:
                 inner, in_edges = [n], [ie for ie in state.in_edges(n)]
-            for ie in in_edges:
+            # Every edge into the removed nodes from outside them, not only `in_edges`.
+            members = set(inner)
+            cut = in_edges + [e for m in inner for e in state.in_edges(m) if e.src not in members and e not in in_edges]
+            for ie in cut:
                 state.remove_edge(ie)
+                removed.append((ie, _dtype_of(sdfg, ie)))
                 if ie.src is map_entry and ie.src_conn and ie.src_conn.startswith("OUT_"):
                     _drop_unused_entry_connector(state, map_entry, ie.src_conn)
             local = {m.data for m in inner if isinstance(m, dn.AccessNode)}
@@ -428,6 +442,8 @@ def remove_dead_scope_dataflow(sdfg: dace.SDFG, state: SDFGState, map_entry: dn.
             _remove_unused_data(sdfg, local)
             changed = True
             break
+    for e, dtype in removed:
+        _close_connector(sdfg, state, map_entry, e, dtype)
 
 
 def _drop_unused_entry_connector(state, map_entry, out_conn) -> None:
