@@ -16,6 +16,7 @@ from dace.sdfg import nodes as dn
 from dace.sdfg.state import SDFGState
 
 from gt4py_dace_xforms.analysis.concat import (
+    INDEX_SYMBOL,
     ConcatAnalysis,
     analyse_concat,
     eager_unsound,
@@ -196,6 +197,9 @@ def analyse_candidate(
     used = set()
     for sl in slices:
         used |= _shadowed_symbols(pstate, sl, {p for p, _, _ in sl.param_ranges})
+    clash = _reserved_name_clash(sdfg, slices, used, concat)
+    if clash:
+        return Decline(clash)
     if concat is not None:
         used |= {str(s) for b in concat.branches for r in b.region for x in r for s in to_sympy(x).free_symbols}
         used |= {str(s) for b in concat.branches for x in b.source_index for s in x.free_symbols}
@@ -289,6 +293,31 @@ def analyse_candidate(
         eager=concat is not None and eager_reason is None,
         lazy_reason=eager_reason,
     )
+
+
+#: Names the rewrite gives data in its nested SDFGs (`rewrite.INLINE_OUTPUT`, the eager
+#: concat's per-branch values), next to the inputs' own names.
+_REWRITE_DATA_PREFIXES = ("__inline_out", "__branch_value_")
+
+
+def _reserved_name_clash(sdfg, slices, used, concat: Optional[ConcatAnalysis]) -> Optional[str]:
+    """A program name the rewrite would also use: a copy's data (an input or a local
+    of the producer) named like the rewrite's own data, or, in concat mode, a program
+    symbol named like an index symbol (`__concat_idx_<d>`), which the copy would bind."""
+    data = {i.data for sl in slices for i in sl.inputs}
+    data |= {n.data for sl in slices for n in sl.nodes if isinstance(n, dn.AccessNode)}
+    if concat is not None:
+        data |= {b.source.data for b in concat.branches if b.source is not None}
+    for name in sorted(data):
+        if name.startswith(_REWRITE_DATA_PREFIXES):
+            return f"data '{name}' has a name the rewrite reserves"
+    if concat is not None:
+        names = set(used) | set(sdfg.symbols) | {p for sl in slices for p, _, _ in sl.param_ranges}
+        names |= {p for sl in slices for n in sl.nodes if isinstance(n, dn.MapEntry) for p in n.map.params}
+        clash = sorted(s for s in names if s.startswith(INDEX_SYMBOL.format("")))
+        if clash:
+            return f"symbols {clash} have names the rewrite reserves"
+    return None
 
 
 def _may_alias_conflict(sdfg, users, inputs) -> Optional[str]:
