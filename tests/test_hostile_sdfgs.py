@@ -1085,6 +1085,27 @@ def copy_to_exit():
     st.add_edge(mx, "OUT_out", out, None, dace.Memlet("out[0:N, 0:K-1]"))
     return sdfg
 
+
+def input_named_like_rewrite_output():
+    """The producer's input is called `__inline_out`, the name of a copy's result."""
+    sdfg = _basic("input_named_like_rewrite_output")
+    sdfg.replace_dict({"a": "__inline_out"})
+    return sdfg
+
+
+def concat_index_symbol_in_program(where: str):
+    """A program symbol named `__concat_idx_<d>` (what a concat copy binds to the index
+    read) used by a branch: in its read index, or as a value in its tasklet."""
+    if where == "index":
+        return _concat("concat_index_symbol_in_index", [({"i": "0:N", "k": "0:1"}, "x", "i, k"),
+                                                        ({"i": "0:N", "k": "1:K"}, "y", "i, k - __concat_idx_1 + 1")],
+                       symbols=("__concat_idx_1",))
+    sdfg = _concat("concat_index_symbol_in_code", [({"i": "0:N", "k": "0:1"}, "x", "i, k"),
+                                                   ({"i": "0:N", "k": "1:K"}, "y", "i, k")], symbols=("__concat_idx_0",))
+    t = next(n for n in sdfg.states()[0].nodes() if isinstance(n, dn.Tasklet) and n.label == "branch1")
+    t.code.as_string = "__o = __x + __concat_idx_0"
+    return sdfg
+
 # ---- expected outcomes -------------------------------------------------------------------
 
 #: Declined, with a reason (from the pass's report or, for matches the pass does not
@@ -1264,6 +1285,19 @@ def test_regression_producer_nested_sdfg_with_side_effects_is_declined():
     """Was applied: the nested SDFG's side effects ran once per inlined copy."""
     _declines_unchanged(nested_sdfg_with_side_effects_in_producer(), "'scale' has side effects")
 
+
+
+def test_regression_input_named_like_the_rewrites_output_is_declined():
+    """Was a FileExistsError out of gt_inline_fusion (the copy's SDFG got two
+    `__inline_out`)."""
+    _declines_unchanged(input_named_like_rewrite_output(), "data '__inline_out' has a name the rewrite reserves")
+
+
+@pytest.mark.parametrize("where", ["index", "code"])
+def test_regression_concat_program_symbol_named_like_an_index_symbol_is_declined(where):
+    """Was applied with wrong results: the concat copy bound the program's
+    `__concat_idx_<d>` to the index read (every `out` element off by 100s when run)."""
+    _declines_unchanged(concat_index_symbol_in_program(where), "have names the rewrite reserves")
 
 # ---- random edits of the fixtures --------------------------------------------------------
 
