@@ -286,7 +286,7 @@ def _fmt(v: Any, spec: str) -> str:
 
 def table(rows: list[dict]) -> str:
     head = (
-        "program", "stock ms", "inlined ms", "ratio", "2-D tr st/inl", "2-D MB st/inl",
+        "program", "stock ms", "inlined ms", "ratio", "reads/copies", "2-D tr st/inl", "2-D MB st/inl",
         "opt s st/inl", "opt ratio", "max|diff|", "status",
     )  # fmt: skip
     lines = []
@@ -298,6 +298,7 @@ def table(rows: list[dict]) -> str:
                 _fmt(r.get("median_ms_stock"), ".3f"),
                 _fmt(r.get("median_ms_inlined"), ".3f"),
                 _fmt(r.get("time_ratio"), ".3f"),
+                f"{r.get('inline_applied', '-')}/{r.get('inline_copies', '-')}",
                 f"{r.get('transients_stock', '-')}/{r.get('transients_inlined', '-')}",
                 f"{mb('transient_bytes_stock')}/{mb('transient_bytes_inlined')}"
                 + ("" if r.get("transient_bytes_exact", True) else "*"),
