@@ -165,6 +165,10 @@ def analyse_candidate(
     pstate, pnode = writers[0]
     if pstate is not state and state.in_degree(intermediate) > 0:
         return Decline("intermediate is written in two states")
+    if pstate is state and pnode is not intermediate:
+        # A second, unwritten AccessNode is a source of the state: nothing orders its
+        # reads after the write (in a loop they see the previous iteration's values).
+        return Decline("intermediate is read through another AccessNode than the one written in this state")
     if any(isinstance(e.src, dn.MapExit) and pstate.entry_node(e.src) is consumer for e in pstate.in_edges(pnode)):
         return Decline("producer and consumer are the same Map")
 
