@@ -140,7 +140,18 @@ def analyse_candidate(
     read is a single element with each index `param + c`; the producer range (or the
     union of the regions) provably covers every element read; data the inlined
     dataflow reads is not written elsewhere in the state.
+
+    An internal error on a graph the analysis did not anticipate is a decline too
+    ("analysis failed: ..."): `gt_inline_fusion` runs inside gt4py's optimizer, where an
+    exception would abort the user's compilation.
     """
+    try:
+        return _analyse_candidate(sdfg, state, intermediate, consumer)
+    except Exception as err:  # noqa: BLE001
+        return Decline(f"analysis failed: {type(err).__name__}: {err}")
+
+
+def _analyse_candidate(sdfg, state, intermediate, consumer) -> AnalysisResult:
     if intermediate.data not in sdfg.arrays:
         return Decline("intermediate is not data of this SDFG")
     desc = sdfg.arrays[intermediate.data]
