@@ -1321,6 +1321,17 @@ def test_regression_read_through_a_second_access_node_in_the_writers_state_is_de
     the previous iteration's (`out[1:]` differed by 2 when run)."""
     _declines_unchanged(read_before_write_same_state(), "read through another AccessNode than the one written")
 
+
+def test_internal_analysis_error_is_a_decline_in_the_pass_too():
+    """`can_be_applied` turned internal errors into declines, `gt_inline_fusion` let them
+    out (its analysis was not guarded). Simulated by a failing producer analysis."""
+    sdfg = _basic("internal_analysis_error")
+    h = sdfg.hash_sdfg()
+    with mock.patch("gt4py_dace_xforms.analysis.candidate.analyse_producer", side_effect=RuntimeError("boom")):
+        report = gx.gt_inline_fusion(sdfg, policy=SOUND)
+    assert not report.applied and sdfg.hash_sdfg() == h
+    assert report.declined[0].reason == "analysis failed: RuntimeError: boom", report.table()
+
 # ---- random edits of the fixtures --------------------------------------------------------
 
 
