@@ -11,6 +11,7 @@ export GT4PY_BUILD_CACHE_DIR ?= $(CURDIR)/.gt4py_cache
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
+FUZZ_SECONDS ?= 1800
 
 .PHONY: venv demo test test-fast fixtures bench fuzz clean
 
@@ -41,6 +42,10 @@ fixtures: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/bench.py $(BENCH_ARGS)
+
+# Generated gt4py programs, stock vs library vs numpy, for FUZZ_SECONDS (tests/fuzzing/).
+fuzz: $(STAMP)
+	FUZZ_SECONDS=$(FUZZ_SECONDS) $(PY) tests/fuzzing/run_fuzz.py
 
 clean:
 	rm -rf $(VENV) .gt4py_cache .dacecache .pytest_cache

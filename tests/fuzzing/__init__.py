@@ -1,0 +1,23 @@
+"""Differential fuzzing of generated gt4py programs: stock dace vs the library vs numpy.
+
+Profiles: "fuzz-ci" (fixed seed, few examples, run by `make test`) and "fuzz-long"
+(the batches of `make fuzz`, see `run_fuzz.py`). Hypothesis does not shrink: a failure
+is reduced on the expression tree instead (`reduce.py` says why).
+"""
+
+from hypothesis import HealthCheck, Phase, settings
+
+_COMMON = dict(
+    deadline=None,  # one example compiles three programs: seconds, not milliseconds
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+    print_blob=True,
+)
+settings.register_profile(
+    "fuzz-ci",
+    max_examples=10,
+    derandomize=True,  # the same programs on every run: reproducible, and reused when unchanged
+    database=None,
+    phases=[Phase.explicit, Phase.generate],
+    **_COMMON,
+)
+settings.register_profile("fuzz-long", max_examples=10, phases=[Phase.explicit, Phase.reuse, Phase.generate], **_COMMON)

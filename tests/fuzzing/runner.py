@@ -1,0 +1,334 @@
+"""Compile a generated program with stock dace and with the library (two policies), run
+every build on the same inputs, compare them with each other and with the numpy reference.
+
+Compilation is the cost (seconds per build), so outcomes are kept on disk, keyed by the
+program source, the inputs' seed, the builds, and a hash of the library's source and the
+gt4py/dace versions: re-running a seed with an unchanged library skips the compilers, and
+any edit of `gt4py_dace_xforms` compiles everything afresh. `FUZZ_REUSE=0` turns it off.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import importlib.util
+import os
+import pathlib
+import sys
+import time
+from typing import Callable, Optional
+
+import dace
+import gt4py
+import gt4py.next as gtx
+import numpy as np
+from hypothesis import currently_in_test_context, given, note, settings, strategies as st
+
+import gt4py_dace_xforms
+from gt4py_dace_xforms.integration.compare import Build, inline_build, stock_build
+from fuzzing.reduce import reduce
+from fuzzing.strategy import NC, NL, SENTINEL, Prog, evaluate_numpy, programs, tolerance
+
+_ROOT = pathlib.Path(__file__).resolve().parents[2]
+#: Shared by xdist workers: module files and outcomes are written atomically.
+FUZZ_DIR = pathlib.Path(os.environ.get("GT4PY_DACE_XFORMS_TEST_BUILD", _ROOT / ".build")) / "fuzz"
+
+#: The library builds compared with stock: the default cost model, and "inline whatever is
+#: sound", which takes every rewrite the analysis allows (the hardest test of the rewrite).
+LIBRARY_BUILDS: dict[str, Callable[[], Build]] = {
+    "sound": lambda: inline_build(policy=gt4py_dace_xforms.InlineWhereSound()),
+    "cost_model": lambda: inline_build(),
+}
+
+_loaded: dict[str, object] = {}
+
+
+def load(prog: Prog):
+    """The `program` of `prog.source()`, from a module file named by the source's hash
+    (gt4py reads the source of field operators, so it must live in a file)."""
+    key = prog.key()
+    if key not in _loaded:
+        path = FUZZ_DIR / "programs" / f"prog_{key}.py"
+        # The tree goes along as a comment: `run_fuzz.py --replay <file>` rebuilds the inputs.
+        _write_atomic(path, f"{prog.source()}\n# {prog!r}\n".encode())
+        spec = importlib.util.spec_from_file_location(f"fuzz_prog_{key}", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        _loaded[key] = module.program
+    return _loaded[key]
+
+
+def _write_atomic(path: pathlib.Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() and path.read_bytes() == data:
+        return
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+@functools.cache
+def library_fingerprint() -> str:
+    h = hashlib.sha256(f"{gt4py.__version__} {dace.__version__}".encode())
+    pkg = pathlib.Path(gt4py_dace_xforms.__file__).parent
+    for f in sorted(pkg.rglob("*.py")):
+        h.update(str(f.relative_to(pkg)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+class BuildFailed(Exception):
+    """Compiling or running the program with one build raised."""
+
+    def __init__(self, build: str, error: Exception):
+        super().__init__(f"{build} build raised {type(error).__name__}: {error}")
+        self.build = build
+
+
+@dataclasses.dataclass
+class Outcome:
+    """Per build: the output arrays, and how many (intermediate, consumer) pairs it inlined."""
+
+    outputs: dict[str, list[np.ndarray]]
+    applied: dict[str, int]
+    reused: bool = False
+    seconds: dict[str, float] = dataclasses.field(default_factory=dict)  # compile and run
+
+
+def _as_gt4py(prog: Prog, args: dict) -> dict:
+    cell, k = gtx.Dimension("Cell"), gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)
+    out = {}
+    for name, v in args.items():
+        if name in prog.fields:
+            out[name] = gtx.as_field([cell, k], v.copy())
+        elif name in prog.cells:
+            out[name] = gtx.as_field([cell], v.copy())
+        else:
+            out[name] = v
+    for i in range(len(prog.outputs)):
+        out[f"out{i}"] = gtx.as_field([cell, k], np.full((NC, NL), SENTINEL, dtype=prog.dtype))
+    return out
+
+
+def run_builds(prog: Prog, args: dict, builds: tuple[str, ...]) -> Outcome:
+    """Compile and run with each of `builds` ("stock" or keys of `LIBRARY_BUILDS`)."""
+    program = load(prog)
+    outcome = Outcome({}, {})
+    for name in builds:
+        build = stock_build() if name == "stock" else LIBRARY_BUILDS[name]()
+        a = _as_gt4py(prog, args)
+        start = time.perf_counter()
+        try:
+            program.with_backend(build.backend)(**a, offset_provider={})
+        except Exception as e:
+            raise BuildFailed(name, e) from e
+        outcome.seconds[name] = time.perf_counter() - start
+        outcome.outputs[name] = [a[f"out{i}"].asnumpy() for i in range(len(prog.outputs))]
+        if name != "stock":
+            report = build.report
+            outcome.applied[name] = len(report.applied)
+            if report.records and currently_in_test_context():
+                note(f"{name} build, inlining report:\n{report.table()}")
+    return outcome
+
+
+def _cache_path(prog: Prog, data_seed: int, builds: tuple[str, ...]) -> pathlib.Path:
+    key = hashlib.sha256(f"{prog.source()}\0{data_seed}\0{builds}\0{library_fingerprint()}".encode()).hexdigest()[:24]
+    return FUZZ_DIR / "outcomes" / f"{key}.npz"
+
+
+def run_cached(prog: Prog, data_seed: int, builds: tuple[str, ...]) -> Outcome:
+    path = _cache_path(prog, data_seed, builds)
+    reuse = os.environ.get("FUZZ_REUSE", "1") != "0"
+    if reuse and path.exists():
+        with np.load(path) as z:
+            outputs = {b: [z[f"{b}/{i}"] for i in range(len(prog.outputs))] for b in builds}
+            applied = {b: int(z[f"applied/{b}"]) for b in builds if b != "stock"}
+            return Outcome(outputs, applied, reused=True)
+    outcome = run_builds(prog, prog.call_args(data_seed), builds)
+    arrays = {f"{b}/{i}": o for b, outs in outcome.outputs.items() for i, o in enumerate(outs)}
+    arrays |= {f"applied/{b}": np.int64(n) for b, n in outcome.applied.items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
+    np.savez(tmp, **arrays)
+    tmp.replace(path)
+    return outcome
+
+
+def compare(prog: Prog, args: dict, outcome: Outcome) -> None:
+    """Every build equals the numpy reference inside the domain (up to the rounding bound)
+    and left the sentinel outside; library builds equal stock up to the same bound."""
+    ref = evaluate_numpy(prog, args)
+    tol = tolerance(prog, args)
+    (c0, c1), (k0, k1) = prog.cell_domain, prog.k_domain
+    inside = np.zeros((NC, NL), dtype=bool)
+    inside[c0:c1, k0:k1] = True
+    for name, outs in outcome.outputs.items():
+        for i, got in enumerate(outs):
+            what = f"{name} build, out{i}"
+            outside = got[~inside]
+            if not np.all(outside == SENTINEL):
+                idx = np.argwhere(~inside & (got != SENTINEL))[:5].tolist()
+                raise Mismatch(f"{what}: written outside the domain, at (cell, k) {idx}", (name,))
+            _close(got, ref[i], tol[i], inside, f"{what} vs numpy", (name,))
+            if name != "stock" and "stock" in outcome.outputs:
+                _close(got, outcome.outputs["stock"][i], 2 * tol[i], inside, f"{what} vs stock", ("stock", name))
+
+
+def _close(got, want, atol, inside, what, builds) -> None:
+    bad = inside & ~(np.abs(got.astype(np.float64) - want.astype(np.float64)) <= atol)
+    if bad.any():
+        idx = np.argwhere(bad)[:5]
+        raise Mismatch(
+            f"{what}: {int(bad.sum())} of {int(inside.sum())} elements differ, at (cell, k) {idx.tolist()}:"
+            f" got {got[bad][:5]}, want {want[bad][:5]}, tolerance {atol[bad][:5]}",
+            builds,
+        )
+
+
+ALL_BUILDS = ("stock", *LIBRARY_BUILDS)
+
+
+class Mismatch(AssertionError):
+    """An output differs; `builds` are the builds needed to see it again."""
+
+    def __init__(self, message: str, builds: tuple[str, ...]):
+        super().__init__(message)
+        self.builds = builds
+
+
+class FuzzFailure(AssertionError):
+    """A generated program on which the builds or numpy disagree (or a build raised).
+    `signature` tells failures apart: the builds involved and what went wrong."""
+
+    def __init__(self, message: str, prog: Prog, data_seed: int, signature: tuple):
+        super().__init__(message)
+        self.prog, self.data_seed, self.signature = prog, data_seed, signature
+
+
+def check(prog: Prog, data_seed: int, builds: tuple[str, ...]) -> Outcome:
+    """The property: every build agrees with numpy, library builds with stock (FuzzFailure)."""
+    try:
+        outcome = run_cached(prog, data_seed, builds)
+        compare(prog, prog.call_args(data_seed), outcome)
+    except BuildFailed as e:
+        cause = e.__cause__
+        raise FuzzFailure(str(e), prog, data_seed, ((e.build,), "raised", type(cause).__name__)) from e
+    except Mismatch as e:
+        raise FuzzFailure(str(e), prog, data_seed, (e.builds, "mismatch", str(e).split(":")[0])) from e
+    return outcome
+
+
+@dataclasses.dataclass
+class Stats:
+    """What a fuzzing run did: programs checked (distinct sources), how many compiled
+    rather than reused, and per library build how many inlined something.
+
+    `failure`: the first failing example. From then on only the builds that showed it
+    are run (hypothesis replays it; the reducer compiles one or two builds per step).
+    """
+
+    programs: int = 0
+    compiled: int = 0
+    inlined: dict[str, int] = dataclasses.field(default_factory=dict)
+    seconds: float = 0.0
+    failure: Optional[FuzzFailure] = None
+    _seen: set = dataclasses.field(default_factory=set)
+    #: Called with one line per new program (the long run prints progress).
+    log: Optional[Callable[[str], None]] = None
+
+    @property
+    def builds(self) -> tuple[str, ...]:
+        return self.failure.signature[0] if self.failure else ALL_BUILDS
+
+    def summary(self) -> str:
+        inl = ", ".join(f"{b} {n}" for b, n in self.inlined.items()) or "-"
+        return (
+            f"{self.programs} generated programs checked ({self.compiled} compiled, "
+            f"{self.programs - self.compiled} reused) in {self.seconds:.0f} s; inlined something: {inl}"
+        )
+
+
+def check_program(prog: Prog, data_seed: int, stats: Stats) -> None:
+    """`check()` with the bookkeeping of `stats`; the first failure is kept there."""
+    note(f"generated program (inputs seeded with {data_seed}):\n{prog.source()}")
+    start = time.perf_counter()
+    try:
+        outcome = check(prog, data_seed, stats.builds)
+    except FuzzFailure as e:
+        if stats.failure is None:
+            stats.failure = e
+            if stats.log:
+                stats.log(f"FAILED: {str(e).splitlines()[0][:300]}")
+        raise
+    finally:
+        took = time.perf_counter() - start
+        stats.seconds += took
+    key = (prog.key(), data_seed)
+    if stats.failure is None and key not in stats._seen:
+        stats._seen.add(key)
+        stats.programs += 1
+        stats.compiled += not outcome.reused
+        for b, n in outcome.applied.items():
+            stats.inlined[b] = stats.inlined.get(b, 0) + (n > 0)
+        if stats.log:
+            applied = " ".join(f"{b}={n}" for b, n in outcome.applied.items())
+            stats.log(
+                f"#{stats.programs} prog_{prog.key()} {prog.dtype}, {prog.n_ops()} operations: inlined {applied}"
+                f" ({'reused' if outcome.reused else 'compiled in ' + ', '.join(f'{b} {t:.0f}' for b, t in outcome.seconds.items()) + ' s'})"
+            )
+
+
+def run_property(
+    hyp_settings: settings,
+    stats: Stats,
+    reduce_seconds: float,
+    stop: Callable[[], bool] = lambda: False,
+    strategy: st.SearchStrategy[Prog] = programs(),
+) -> None:
+    """Run the property on programs from `strategy` under `hyp_settings`; examples drawn
+    once `stop()` holds are skipped. A failure is reduced (`fuzzing.reduce`) and raised as
+    a FuzzFailure whose message holds the minimal program's gt4py source."""
+
+    @hyp_settings
+    @given(prog=strategy, data_seed=st.integers(0, 2**16))
+    def prop(prog, data_seed):
+        # Not once a failure was seen: hypothesis replays it and must see it fail again.
+        if stats.failure is None and stop():
+            return
+        check_program(prog, data_seed, stats)
+
+    try:
+        prop()
+    except Exception:
+        if stats.failure is None:
+            raise  # not the property failing: a bug in the fuzzer
+    if stats.failure is None:
+        return
+    first = stats.failure
+    builds, signature = first.signature[0], first.signature
+
+    def fails(prog: Prog, data_seed: int) -> bool:
+        try:
+            check(prog, data_seed, builds)
+        except FuzzFailure as e:
+            return e.signature == signature
+        return False
+
+    if stats.log:
+        stats.log(f"reducing the failing program ({first.prog.n_ops()} operations) for up to {reduce_seconds:.0f} s")
+    prog, data_seed = reduce(first.prog, first.data_seed, fails, reduce_seconds, stats.log)
+    try:
+        check(prog, data_seed, builds)
+    except FuzzFailure as e:
+        minimal = e
+    else:  # cannot happen unless a build is nondeterministic: report the original
+        minimal = first
+    raise FuzzFailure(
+        f"{minimal}\n--- minimal generated program (inputs: Prog.call_args({minimal.data_seed})) ---\n"
+        f"{minimal.prog.source()}\n--- as first generated ---\n{first.prog.source()}",
+        minimal.prog,
+        minimal.data_seed,
+        minimal.signature,
+    ) from first
