@@ -1542,7 +1542,7 @@ COMPILE_FIXTURES = ["two_symbol_index", "two_symbol_index", "seed_multi_offset"]
 
 
 @pytest.mark.compile
-@settings(max_examples=8, **_SETTINGS)
+@settings(max_examples=6, **_SETTINGS)
 @given(data=hst.data())
 def test_random_safe_edits_of_small_fixtures_compile_equal(data):
     name = data.draw(hst.sampled_from(COMPILE_FIXTURES), label="fixture")
@@ -1551,7 +1551,7 @@ def test_random_safe_edits_of_small_fixtures_compile_equal(data):
     event("applied" if report.applied else "declined")  # for --hypothesis-show-statistics
 
 
-@settings(max_examples=25, **_SETTINGS)
+@settings(max_examples=16, **_SETTINGS)
 @given(data=hst.data())
 def test_random_edits_of_small_fixtures_structure(data):
     name = data.draw(hst.sampled_from(SMALL_FIXTURES), label="fixture")
@@ -1560,9 +1560,10 @@ def test_random_edits_of_small_fixtures_structure(data):
     event("applied" if report.applied else "declined")
 
 
-@settings(max_examples=2, **_SETTINGS)
+@settings(max_examples=1, **_SETTINGS)
 @given(data=hst.data())
 def test_random_edits_of_icon4py_fixture_structure(data):
+    """One example: the pass alone takes ~8 s on this fixture (structure only)."""
     sdfg = _edited("icon4py_compute_perturbed_quantities_and_interpolation", data, ALL_EDITS, safe=False)
     _, report, _ = check(sdfg, viewer=False)
     event("applied" if report.applied else "declined")
