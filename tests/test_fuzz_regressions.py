@@ -5,6 +5,8 @@ import dace
 import numpy as np
 import pytest
 
+from gt4py.next.program_processors.runners.dace.transformations.map_splitter import MapSplitter
+
 import gt4py_dace_xforms as gx
 from builders import compare_before_after, deep
 
@@ -57,3 +59,50 @@ def test_producer_output_through_scalar_inside_map_is_detached():
     N, K = 4, 9
     arrays = {"a": rng.random((N, K)), "side": np.zeros((N, K)), "out": np.zeros((N, K))}
     compare_before_after(before, after, arrays, dict(N=N, K=K), outputs=("out", "side"))
+
+
+def _kept_for_a_copy(k_start, k_stop) -> dace.SDFG:
+    """gt4py's lowering of `t = a - a; return t(K + 1) * 3.0, t(K - 2)` on K (k_start, k_stop):
+    a Map writes `tmp` on [k_start - 2, k_stop + 1), the consumer Map reads it at k + 1,
+    a copy writes its first k_stop - k_start levels to `out1`."""
+    sdfg = dace.SDFG("kept_for_a_copy")
+    sdfg.add_symbol("k_start", dace.int32)
+    sdfg.add_symbol("k_stop", dace.int32)
+    n_tmp = f"({k_stop}) - ({k_start}) + 3"
+    for name in ("a", "out0", "out1"):
+        sdfg.add_array(name, ["N", "K"], dace.float64)
+    sdfg.add_array("tmp", ["N", n_tmp], dace.float64, transient=True)
+    state = sdfg.add_state("main")
+    a, tmp, out0, out1 = (state.add_access(n) for n in ("a", "tmp", "out0", "out1"))
+    state.add_mapped_tasklet(
+        "producer", dict(i="0:N", k=f"{k_start} - 2:{k_stop} + 1"),
+        inputs={"__a": dace.Memlet("a[i, k]")}, code="__o = __a - 1.0",
+        outputs={"__o": dace.Memlet(f"tmp[i, k - ({k_start}) + 2]")},
+        external_edges=True, input_nodes={"a": a}, output_nodes={"tmp": tmp},
+    )
+    state.add_mapped_tasklet(
+        "consumer", dict(i="0:N", k=f"{k_start}:{k_stop}"),
+        inputs={"__t": dace.Memlet(f"tmp[i, k - ({k_start}) + 3]")}, code="__o = 3.0 * __t",
+        outputs={"__o": dace.Memlet("out0[i, k]")},
+        external_edges=True, input_nodes={"tmp": tmp}, output_nodes={"out0": out0},
+    )
+    state.add_nedge(tmp, out1, dace.Memlet(data="tmp", subset=f"0:N, 0:{k_stop} - ({k_start})",
+                                           other_subset=f"0:N, {k_start}:{k_stop}"))
+    sdfg.validate()
+    return sdfg
+
+
+def test_kept_intermediate_that_map_splitter_cannot_split_is_declined():
+    """Found with the sound policy (`t = a - a; return t(K + 1) * 3.0, t(K - 2)` on a
+    runtime K range): inlining the Map consumer kept `tmp` for the copy alone, which
+    reads a strict part of it. gt4py's MapSplitter then matched and asserted, as it
+    cannot order `k_stop - k_start` against 0: the build failed where stock works."""
+    sdfg = _kept_for_a_copy("k_start", "k_stop")
+    report = gx.gt_inline_fusion(sdfg, policy=gx.InlineWhereSound())
+    assert not report.applied and "MapSplitter" in report.declined[0].reason, report.table()
+    sdfg.apply_transformations_repeated(MapSplitter)  # what gt_auto_optimize runs next
+    # With constant bounds MapSplitter can split the producer: nothing to avoid.
+    sdfg = _kept_for_a_copy(3, 12)
+    report = gx.gt_inline_fusion(sdfg, policy=gx.InlineWhereSound())
+    assert [r.removed_intermediate for r in report.applied] == [False], report.table()
+    assert sdfg.apply_transformations_repeated(MapSplitter) == 1

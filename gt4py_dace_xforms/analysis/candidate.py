@@ -14,6 +14,7 @@ import sympy
 from dace import data as dace_data, dtypes
 from dace.sdfg import nodes as dn
 from dace.sdfg.state import SDFGState
+from gt4py.next.program_processors.runners.dace.transformations.splitting_tools import decompose_subset
 
 from gt4py_dace_xforms.analysis.concat import (
     INDEX_SYMBOL,
@@ -151,7 +152,7 @@ def analyse_candidate(
         return Decline(f"analysis failed: {type(err).__name__}: {err}")
 
 
-def _analyse_candidate(sdfg, state, intermediate, consumer) -> AnalysisResult:
+def _analyse_candidate(sdfg, state, intermediate, consumer, check_remainder: bool = True) -> AnalysisResult:
     if intermediate.data not in sdfg.arrays:
         return Decline("intermediate is not data of this SDFG")
     desc = sdfg.arrays[intermediate.data]
@@ -295,6 +296,11 @@ def _analyse_candidate(sdfg, state, intermediate, consumer) -> AnalysisResult:
         for k, v in groups.items()
     )
     removes = _is_last_reader(sdfg, state, intermediate, pstate, pnode, consumer, users)
+    if not removes and check_remainder and _remainder_trips_map_splitter(sdfg, state, intermediate, consumer):
+        return Decline(
+            "the kept intermediate's one remaining reader reads a part of it that gt4py's "
+            "MapSplitter cannot split off symbolically (its apply would assert)"
+        )
     return InlineCandidate(
         state=state,
         producer_state=pstate,
@@ -429,6 +435,35 @@ def _bounds(term, cranges) -> list[sympy.Expr]:
         return [term.offset, term.offset]
     b, e = cranges[term.param]
     return [to_sympy(b) + term.offset, to_sympy(e) + term.offset]
+
+
+def _remainder_trips_map_splitter(sdfg, state, intermediate, consumer) -> bool:
+    """True if, once `consumer` reads its own copies, the intermediate would be the shape
+    gt4py's `MapSplitter` (run after this pass in `gt_auto_optimize`) matches but cannot
+    apply to: written by one Map that writes nothing else, read by one edge on a strict
+    part of what is written, with bounds whose order sympy cannot prove (runtime domain
+    bounds). Its `can_be_applied` accepts that, its `apply` asserts on the decomposition
+    (gt4py 1.2.3), so the whole build would fail where stock works.
+
+    A remaining reader that is itself a Map this analysis accepts is not the final
+    shape: the pass inlines it next (unless the policy declines it, see the report)."""
+    writes = list(state.in_edges(intermediate))
+    rest = [e for e in state.out_edges(intermediate) if e.dst is not consumer]
+    if len(writes) != 1 or len(rest) != 1 or not isinstance(writes[0].src, dn.MapExit):
+        return False
+    other = rest[0].dst
+    if isinstance(other, dn.MapEntry) and state.scope_dict()[other] is None:
+        if not isinstance(_analyse_candidate(sdfg, state, intermediate, other, check_remainder=False), Decline):
+            return False
+    if state.out_degree(writes[0].src) != 1:
+        return False
+    produced = writes[0].data.get_dst_subset(writes[0], state)
+    consumed = rest[0].data.get_src_subset(rest[0], state)
+    if produced is None or consumed is None or consumed == produced or not produced.covers(consumed):
+        return False
+    # The same call, with the same (swapped) roles, as `MapSplitter.apply`.
+    parts = decompose_subset(consumer=produced, producer=consumed)
+    return parts is None or len(parts) <= 1
 
 
 def _is_last_reader(sdfg, state, intermediate, pstate, writer, consumer, users) -> bool:
