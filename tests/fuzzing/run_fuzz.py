@@ -12,7 +12,7 @@ FUZZ_BATCH (examples per batch, default 10), FUZZ_REDUCE_SECONDS (default 1800),
 FUZZ_REUSE=0 (compile even when an outcome of the same program and library source is stored).
 
 `run_fuzz.py --replay .build/fuzz/programs/prog_<key>.py [data_seed]` checks one stored
-program again and prints each build's compile-and-run time.
+program again (each build's compile-and-run time), and reduces it if it fails.
 """
 
 from __future__ import annotations
@@ -36,11 +36,12 @@ from hypothesis.database import DirectoryBasedExampleDatabase  # noqa: E402
 dace.Config.set("default_build_folder", value=str(_BUILD / "fuzz-long" / "dacecache"))
 dace.Config.set("debugprint", value=False)
 
-from fuzzing.runner import ALL_BUILDS, FUZZ_DIR, FuzzFailure, Stats, check, run_property  # noqa: E402
+from fuzzing.runner import ALL_BUILDS, FUZZ_DIR, FuzzFailure, Stats, check, reduce_failure, run_property  # noqa: E402
 
 
-def replay(path: str, data_seed: int) -> int:
-    """Check one stored program (.build/fuzz/programs/prog_*.py) again, compiling afresh."""
+def replay(path: str, data_seed: int, reduce_seconds: float) -> int:
+    """Check one stored program (.build/fuzz/programs/prog_*.py) again, compiling afresh;
+    if it fails, reduce it as a failure of the fuzzing run would be."""
     from fuzzing import strategy
 
     os.environ["FUZZ_REUSE"] = "0"
@@ -49,7 +50,9 @@ def replay(path: str, data_seed: int) -> int:
     try:
         outcome = check(prog, data_seed, ALL_BUILDS)
     except FuzzFailure as e:
-        print(f"FAILED: {e}\n{prog.source()}")
+        print(f"FAILED: {str(e).splitlines()[0]}", flush=True)
+        prog, data_seed = reduce_failure(e, reduce_seconds, print)
+        print(f"minimal (inputs: Prog.call_args({data_seed})):\n{prog.source()}\n# {prog!r}")
         return 1
     times = ", ".join(f"{b} {t:.1f} s" for b, t in outcome.seconds.items())
     print(f"passed; inlined {outcome.applied}; compile and run: {times}")
@@ -58,7 +61,8 @@ def replay(path: str, data_seed: int) -> int:
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--replay":
-        return replay(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 0)
+        reduce_seconds = float(os.environ.get("FUZZ_REDUCE_SECONDS", "1800"))
+        return replay(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 0, reduce_seconds)
     budget = float(os.environ.get("FUZZ_SECONDS", "1800"))
     base_seed = int(os.environ.get("FUZZ_SEED") or random.randrange(2**32))
     batch = int(os.environ.get("FUZZ_BATCH", "10"))

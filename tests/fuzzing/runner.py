@@ -307,20 +307,11 @@ def run_property(
     if stats.failure is None:
         return
     first = stats.failure
-    builds, signature = first.signature[0], first.signature
-
-    def fails(prog: Prog, data_seed: int) -> bool:
-        try:
-            check(prog, data_seed, builds)
-        except FuzzFailure as e:
-            return e.signature == signature
-        return False
-
     if stats.log:
         stats.log(f"reducing the failing program ({first.prog.n_ops()} operations) for up to {reduce_seconds:.0f} s")
-    prog, data_seed = reduce(first.prog, first.data_seed, fails, reduce_seconds, stats.log)
+    prog, data_seed = reduce_failure(first, reduce_seconds, stats.log)
     try:
-        check(prog, data_seed, builds)
+        check(prog, data_seed, first.signature[0])
     except FuzzFailure as e:
         minimal = e
     else:  # cannot happen unless a build is nondeterministic: report the original
@@ -332,3 +323,18 @@ def run_property(
         minimal.data_seed,
         minimal.signature,
     ) from first
+
+
+def reduce_failure(failure: FuzzFailure, seconds: float, log=None) -> tuple[Prog, int]:
+    """The smallest program (and inputs' seed) that fails as `failure` did: the same
+    builds, the same kind of failure (`FuzzFailure.signature`)."""
+    builds, signature = failure.signature[0], failure.signature
+
+    def fails(prog: Prog, data_seed: int) -> bool:
+        try:
+            check(prog, data_seed, builds)
+        except FuzzFailure as e:
+            return e.signature == signature
+        return False
+
+    return reduce(failure.prog, failure.data_seed, fails, seconds, log)
