@@ -8,7 +8,8 @@ FUZZ_REDUCE_SECONDS), printed with its gt4py source, stored in .build/fuzz/hypot
 (replayed first by the next run) and ends the run with exit status 1.
 
 Environment: FUZZ_SECONDS, FUZZ_SEED (default: random; printed, to repeat a run),
-FUZZ_BATCH (examples per batch, default 10), FUZZ_REDUCE_SECONDS (default 1800),
+FUZZ_BATCH (examples per batch, default 10), FUZZ_MAX_DEPTH (expression depth, default 2),
+FUZZ_REDUCE_SECONDS (default 1800),
 FUZZ_REUSE=0 (compile even when an outcome of the same program and library source is stored).
 
 `run_fuzz.py --replay .build/fuzz/programs/prog_<key>.py [data_seed]` checks one stored
@@ -22,12 +23,15 @@ import pathlib
 import random
 import sys
 import time
+import warnings
 
 _ROOT = pathlib.Path(__file__).resolve().parents[2]
 _BUILD = pathlib.Path(os.environ.get("GT4PY_DACE_XFORMS_TEST_BUILD", _ROOT / ".build"))
 os.environ["GT4PY_BUILD_JOBS"] = "0"  # as tests/conftest.py: the process pool cannot pickle the hooks
 os.environ.setdefault("GT4PY_BUILD_CACHE_DIR", str(_BUILD / "fuzz-long" / "gt4py"))
 sys.path.insert(0, str(_ROOT / "tests"))
+# gt4py warns on every compile (unoptimised Python, concat_where rules): not findings.
+warnings.filterwarnings("ignore", category=UserWarning)
 
 import dace  # noqa: E402
 from hypothesis import seed, settings  # noqa: E402
@@ -37,6 +41,7 @@ dace.Config.set("default_build_folder", value=str(_BUILD / "fuzz-long" / "daceca
 dace.Config.set("debugprint", value=False)
 
 from fuzzing.runner import ALL_BUILDS, FUZZ_DIR, FuzzFailure, Stats, check, reduce_failure, run_property  # noqa: E402
+from fuzzing.strategy import programs  # noqa: E402
 
 
 def replay(path: str, data_seed: int, reduce_seconds: float) -> int:
@@ -66,6 +71,9 @@ def main() -> int:
     budget = float(os.environ.get("FUZZ_SECONDS", "1800"))
     base_seed = int(os.environ.get("FUZZ_SEED") or random.randrange(2**32))
     batch = int(os.environ.get("FUZZ_BATCH", "10"))
+    # Depth 3 draws programs gt4py itself takes minutes to optimise (a dozen concat_where
+    # with runtime bounds); depth 2 checks several times more programs per hour.
+    strategy = programs(max_locals=3, max_depth=int(os.environ.get("FUZZ_MAX_DEPTH", "2")))
     reduce_seconds = float(os.environ.get("FUZZ_REDUCE_SECONDS", "1800"))
     start = time.perf_counter()
 
@@ -83,7 +91,7 @@ def main() -> int:
         profile = settings(settings.get_profile("fuzz-long"), max_examples=batch, database=database)
         n_batch += 1
         try:
-            run_property(lambda f: seed(base_seed + n_batch - 1)(profile(f)), stats, reduce_seconds, out_of_time)
+            run_property(lambda f: seed(base_seed + n_batch - 1)(profile(f)), stats, reduce_seconds, out_of_time, strategy)
         except FuzzFailure as e:
             failure = e
             log(f"FAILED in batch {n_batch} (seed {base_seed + n_batch - 1}):\n{e}")

@@ -18,7 +18,7 @@ import numpy as np
 from hypothesis import assume, strategies as st
 
 NC, NL = 5, 18  # input fields are Cell x K = NC x NL, 1-D fields NC
-PAD = 12  # K padding of the reference: more than any sum of shifts along one path
+PAD = 12  # K padding of the reference; a read beyond it is NaN (undefined): conservative
 SHIFTS = (1, -1, 2, -2, 3, -3, 0)  # vertical offsets, in the order they shrink
 SENTINEL = -777.25  # written into the outputs beforehand: outside the domain it must stay
 LITERALS = (2.0, 0.5, -1.25, 3.0, 1.5)  # exact in float32
