@@ -330,13 +330,18 @@ class _Gen:
     def branch(self, depth: int, need_cell: bool) -> Expr:
         if need_cell and self.cells and self.draw(st.booleans()):
             return self.cell_expr()
-        return self.expr(depth, need_cell)
+        e = self.expr(depth, need_cell)
+        if isinstance(e, Read) and e.name in self.cells:
+            # A 1-D input as a whole branch makes gt4py's concat_where replacement fail
+            # (stock backend, gt4py 1.2.3: IndexError in _replace_single_read for
+            # `t0 = concat_where(K < 7, c, b); t2 = t0(K + 2); return t2(K - 3) * c`).
+            e = Bin("*", e, Lit(2.0))
+        return e
 
     def cell_expr(self) -> Expr:
+        """A computed 1-D value (not a bare 1-D read, see `branch`)."""
         c = Read(self.draw(st.sampled_from(self.cells)))
-        if self.draw(st.booleans()):
-            return c
-        return Bin(self.draw(st.sampled_from(["+", "*"])), c, self.leaf(False) if not self.draw(st.booleans()) else Lit(2.0))
+        return Bin(self.draw(st.sampled_from(["*", "+"])), c, self.leaf(False) if self.draw(st.booleans()) else Lit(2.0))
 
 
 def _mid_level(draw) -> int:
