@@ -13,8 +13,8 @@ pytestmark = pytest.mark.compile
 
 def test_generated_programs_agree_with_stock_and_numpy():
     stats = Stats(log=print)
-    # Smaller programs than `make fuzz` draws: gt4py's own optimisation takes minutes on
-    # some programs with a dozen concat_where and runtime bounds.
+    # Two locals, not three as in `make fuzz`: compiling is the cost, and gt4py's own
+    # optimisation takes minutes on some programs with a dozen concat_where.
     run_property(settings.get_profile("fuzz-ci"), stats, reduce_seconds=600, strategy=programs(max_locals=2, max_depth=2))
     print(stats.summary())
     # The property holds trivially if nothing is inlined: most programs must exercise the rewrite.
