@@ -1,0 +1,127 @@
+"""Finding gt4py programs, and grids to lower them on (used by `census` and `explain`).
+
+`discover()` lists the `gtx.program`s defined in a set of modules; `relevant()` tells
+whether a program can give the inliner anything to do (a `concat_where`, or a vertical
+shift); `offset_provider_for()` gives icon4py's small test grid's neighbor tables for the
+horizontal offsets a program uses. Lowering only looks at their types, so any valid
+tables do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+from typing import Any, Iterable, Optional
+
+from gt4py import eve
+from gt4py.next.ffront import decorator as gtx_decorator
+from gt4py.next.iterator import ir as itir
+
+#: The packages whose programs the census takes by default: icon4py 0.4.1's dycore,
+#: diffusion (if installed), common math and metrics, and interpolation stencils.
+ICON4PY_PACKAGES = (
+    "icon4py.model.atmosphere.dycore.stencils",
+    "icon4py.model.atmosphere.diffusion.stencils",
+    "icon4py.model.common.math",
+    "icon4py.model.common.math.stencils",
+    "icon4py.model.common.metrics",
+    "icon4py.model.common.interpolation.stencils",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ProgramRef:
+    """A program and where it is defined (`module:name`, what `explain` takes)."""
+
+    module: str
+    name: str
+
+    @property
+    def spec(self) -> str:
+        return f"{self.module}:{self.name}"
+
+    def load(self) -> Any:
+        return load_program(self.spec)
+
+
+def load_program(spec: str) -> Any:
+    """The `gtx.program` named by `MODULE:NAME`; ValueError with a one-line message if
+    the module cannot be imported or the name is no gt4py program."""
+    module, sep, name = spec.partition(":")
+    if not sep or not module or not name:
+        raise ValueError(f"{spec!r}: expected MODULE:PROGRAM")
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as err:
+        raise ValueError(f"{module}: cannot import ({err})") from None
+    obj = getattr(mod, name, None)
+    if obj is None:
+        raise ValueError(f"{spec}: module has no attribute {name!r}")
+    if not isinstance(obj, gtx_decorator.Program):
+        kind = "field operator (wrap it in a gtx.program)" if isinstance(obj, gtx_decorator.FieldOperator) else type(obj).__name__
+        raise ValueError(f"{spec}: not a gt4py program but a {kind}")
+    return obj
+
+
+def discover(packages: Iterable[str] = ICON4PY_PACKAGES) -> list[ProgramRef]:
+    """Every `gtx.program` defined (not just imported) in the modules of `packages`;
+    packages that are not installed are skipped."""
+    refs: set[ProgramRef] = set()
+    for package in packages:
+        try:
+            pkg = importlib.import_module(package)
+        except ImportError:
+            continue
+        names = [package] + [f"{package}.{m.name}" for m in pkgutil.iter_modules(getattr(pkg, "__path__", []))]
+        for modname in names:
+            try:
+                mod = importlib.import_module(modname)
+            except Exception:  # noqa: BLE001  # a module that does not import has no program for us
+                continue
+            for attr, obj in vars(mod).items():
+                if isinstance(obj, gtx_decorator.Program) and obj.definition_stage.definition.__module__ == modname:
+                    refs.add(ProgramRef(modname, attr))
+    return sorted(refs, key=lambda r: (r.module, r.name))
+
+
+def features(program: Any) -> dict[str, bool]:
+    """What of interest the program's GTIR contains."""
+    concat = vshift = False
+    for node in eve.walk_values(program.gtir):
+        if isinstance(node, itir.SymRef) and node.id == "concat_where":
+            concat = True
+        elif isinstance(node, itir.CartesianOffset) and node.domain.kind.value == "vertical":
+            vshift = True
+    return {"concat_where": concat, "vertical_shift": vshift}
+
+
+def relevant(program: Any) -> bool:
+    """Uses `concat_where` or shifts along a vertical dimension."""
+    return any(features(program).values())
+
+
+def used_offsets(program: Any) -> list[str]:
+    """Names of the horizontal offsets (connectivities) the program's GTIR shifts by."""
+    names = {n.value for n in eve.walk_values(program.gtir).if_isinstance(itir.OffsetLiteral)}
+    return sorted(n for n in names if isinstance(n, str))
+
+
+def offset_provider_for(program: Any, grid: Optional[Any] = None) -> dict[str, Any]:
+    """Neighbor tables for every horizontal offset `program` uses: from `grid` (an object
+    with `.connectivities` or a mapping), default icon4py's `simple_grid()`. ValueError
+    naming the offsets that `grid` lacks (or icon4py missing, when a grid is needed)."""
+    needed = used_offsets(program)
+    if not needed:
+        return {}
+    if grid is None:
+        try:
+            from icon4py.model.common.grid import simple
+        except ImportError:
+            raise ValueError(f"program uses offsets {needed} and no grid was given (icon4py is not installed)") from None
+        grid = simple.simple_grid()
+    tables = dict(grid.connectivities if hasattr(grid, "connectivities") else grid)
+    missing = [n for n in needed if n not in tables]
+    if missing:
+        raise ValueError(f"the grid has no connectivity for offsets {missing}")
+    return {n: tables[n] for n in needed}
