@@ -138,7 +138,8 @@ def cmd_census(args: argparse.Namespace) -> int:
     def progress(r) -> None:
         print(f"  {r.short_name}: {r.seconds:.0f} s" + (f" ERROR {r.error}" if r.error else ""), file=sys.stderr, flush=True)
 
-    results = census.run_census(refs, jobs=args.jobs, transients=not args.no_transients, progress=progress)
+    results = census.run_census(refs, jobs=args.jobs, transients=not args.no_transients, final=args.final,
+                                progress=progress)
     print(census.table(results))
     if args.json:
         with open(args.json, "w") as f:
@@ -172,6 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     cen.add_argument("--jobs", type=int, default=1, help="programs lowered in parallel (processes)")
     cen.add_argument("--no-transients", action="store_true",
                      help="skip the three gt_auto_optimize runs that count transients (faster)")
+    cen.add_argument("--final", action="store_true",
+                     help="also count transients in the final SDFGs (runs gt_auto_optimize to the end: slower)")
     cen.set_defaults(func=cmd_census)
     demo = sub.add_parser("demo", help="lower gt4py programs, inline, compare with stock and numpy")
     demo.add_argument("-v", "--verbose", action="store_true", help="print every decision")

@@ -76,21 +76,27 @@ def reason_class(reason: str) -> str:
     return text.split(": ", 1)[0] if text.startswith("analysis failed") else text
 
 
-def _count_transients(program, provider, hooks) -> tuple[int, int]:
-    """2-D transients at `TopLevelDataFlowPost` and in the final SDFG."""
-    taken = capture_stages(program, [_POST, OPTIMIZED], offset_provider=provider, optimization_hooks=hooks)
-    return len(two_d_transients(taken[_POST])), len(two_d_transients(taken[OPTIMIZED]))
+def _count_transients(program, provider, hooks, final: bool) -> tuple[int, int]:
+    """2-D transients at `TopLevelDataFlowPost` and (`final`, else -1) in the final SDFG."""
+    taken = capture_stages(program, [_POST] + ([OPTIMIZED] if final else []), offset_provider=provider,
+                           optimization_hooks=hooks)
+    return len(two_d_transients(taken[_POST])), len(two_d_transients(taken[OPTIMIZED])) if final else -1
 
 
 def census_program(ref: ProgramRef, *, grid: Any = None, cost_model: Optional[InlinePolicy] = None,
-                   transients: bool = True) -> ProgramCensus:
-    """The census of one program (never raises: a failure is recorded in `error`)."""
+                   transients: bool = True, final: bool = False) -> ProgramCensus:
+    """The census of one program (never raises: a failure is recorded in `error`).
+
+    `transients`: run the top-level stage stock, with the cost model and with everything
+    sound, and count 2-D transients at its end; `final`: run those to the end of
+    `gt_auto_optimize` and count there too (about twice the time)."""
     result = ProgramCensus(ref.spec)
     start = time.perf_counter()
     try:
         program = ref.load()
         provider = offset_provider_for(program, grid)
-        taken = capture_stages(program, [_STEP] + ([_POST, OPTIMIZED] if transients else []), offset_provider=provider)
+        extra = ([_POST] + ([OPTIMIZED] if final else [])) if transients else []
+        taken = capture_stages(program, [_STEP] + extra, offset_provider=provider)
         step = taken[_STEP]
         declines: collections.Counter = collections.Counter()
         for state, node, consumer in find_candidates(step):
@@ -107,11 +113,11 @@ def census_program(ref: ProgramRef, *, grid: Any = None, cost_model: Optional[In
         result.model_declines = dict(collections.Counter(reason_class(r.reason) for r in model_report.declined).most_common())
         if transients:
             result.transients_stock = len(two_d_transients(taken[_POST]))
-            result.final_stock = len(two_d_transients(taken[OPTIMIZED]))
+            result.final_stock = len(two_d_transients(taken[OPTIMIZED])) if final else -1
             result.transients_model, result.final_model = _count_transients(
-                program, provider, optimization_hooks(cost_model))
+                program, provider, optimization_hooks(cost_model), final)
             result.transients_sound, result.final_sound = _count_transients(
-                program, provider, optimization_hooks(InlineWhereSound()))
+                program, provider, optimization_hooks(InlineWhereSound()), final)
     except Exception as err:  # noqa: BLE001  # one broken program must not end the census
         result.error = f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
     result.seconds = time.perf_counter() - start
@@ -119,15 +125,15 @@ def census_program(ref: ProgramRef, *, grid: Any = None, cost_model: Optional[In
 
 
 def _census_spec(args) -> ProgramCensus:
-    spec, transients = args
+    spec, transients, final = args
     module, _, name = spec.partition(":")
-    return census_program(ProgramRef(module, name), transients=transients)
+    return census_program(ProgramRef(module, name), transients=transients, final=final)
 
 
-def run_census(refs: Iterable[ProgramRef], *, jobs: int = 1, transients: bool = True,
+def run_census(refs: Iterable[ProgramRef], *, jobs: int = 1, transients: bool = True, final: bool = False,
                progress: Optional[Callable[[ProgramCensus], None]] = None) -> list[ProgramCensus]:
     """`census_program` for every program, in `jobs` processes (results in input order)."""
-    work = [(r.spec, transients) for r in refs]
+    work = [(r.spec, transients, final) for r in refs]
     results: list[ProgramCensus] = []
     if jobs <= 1:
         for w in work:
@@ -159,6 +165,8 @@ def totals(results: list[ProgramCensus]) -> ProgramCensus:
             setattr(total, f, getattr(total, f) + getattr(r, f))
         declines.update(r.declines)
         model.update(r.model_declines)
+    if any(r.final_stock < 0 for r in results if not r.error):
+        total.final_stock = total.final_model = total.final_sound = -1
     total.declines = dict(declines.most_common())
     total.model_declines = dict(model.most_common())
     return total
@@ -175,7 +183,8 @@ def table(results: list[ProgramCensus]) -> str:
             continue
         rows.append((r.short_name, r.candidates, r.sound, r.applied_sound, r.applied_model,
                      f"{r.transients_stock}/{r.transients_model}/{r.transients_sound}",
-                     f"{r.final_stock}/{r.final_model}/{r.final_sound}", f"{r.seconds:.0f}"))
+                     f"{r.final_stock}/{r.final_model}/{r.final_sound}" if r.final_stock >= 0 else "-",
+                     f"{r.seconds:.0f}"))
     widths = [max(len(str(x)) for x in col) for col in zip(head, *[row for row in rows if not str(row[1]).startswith("error")])]
     fmt = "  ".join(f"{{:<{w}}}" if i == 0 else f"{{:>{w}}}" for i, w in enumerate(widths))
     lines = [fmt.format(*head), fmt.format(*("-" * w for w in widths))]

@@ -2,9 +2,9 @@
 
 `discover()` lists the `gtx.program`s defined in a set of modules; `relevant()` tells
 whether a program can give the inliner anything to do (a `concat_where`, or a vertical
-shift); `offset_provider_for()` gives icon4py's small test grid's neighbor tables for the
-horizontal offsets a program uses. Lowering only looks at their types, so any valid
-tables do.
+shift); `offset_provider_for()` gives neighbor tables for the
+horizontal offsets a program uses (random tables on a small grid unless a grid is
+given). Lowering only looks at their types, so any valid tables do.
 """
 
 from __future__ import annotations
@@ -107,21 +107,79 @@ def used_offsets(program: Any) -> list[str]:
     return sorted(n for n in names if isinstance(n, str))
 
 
-def offset_provider_for(program: Any, grid: Optional[Any] = None) -> dict[str, Any]:
-    """Neighbor tables for every horizontal offset `program` uses: from `grid` (an object
-    with `.connectivities` or a mapping), default icon4py's `simple_grid()`. ValueError
-    naming the offsets that `grid` lacks (or icon4py missing, when a grid is needed)."""
+#: Neighbors per element of icon4py's offsets on the icosahedral grid ("...O" tables list
+#: the element itself first).
+ICOSAHEDRAL_NEIGHBORS = {
+    "E2C": 2, "E2V": 2, "C2E": 3, "V2C": 6, "C2V": 3, "V2E": 6, "V2E2V": 6, "E2C2V": 4,
+    "C2E2CO": 4, "E2C2EO": 5, "E2C2E": 4, "C2E2C": 3, "C2E2C2E": 9, "C2E2C2E2C": 9,
+}  # fmt: skip
+
+#: Element counts of a small icosahedral-like grid, for tables built by `offset_provider_for`.
+SMALL_GRID = {"Cell": 320, "Edge": 480, "Vertex": 162}
+
+
+def _field_offsets(program: Any) -> dict[str, Any]:
+    """The `FieldOffset` objects visible to the program and the operators it calls."""
+    import gt4py.next as gtx
+
+    found: dict[str, Any] = {}
+    seen: set[int] = set()
+    todo = [program]
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        closure = getattr(getattr(obj, "definition_stage", None), "closure_vars", None) or {}
+        for value in closure.values():
+            if isinstance(value, gtx.FieldOffset):
+                found[value.value] = value
+            elif hasattr(value, "definition_stage"):
+                todo.append(value)
+    if not found:
+        try:
+            from icon4py.model.common import dimension as dims
+        except ImportError:
+            return found
+        found = {k: v for k, v in vars(dims).items() if isinstance(v, gtx.FieldOffset)}
+    return found
+
+
+def offset_provider_for(
+    program: Any, grid: Optional[Any] = None, *, sizes: Optional[dict[str, int]] = None, seed: Any = 0
+) -> dict[str, Any]:
+    """Neighbor tables for every horizontal offset `program` uses.
+
+    From `grid` (an object with `.connectivities`, or a mapping name -> connectivity) if
+    given; otherwise random, in-range tables with icosahedral neighbor counts over
+    `sizes` (elements per horizontal dimension name, default `SMALL_GRID`; lowering looks
+    only at the tables' types), drawn with `seed` (an int or a numpy Generator).
+    ValueError naming the offsets that cannot be provided."""
+    import gt4py.next as gtx
+    import numpy as np
+
     needed = used_offsets(program)
     if not needed:
         return {}
-    if grid is None:
-        try:
-            from icon4py.model.common.grid import simple
-        except ImportError:
-            raise ValueError(f"program uses offsets {needed} and no grid was given (icon4py is not installed)") from None
-        grid = simple.simple_grid()
-    tables = dict(grid.connectivities if hasattr(grid, "connectivities") else grid)
-    missing = [n for n in needed if n not in tables]
-    if missing:
-        raise ValueError(f"the grid has no connectivity for offsets {missing}")
-    return {n: tables[n] for n in needed}
+    if grid is not None:
+        tables = dict(grid.connectivities if hasattr(grid, "connectivities") else grid)
+        missing = [n for n in needed if n not in tables]
+        if missing:
+            raise ValueError(f"the grid has no connectivity for offsets {missing}")
+        return {n: tables[n] for n in needed}
+    offsets = _field_offsets(program)
+    unknown = [n for n in needed if n not in offsets or n not in ICOSAHEDRAL_NEIGHBORS]
+    if unknown:
+        raise ValueError(f"program uses offsets {unknown} that need a grid (pass one with their connectivities)")
+    rng = np.random.default_rng(seed)
+    sizes = sizes or SMALL_GRID
+    provider = {}
+    for name in needed:
+        offset = offsets[name]
+        origin, local = offset.target
+        n_from, n_to = sizes[origin.value], sizes[offset.source.value]
+        table = rng.integers(0, n_to, size=(n_from, ICOSAHEDRAL_NEIGHBORS[name]), dtype=np.int32)
+        if name.endswith("O") and origin == offset.source:
+            table[:, 0] = np.arange(n_from, dtype=np.int32)
+        provider[name] = gtx.as_connectivity([origin, local], offset.source, table)
+    return provider
