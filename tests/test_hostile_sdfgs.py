@@ -496,6 +496,44 @@ def indirect_read():
     return sdfg
 
 
+def _indirect_full(name, *, code="__o = __t[__r, k]", producer=FULL, dynamic=False):
+    """`out[i, k] = tmp[idx[i], k]` the way gt4py lowers a neighbor read: the deref
+    tasklet receives all of `tmp` and indexes it with a value read from a table."""
+    sdfg = _basic(name, producer_ranges=producer)
+    sdfg.add_array("idx", ["N"], dace.int32)
+    st = sdfg.states()[0]
+    tmp = next(n for n in st.data_nodes() if n.data == "tmp")
+    out = next(n for n in st.data_nodes() if n.data == "out")
+    for n in [n for n in st.nodes() if isinstance(n, (dn.MapEntry, dn.MapExit, dn.Tasklet)) and "consumer" in n.label]:
+        st.remove_node(n)
+    st.add_mapped_tasklet("gather", FULL,
+                          {"__r": dace.Memlet("idx[i]", dynamic=dynamic), "__t": dace.Memlet("tmp[0:N, 0:K]")},
+                          code, {"__o": dace.Memlet("out[i, k]")}, external_edges=True,
+                          input_nodes={"tmp": tmp}, output_nodes={"out": out})
+    return sdfg
+
+
+def indirect_read_full_array():
+    return _indirect_full("indirect_read_full_array")
+
+
+def indirect_read_shifted_index():
+    """The row read is `idx[i] + 1` (in bounds for the table values used, 0..2 < N - 1)."""
+    return _indirect_full("indirect_read_shifted_index", code="__o = __t[(__r + 1), k]")
+
+
+def indirect_read_producer_misses_a_row():
+    return _indirect_full("indirect_read_producer_misses_a_row", producer={"i": "1:N", "k": "0:K"})
+
+
+def indirect_read_dynamic_index():
+    return _indirect_full("indirect_read_dynamic_index", dynamic=True)
+
+
+def indirect_read_computes_with_field():
+    return _indirect_full("indirect_read_computes_with_field", code="__o = 2.0 * __t[__r, k]")
+
+
 def symbol_index_from_data():
     """`out[i, k] = tmp[i, r]` with `r` assigned from data on an interstate edge."""
     sdfg = producer_consumer("symbol_index_from_data", producer_ranges=FULL, consumer_ranges=FULL,
@@ -1146,7 +1184,10 @@ DECLINES = {
     "written_twice_same_node": "cannot be proven disjoint",
     "written_twice_two_nodes": "written by several AccessNodes",
     "consumer_overwrites_intermediate": "written by several AccessNodes",
-    "indirect_read": "reads more than one element",
+    "indirect_read": "indirect read: index and intermediate have different dimensionality",
+    "indirect_read_producer_misses_a_row": "cannot be proven to write all of dimension 0",
+    "indirect_read_dynamic_index": "is not a plain single-element read",
+    "indirect_read_computes_with_field": "does more than `out = field[index]`",
     "symbol_index_from_data": "cannot be proven to cover the read r",
     "consumer_in_nested_scope": "inside a nested Map",
     "all_inside_outer_map": "not at the top level",
@@ -1200,6 +1241,8 @@ APPLIES = {
     "later_state": (SYMS, None),
     "interstate_condition_reads_tmp": (SYMS, None),
     "indirect_read_in_producer": (SYMS, None),
+    "indirect_read_full_array": (SYMS, None),
+    "indirect_read_shifted_index": (SYMS, None),
     "narrowing_dtype": (SYMS, None),
     "inside_nested_sdfg": (SYMS, None),
     "scalar_intermediate": (SYMS, None),

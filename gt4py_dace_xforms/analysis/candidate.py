@@ -26,6 +26,7 @@ from gt4py_dace_xforms.analysis.concat import (
     read_box,
 )
 from gt4py_dace_xforms.analysis.crossstate import cross_state_conflict
+from gt4py_dace_xforms.analysis.indirect import IndirectRead, covers_whole_array, match_indirect_read
 from gt4py_dace_xforms.analysis.producer import (
     Decline,
     ProducerSlice,
@@ -93,6 +94,8 @@ class InlineCandidate:
         eager: concat mode only: evaluating every branch everywhere is proven memory
             safe (`analysis.concat.eager_unsound`), so copies may evaluate all and select.
         lazy_reason: why eager evaluation is not proven sound, if it is not.
+        indirect: single mode only: reads at a computed index (deref tasklets of
+            neighbor tables, `analysis.indirect`); one copy each, replacing the tasklet.
     """
 
     state: SDFGState
@@ -106,10 +109,17 @@ class InlineCandidate:
     concat: Optional[ConcatAnalysis] = None
     eager: bool = False
     lazy_reason: Optional[str] = None
+    indirect: tuple[IndirectRead, ...] = ()
 
     @property
     def shifts(self) -> list[tuple[str, ...]]:
-        return [g.shift for g in self.groups]
+        """One entry per inlined copy: the shift of each read group, the index of each
+        indirect read."""
+        return [g.shift for g in self.groups] + [r.key for r in self.indirect]
+
+    @property
+    def copies(self) -> int:
+        return len(self.groups) + len(self.indirect)
 
 
 AnalysisResult = Union[InlineCandidate, Decline]
@@ -248,6 +258,7 @@ def _analyse_candidate(sdfg, state, intermediate, consumer, check_remainder: boo
     groups: dict[tuple[str, ...], dict] = {}
     split_dims: set[int] = set()
     boxes: list = []
+    indirect: list[IndirectRead] = []
     for e in reads:
         if e.data.wcr is not None:
             return Decline("consumer reads the intermediate through a WCR edge")
@@ -255,7 +266,17 @@ def _analyse_candidate(sdfg, state, intermediate, consumer, check_remainder: boo
             return Decline("consumer reads the intermediate inside a nested Map (range read)")
         sub = e.data.get_src_subset(e, state)
         if sub is None or not is_single_element(sub):
-            return Decline("consumer reads more than one element of the intermediate at once")
+            ind = match_indirect_read(state, e, len(desc.shape))
+            if isinstance(ind, Decline):
+                return ind
+            if prod is None:
+                return Decline("indirect read of a concat node (not supported)")
+            # An empty dimension has no element in bounds to read: assume every extent >= 1.
+            reason = covers_whole_array(prod, desc.shape, [to_sympy(n) - 1 for n in desc.shape])
+            if reason:
+                return Decline(reason)
+            indirect.append(ind)
+            continue
         if len(sub) != len(desc.shape):
             return Decline("read and intermediate have different dimensionality")
         try:
@@ -313,12 +334,13 @@ def _analyse_candidate(sdfg, state, intermediate, consumer, check_remainder: boo
         concat=concat,
         eager=concat is not None and eager_reason is None,
         lazy_reason=eager_reason,
+        indirect=tuple(indirect),
     )
 
 
 #: Names the rewrite gives data in its nested SDFGs (`rewrite.INLINE_OUTPUT`, the eager
 #: concat's per-branch values), next to the inputs' own names.
-_REWRITE_DATA_PREFIXES = ("__inline_out", "__branch_value_")
+_REWRITE_DATA_PREFIXES = ("__inline_out", "__branch_value_", "__indirect_")
 
 
 def _reserved_name_clash(sdfg, slices, used, concat: Optional[ConcatAnalysis]) -> Optional[str]:
@@ -338,6 +360,9 @@ def _reserved_name_clash(sdfg, slices, used, concat: Optional[ConcatAnalysis]) -
         clash = sorted(s for s in names if s.startswith(INDEX_SYMBOL.format("")))
         if clash:
             return f"symbols {clash} have names the rewrite reserves"
+    clash = sorted(s for s in set(used) | set(sdfg.symbols) if s.startswith("__indirect_"))
+    if clash:
+        return f"symbols {clash} have names the rewrite reserves"
     return None
 
 

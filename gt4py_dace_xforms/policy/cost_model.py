@@ -152,7 +152,7 @@ class CostModel:
                 # A nested SDFG reading the inner concat node hides it from gt4py's
                 # replacement, which would otherwise remove it: net more traffic.
                 return Decision(False, f"branch reads concat node '{nested}': left to gt4py's concat_where replacement")
-        n = len(cand.groups)
+        n = cand.copies
         if n > self.max_distinct_offsets:
             return Decision(False, f"{n} distinct offsets exceed the bound {self.max_distinct_offsets}")
         if feeds_scan(sdfg, cand):
@@ -170,7 +170,7 @@ class CostModel:
         item = desc.dtype.bytes
         volume = self._points(desc.shape, sdfg, assumed)
         points = self._points(_extents(cand.consumer.map), sdfg, assumed)
-        copies = len(cand.groups)
+        copies = cand.copies
 
         saved = (2 * volume if cand.removes_intermediate else points) * item
         slices = [cand.producer] if cand.concat is None else [b.slice for b in cand.concat.branches if b.slice]
@@ -195,6 +195,10 @@ class CostModel:
             inputs |= {b.source.data for b in cand.concat.branches if b.source is not None}
         repeats = copies - 1 if removed_producers else copies
         gather_bytes = gathers * points * item * repeats
+        if cand.indirect:
+            # A copy at a neighbor reads each of the producer's inputs through the table,
+            # where the deref it replaces read one element.
+            gather_bytes += max(_input_reads(cand.producer_state, cand.producer) - 1, 0) * points * item * len(cand.indirect)
         extra_loads = gather_bytes
         for name in inputs - consumer_reads:
             d = sdfg.arrays[name]
@@ -229,6 +233,11 @@ class CostModel:
             else:
                 total *= max(0.0, float(e))
         return total
+
+
+def _input_reads(state, prod) -> int:
+    """Elements of outside data the producer reads per element it computes."""
+    return sum(1 for n in prod.nodes for e in state.in_edges(n) if e.src is prod.map_entry and not e.data.is_empty())
 
 
 def _copy_fed_concat(sdfg: dace.SDFG, node: dn.AccessNode) -> bool:

@@ -17,7 +17,9 @@ from dace.sdfg.state import ConditionalBlock, ControlFlowRegion, SDFGState
 
 from gt4py_dace_xforms.analysis.candidate import InlineCandidate, ReadGroup
 from gt4py_dace_xforms.analysis.concat import index_symbol
+from gt4py_dace_xforms.analysis.indirect import IndirectRead
 from gt4py_dace_xforms.analysis.producer import ProducerSlice, referenced_elsewhere
+from gt4py_dace_xforms.analysis.symbolic import to_sympy
 
 #: Name of the output of an inlined producer copy, inside its nested SDFG.
 INLINE_OUTPUT = "__inline_out"
@@ -259,6 +261,8 @@ def inline_candidate(sdfg: dace.SDFG, cand: InlineCandidate) -> list[dn.NestedSD
         else:
             bind = {str(index_symbol(d)): e for d, e in enumerate(group.index)}
         inserted.append(_insert_copy(sdfg, state, consumer, template, group, bind, in_conns, dtype, cand))
+    for read in cand.indirect:
+        inserted.append(_insert_indirect_copy(sdfg, state, consumer, template, read, in_conns, cand))
 
     _drop_consumer_path(state, cand)
     if state.degree(cand.intermediate) == 0:
@@ -291,6 +295,62 @@ def _insert_copy(sdfg, state, consumer, template, group: ReadGroup, bind, in_con
             dst_sub = e.data.get_dst_subset(e, state)
         state.add_edge(out, None, e.dst, e.dst_conn, dace.Memlet(data=scalar, subset="0", other_subset=dst_sub))
         state.remove_edge(e)
+    return node
+
+
+def build_indirect_sdfg(sdfg: dace.SDFG, state: SDFGState, template: dace.SDFG, prod: ProducerSlice,
+                        read: IndirectRead) -> tuple[dace.SDFG, dict[str, str], dict]:
+    """The producer copy for one indirect read: `template` behind a first state whose
+    interstate edge sets the producer parameters from the index, read at run time from
+    the deref tasklet's index inputs (scalars `__indirect_idx_<n>`).
+
+    Consumer-scope symbols in the index enter as `__indirect_sym_<name>`, so that a
+    producer parameter of the same name (`i_K`) can be assigned from them. Returns the
+    SDFG, index connector -> scalar name, and the symbol mapping for the nested node.
+    """
+    nsdfg = copy.deepcopy(template)
+    idx_names = {conn: f"__indirect_idx_{n}" for n, conn in enumerate(read.index_conns)}
+    for conn, name in idx_names.items():
+        edge = next(e for e in state.in_edges(read.tasklet) if e.dst_conn == conn)
+        dtype = read.tasklet.in_connectors.get(conn)
+        if dtype is None or getattr(dtype, "type", None) is None:
+            dtype = sdfg.arrays[edge.data.data].dtype
+        nsdfg.add_scalar(name, dtype, transient=False)
+    free = {s for e in read.element for s in e.free_symbols}
+    outer = sorted((s for s in free if str(s) not in idx_names), key=str)
+    subs = {s: dace.symbolic.symbol(idx_names[str(s)]) for s in free if str(s) in idx_names}
+    subs.update({s: dace.symbolic.symbol(f"__indirect_sym_{s}") for s in outer})
+    assignments = {p: dace.symbolic.symstr(to_sympy(v)) for p, v in prod.fixed_params}
+    for w, element in zip(prod.write_terms, read.element):
+        assignments[w.param] = dace.symbolic.symstr(element.subs(subs, simultaneous=True) - w.offset)
+    nsdfg.add_state_before(nsdfg.start_block, "bind_indirect_index", is_start_block=True, assignments=assignments)
+    mapping = {}
+    for s in outer:
+        name = f"__indirect_sym_{s}"
+        nsdfg.add_symbol(name, sdfg.symbols.get(str(s), dace.int64))
+        mapping[name] = str(s)
+    for name in map(str, nsdfg.free_symbols):
+        mapping.setdefault(name, name)
+        if name not in nsdfg.symbols:
+            nsdfg.add_symbol(name, sdfg.symbols.get(name, dace.int64))
+    return nsdfg, idx_names, mapping
+
+
+def _insert_indirect_copy(sdfg, state, consumer, template, read: IndirectRead, in_conns, cand):
+    """Replace the deref tasklet of `read` by a producer copy evaluated at its index."""
+    nsdfg, idx_names, mapping = build_indirect_sdfg(sdfg, state, template, cand.producer, read)
+    node = state.add_nested_sdfg(
+        nsdfg, {d: None for d in [*in_conns, *idx_names.values()]}, {INLINE_OUTPUT: None}, symbol_mapping=mapping,
+        name=f"inline_{cand.intermediate.data}",
+    )
+    for data, conn in in_conns.items():
+        state.add_edge(consumer, conn, node, data, dace.Memlet.from_array(data, sdfg.arrays[data]))
+    for e in list(state.in_edges(read.tasklet)):
+        if e.dst_conn in idx_names:
+            state.add_edge(e.src, e.src_conn, node, idx_names[e.dst_conn], copy.deepcopy(e.data))
+    for e in list(state.out_edges(read.tasklet)):
+        state.add_edge(node, INLINE_OUTPUT, e.dst, e.dst_conn, copy.deepcopy(e.data))
+    state.remove_node(read.tasklet)
     return node
 
 
