@@ -106,3 +106,19 @@ def test_kept_intermediate_that_map_splitter_cannot_split_is_declined():
     report = gx.gt_inline_fusion(sdfg, policy=gx.InlineWhereSound())
     assert [r.removed_intermediate for r in report.applied] == [False], report.table()
     assert sdfg.apply_transformations_repeated(MapSplitter) == 1
+
+
+@pytest.mark.compile
+def test_generated_shape_with_neighbor_reads_of_a_local():
+    """The fuzzer's neighbor reads (`t(C2C[j])`, indirect reads of a local, also shifted in K):
+    stock, the library's builds and numpy agree, and "everything sound" inlines them."""
+    from fuzzing.runner import check
+    from fuzzing.strategy import NC, NL, Bin, Lit, Prog, Read
+
+    t0 = Bin("+", Bin("*", Read("a"), Lit(2.0)), Read("b"))
+    out = Bin("-", Read("t0", 0, 1), Read("t0", 1, 2))
+    prog = Prog(dtype="float64", fields=("a", "b"), cells=(), scalars=(), levels=(), locals=(("t0", t0),),
+                outputs=(out,), cell_domain=(0, NC), k_domain=(0, NL - 1), runtime_k_domain=False)
+    assert prog.uses_neighbors() and "t0(C2C[2])(K + 1)" in prog.source()
+    outcome = check(prog, 0, ("stock", "sound", "cost_model"))
+    assert outcome.applied["sound"] >= 1

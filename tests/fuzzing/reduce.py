@@ -94,7 +94,7 @@ def _edits(prog: Prog, data_seed: int) -> Iterator[tuple[Prog, int]]:
     for name, _ in prog.locals:
         def swap(e):
             if isinstance(e, Read) and e.name == name:
-                return Read(prog.fields[0], e.shift)
+                return Read(prog.fields[0], e.shift, e.nbr)
             if isinstance(e, (Bin, Where)):
                 return dataclasses.replace(e, lhs=swap(e.lhs), rhs=swap(e.rhs))
             return e
@@ -139,9 +139,11 @@ def _edits(prog: Prog, data_seed: int) -> Iterator[tuple[Prog, int]]:
                     yield put(slot, _replace(root(slot), path, dataclasses.replace(node, cond=const))), data_seed
             if isinstance(node, Read) and node.shift not in (0, 1):
                 for d in (1, 0):
-                    yield put(slot, _replace(root(slot), path, Read(node.name, d))), data_seed
+                    yield put(slot, _replace(root(slot), path, Read(node.name, d, node.nbr))), data_seed
             if isinstance(node, Read) and node.shift == 1:
-                yield put(slot, _replace(root(slot), path, Read(node.name, 0))), data_seed
+                yield put(slot, _replace(root(slot), path, Read(node.name, 0, node.nbr))), data_seed
+            if isinstance(node, Read) and node.nbr is not None:
+                yield put(slot, _replace(root(slot), path, Read(node.name, node.shift))), data_seed
     if prog.dtype != "float64":
         yield dataclasses.replace(prog, dtype="float64"), data_seed
     if prog.runtime_k_domain:

@@ -28,7 +28,7 @@ from hypothesis import currently_in_test_context, given, note, settings, strateg
 import gt4py_dace_xforms
 from gt4py_dace_xforms.integration.compare import Build, inline_build, stock_build
 from fuzzing.reduce import reduce
-from fuzzing.strategy import NC, NL, SENTINEL, Prog, evaluate_numpy, programs, tolerance
+from fuzzing.strategy import C2C_TABLE, NC, NL, SENTINEL, Prog, evaluate_numpy, programs, tolerance
 
 _ROOT = pathlib.Path(__file__).resolve().parents[2]
 #: Shared by xdist workers: module files and outcomes are written atomically.
@@ -96,6 +96,15 @@ class Outcome:
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)  # compile and run
 
 
+def offset_provider(prog: Prog) -> dict:
+    """The `C2C` table for programs that read through it (`strategy.C2C_TABLE`)."""
+    if not prog.uses_neighbors():
+        return {}
+    cell = gtx.Dimension("Cell")
+    local = gtx.Dimension("C2C", kind=gtx.DimensionKind.LOCAL)
+    return {"C2C": gtx.as_connectivity([cell, local], cell, C2C_TABLE.copy())}
+
+
 def _as_gt4py(prog: Prog, args: dict) -> dict:
     cell, k = gtx.Dimension("Cell"), gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)
     out = {}
@@ -120,7 +129,7 @@ def run_builds(prog: Prog, args: dict, builds: tuple[str, ...]) -> Outcome:
         a = _as_gt4py(prog, args)
         start = time.perf_counter()
         try:
-            program.with_backend(build.backend)(**a, offset_provider={})
+            program.with_backend(build.backend)(**a, offset_provider=offset_provider(prog))
         except Exception as e:
             raise BuildFailed(name, e) from e
         outcome.seconds[name] = time.perf_counter() - start

@@ -1,5 +1,8 @@
 """Random valid gt4py field-operator programs over Cell x K, as expression trees.
 
+Reads may go through a Cell-to-Cell neighbor table (`t(C2C[j])`, the fixed `C2C_TABLE`),
+the shape of gt4py's deref tasklets that the library inlines as indirect reads.
+
 A `Prog` is a field operator (let-bound locals `t0, t1, ...` and one or two returned
 expressions) plus the program that calls it on an output domain. `programs()` is the
 hypothesis strategy, `Prog.source()` the gt4py source text, `evaluate_numpy()` the
@@ -22,15 +25,20 @@ PAD = 12  # K padding of the reference; a read beyond it is NaN (undefined): con
 SHIFTS = (1, -1, 2, -2, 3, -3, 0)  # vertical offsets, in the order they shrink
 SENTINEL = -777.25  # written into the outputs beforehand: outside the domain it must stay
 LITERALS = (2.0, 0.5, -1.25, 3.0, 1.5)  # exact in float32
+C2C_NEIGHBORS = 3
+#: The neighbor table every program with a `C2C` read is called with (in range, fixed).
+C2C_TABLE = np.random.default_rng(12345).integers(0, NC, size=(NC, C2C_NEIGHBORS)).astype(np.int32)
 
 
 @dataclasses.dataclass(frozen=True)
 class Read:
     """`name` or `name(K + shift)`; `name` is a Cell x K input or a local (shiftable),
-    a 1-D Cell input (`c*`, never shifted) or a scalar argument (`s*`)."""
+    a 1-D Cell input (`c*`, never shifted) or a scalar argument (`s*`). With `nbr`, the
+    read goes through the neighbor table first: `name(C2C[nbr])(K + shift)`."""
 
     name: str
     shift: int = 0
+    nbr: Optional[int] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,9 +125,10 @@ class Prog:
 
         def emit(e: Expr, top: bool = True) -> str:
             if isinstance(e, Read):
+                name = e.name if e.nbr is None else f"{e.name}(C2C[{e.nbr}])"
                 if e.shift == 0:
-                    return e.name
-                return f"{e.name}(K {'+' if e.shift > 0 else '-'} {abs(e.shift)})"
+                    return name
+                return f"{name}(K {'+' if e.shift > 0 else '-'} {abs(e.shift)})"
             if isinstance(e, Lit):
                 return lit(e.value)
             if isinstance(e, Bin):
@@ -147,6 +156,8 @@ class Prog:
                 'K = gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)',
                 f"F = gtx.Field[Dims[Cell, K], {dt}]",
                 f"C = gtx.Field[Dims[Cell], {dt}]",
+                'C2CDim = gtx.Dimension("C2C", kind=gtx.DimensionKind.LOCAL)',
+                'C2C = gtx.FieldOffset("C2C", source=Cell, target=(Cell, C2CDim))',
                 "",
                 "",
                 "@gtx.field_operator",
@@ -163,6 +174,9 @@ class Prog:
 
     def key(self) -> str:
         return hashlib.sha256(self.source().encode()).hexdigest()[:16]
+
+    def uses_neighbors(self) -> bool:
+        return any(r.nbr is not None for e in [e for _, e in self.locals] + list(self.outputs) for r in _read_nodes(e))
 
     def n_ops(self) -> int:
         def count(e: Expr) -> int:
@@ -217,7 +231,8 @@ def evaluate_numpy(prog: Prog, args: dict, magnitude: bool = False) -> list[np.n
 
     def ev(e: Expr) -> np.ndarray:
         if isinstance(e, Read):
-            return _shift(env[e.name], e.shift)
+            x = env[e.name] if e.nbr is None else env[e.name][C2C_TABLE[:, e.nbr]]
+            return _shift(x, e.shift)
         if isinstance(e, Lit):
             return np.full((NC, NL + 2 * PAD), abs(e.value) if magnitude else e.value, dtype=dt)
         if isinstance(e, Bin):
@@ -282,7 +297,13 @@ class _Gen:
             name = self.draw(st.sampled_from(self.locals[::-1]))
         else:
             name = self.draw(st.sampled_from(self.fields))
-        return Read(name, self.shift())
+        return Read(name, self.shift(), self.neighbor())
+
+    def neighbor(self) -> Optional[int]:
+        # One read in four goes through the neighbor table; shrinks to a direct read.
+        if self.draw(st.integers(0, 3)) < 3:
+            return None
+        return self.draw(st.integers(0, C2C_NEIGHBORS - 1))
 
     def leaf(self, need_field: bool) -> Expr:
         kinds = ["field"] if need_field else ["field", "lit"] + ["cell"] * bool(self.cells) + ["scalar"] * bool(self.scalars)
@@ -347,6 +368,14 @@ class _Gen:
 def _mid_level(draw) -> int:
     """A level in [0, NL], shrinking towards the middle (a boundary inside the domain)."""
     return NL // 2 + draw(st.integers(-(NL // 2), NL - NL // 2))
+
+
+def _read_nodes(e: Expr) -> list[Read]:
+    if isinstance(e, Read):
+        return [e]
+    if isinstance(e, Lit):
+        return []
+    return _read_nodes(e.lhs) + _read_nodes(e.rhs)
 
 
 def _reads(e: Expr) -> set[str]:
