@@ -7,7 +7,7 @@ library's hook runs) and counts every candidate (intermediate, consumer Map) rea
 how many "inline everything sound" and the cost model apply there. It then runs
 `gt_auto_optimize` three times (stock, the library's default backend, everything sound)
 and counts the two-dimensional transients each leaves in the top-level SDFG at the end of
-the top-level stage (`TopLevelDataFlowPost`, before gt4py's `concat_where` replacement)
+the top-level stage (`TopLevelDataFlowPost`, after gt4py's `concat_where` replacement)
 and at the end (what is compiled).
 """
 
