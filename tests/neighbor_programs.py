@@ -2,6 +2,7 @@
 
 import gt4py.next as gtx
 import numpy as np
+from gt4py.next import neighbor_sum
 
 Cell = gtx.Dimension("Cell")
 Edge = gtx.Dimension("Edge")
@@ -21,6 +22,17 @@ def _edge_difference(a: CK, b: CK) -> EK:
 @gtx.program
 def edge_difference(a: CK, b: CK, out: EK):
     _edge_difference(a, b, out=out)
+
+
+@gtx.field_operator
+def _edge_sum(a: CK, b: CK) -> EK:
+    t = a * 2.0 + b
+    return neighbor_sum(t(E2C), axis=E2CDim)
+
+
+@gtx.program
+def edge_sum(a: CK, b: CK, out: EK):
+    _edge_sum(a, b, out=out)
 
 
 @gtx.field_operator
@@ -50,3 +62,8 @@ def inputs(n_cells: int = 8, n_edges: int = 12, n_levels: int = 6, seed: int = 0
 def edge_difference_numpy(a, b, table):
     t = 2.0 * a + b
     return t[table[:, 1]] - t[table[:, 0]]
+
+
+def edge_sum_numpy(a, b, table):
+    t = 2.0 * a + b
+    return t[table[:, 0]] + t[table[:, 1]]

@@ -530,6 +530,36 @@ def indirect_read_dynamic_index():
     return _indirect_full("indirect_read_dynamic_index", dynamic=True)
 
 
+def _indirect_in_local_map(name, local_param="j", producer_code="__out = 2.0 * __a + 1.0"):
+    """`out[i, k] = sum_j tmp[idx[i, j], k]`, the neighbor reduction's shape: the deref
+    tasklet sits in a Map over the neighbors inside the consumer."""
+    sdfg = _basic(name, producer_code=producer_code, symbols=("s",))
+    sdfg.add_array("idx2", ["N", 2], dace.int32)
+    st = sdfg.states()[0]
+    tmp = next(n for n in st.data_nodes() if n.data == "tmp")
+    out = next(n for n in st.data_nodes() if n.data == "out")
+    for n in [n for n in st.nodes() if isinstance(n, (dn.MapEntry, dn.MapExit, dn.Tasklet)) and "consumer" in n.label]:
+        st.remove_node(n)
+    idx2 = st.add_access("idx2")
+    me, mx = st.add_map("consumer", FULL)
+    ie, ix = st.add_map("neighbors", {local_param: "0:2"})
+    deref = st.add_tasklet("deref", {"__r", "__t"}, {"__v"}, "__v = __t[__r]")
+    st.add_memlet_path(tmp, me, ie, deref, dst_conn="__t", memlet=dace.Memlet("tmp[0:N, k]"))
+    st.add_memlet_path(idx2, me, ie, deref, dst_conn="__r", memlet=dace.Memlet(f"idx2[i, {local_param}]"))
+    st.add_memlet_path(deref, ix, mx, out, src_conn="__v", memlet=dace.Memlet("out[i, k]", wcr="lambda x, y: x + y"))
+    return sdfg
+
+
+def indirect_read_in_local_map():
+    return _indirect_in_local_map("indirect_read_in_local_map")
+
+
+def indirect_read_in_local_map_shadowing():
+    """The local Map's parameter is named like a symbol the producer's code uses."""
+    return _indirect_in_local_map("indirect_read_in_local_map_shadowing", local_param="s",
+                                  producer_code="__out = 2.0 * __a + s")
+
+
 def indirect_read_computes_with_field():
     return _indirect_full("indirect_read_computes_with_field", code="__o = 2.0 * __t[__r, k]")
 
@@ -1184,7 +1214,7 @@ DECLINES = {
     "written_twice_same_node": "cannot be proven disjoint",
     "written_twice_two_nodes": "written by several AccessNodes",
     "consumer_overwrites_intermediate": "written by several AccessNodes",
-    "indirect_read": "indirect read: index and intermediate have different dimensionality",
+    "indirect_read_in_local_map_shadowing": "nested Map parameters ['s'] shadow symbols the producer uses",
     "indirect_read_producer_misses_a_row": "cannot be proven to write all of dimension 0",
     "indirect_read_dynamic_index": "is not a plain single-element read",
     "indirect_read_computes_with_field": "does more than `out = field[index]`",
@@ -1241,7 +1271,9 @@ APPLIES = {
     "later_state": (SYMS, None),
     "interstate_condition_reads_tmp": (SYMS, None),
     "indirect_read_in_producer": (SYMS, None),
+    "indirect_read": (SYMS, None),
     "indirect_read_full_array": (SYMS, None),
+    "indirect_read_in_local_map": (SYMS, None),
     "indirect_read_shifted_index": (SYMS, None),
     "narrowing_dtype": (SYMS, None),
     "inside_nested_sdfg": (SYMS, None),

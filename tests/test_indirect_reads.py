@@ -42,8 +42,27 @@ def test_neighbor_reads_are_sound_one_copy_per_deref():
     assert node.data not in sdfg.arrays
     copies = [n for n in state.nodes() if isinstance(n, dn.NestedSDFG) and n.label.startswith("inline_")]
     assert len(copies) == 2
+    # The deref tasklets are left copying the copies' values (their output edges untouched).
     derefs = [n for n in state.nodes() if isinstance(n, dn.Tasklet) and "deref" in n.label]
-    assert derefs == []
+    assert len(derefs) == 2
+    for t in derefs:
+        assert [e.src for e in state.in_edges(t)] and all(isinstance(e.src, dn.AccessNode) for e in state.in_edges(t))
+        assert "[" not in t.code.as_string
+
+
+def test_neighbor_reduction_reads_inside_the_local_map_are_inlined_there():
+    """`neighbor_sum(t(E2C), axis=E2CDim)`: the deref tasklet sits in a Map over the
+    neighbors and receives `t[0:N, k]` (squeezed to one dimension)."""
+    sdfg = _step_sdfg(npg.edge_sum)
+    state, node, consumer = _only_candidate(sdfg)
+    cand = analyse_candidate(sdfg, state, node, consumer)
+    assert not isinstance(cand, Decline), cand
+    (read,) = cand.indirect
+    assert len(read.inner_maps) == 1 and state.entry_node(read.tasklet) is read.inner_maps[0]
+    report = gx.gt_inline_fusion(sdfg, cost_model=gx.InlineWhereSound())
+    assert report.applied and node.data not in sdfg.arrays
+    (copy_node,) = [n for n in state.nodes() if isinstance(n, dn.NestedSDFG) and n.label.startswith("inline_")]
+    assert state.entry_node(copy_node) is read.inner_maps[0]
 
 
 def test_a_producer_that_misses_part_of_the_array_is_declined_unchanged():
@@ -78,7 +97,7 @@ def builds():
 
 
 @pytest.mark.compile
-@pytest.mark.parametrize("program", ["edge_difference", "edge_difference_and_shift"])
+@pytest.mark.parametrize("program", ["edge_difference", "edge_sum", "edge_difference_and_shift"])
 def test_compiled_equal_to_stock_and_numpy(builds, program):
     prog = getattr(npg, program)
     base, provider = npg.inputs()
@@ -90,9 +109,9 @@ def test_compiled_equal_to_stock_and_numpy(builds, program):
         results[name] = args["out"].asnumpy()
     for name in ("sound", "model"):
         np.testing.assert_allclose(results[name], results["stock"], rtol=1e-14, atol=0, err_msg=name)
-    if program == "edge_difference":
+    if program in ("edge_difference", "edge_sum"):
         table = provider["E2C"].asnumpy()
-        expected = npg.edge_difference_numpy(base["a"].asnumpy(), base["b"].asnumpy(), table)
+        expected = getattr(npg, f"{program}_numpy")(base["a"].asnumpy(), base["b"].asnumpy(), table)
         np.testing.assert_allclose(results["sound"], expected, rtol=1e-14)
     sound_report = builds["sound"].report
     assert any(r.applied and any(s[0].startswith("[") for s in r.shifts) for r in sound_report.records)

@@ -26,7 +26,12 @@ from gt4py_dace_xforms.analysis.concat import (
     read_box,
 )
 from gt4py_dace_xforms.analysis.crossstate import cross_state_conflict
-from gt4py_dace_xforms.analysis.indirect import IndirectRead, covers_whole_array, match_indirect_read
+from gt4py_dace_xforms.analysis.indirect import (
+    IndirectRead,
+    covers_whole_array,
+    match_indirect_read,
+    reads_through_inner_maps,
+)
 from gt4py_dace_xforms.analysis.producer import (
     Decline,
     ProducerSlice,
@@ -262,20 +267,28 @@ def _analyse_candidate(sdfg, state, intermediate, consumer, check_remainder: boo
     for e in reads:
         if e.data.wcr is not None:
             return Decline("consumer reads the intermediate through a WCR edge")
-        if isinstance(e.dst, (dn.MapEntry, dn.ExitNode)):
+        if isinstance(e.dst, dn.ExitNode):
             return Decline("consumer reads the intermediate inside a nested Map (range read)")
         sub = e.data.get_src_subset(e, state)
-        if sub is None or not is_single_element(sub):
-            ind = match_indirect_read(state, e, len(desc.shape))
-            if isinstance(ind, Decline):
-                return ind
+        if isinstance(e.dst, dn.MapEntry) or sub is None or not is_single_element(sub):
+            if isinstance(e.dst, dn.MapEntry):
+                found = reads_through_inner_maps(state, e, len(desc.shape))
+            else:
+                found = match_indirect_read(state, e, len(desc.shape))
+                found = found if isinstance(found, Decline) else [found]
+            if isinstance(found, Decline):
+                return found
             if prod is None:
                 return Decline("indirect read of a concat node (not supported)")
             # An empty dimension has no element in bounds to read: assume every extent >= 1.
             reason = covers_whole_array(prod, desc.shape, [to_sympy(n) - 1 for n in desc.shape])
             if reason:
                 return Decline(reason)
-            indirect.append(ind)
+            inner_params = {p for r in found for m in r.inner_maps for p in m.map.params}
+            shadowed = sorted(used & inner_params)
+            if shadowed:
+                return Decline(f"nested Map parameters {shadowed} shadow symbols the producer uses")
+            indirect.extend(found)
             continue
         if len(sub) != len(desc.shape):
             return Decline("read and intermediate have different dimensionality")

@@ -26,7 +26,7 @@ from dace.sdfg import nodes as dn
 from dace.sdfg.state import SDFGState
 
 from gt4py_dace_xforms.analysis.producer import Decline, ProducerSlice, is_single_element
-from gt4py_dace_xforms.analysis.symbolic import prove_nonnegative_given, to_sympy
+from gt4py_dace_xforms.analysis.symbolic import prove_nonnegative_given, prove_zero, to_sympy
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -47,6 +47,9 @@ class IndirectRead:
     element: tuple[sympy.Expr, ...]
     index_conns: tuple[str, ...]
     out_conn: str
+    #: the Maps nested in the consumer that the read passes, outermost first (a
+    #: neighbor reduction's Map over the local dimension); the copy goes inside them.
+    inner_maps: tuple[dn.MapEntry, ...] = ()
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -86,7 +89,13 @@ def match_indirect_read(state: SDFGState, edge, ndim: int) -> Union[IndirectRead
         return Decline("indirect read: the tasklet does more than `out = field[index]`")
     sub = body[0].value.slice
     indices = list(sub.elts) if isinstance(sub, ast.Tuple) else [sub]
-    if len(indices) != ndim:
+    sub_read = edge.data.get_src_subset(edge, state)
+    if sub_read is None or len(sub_read) != ndim:
+        return Decline("indirect read: the field memlet does not name the intermediate's elements")
+    # DaCe hands a tasklet the range with its single-element dimensions squeezed out:
+    # `t[0:N, k]` arrives one-dimensional and is indexed `field[idx]`.
+    ranged = [d for d, (b, e, _) in enumerate(sub_read.ndrange()) if not prove_zero(to_sympy(e) - to_sympy(b))]
+    if len(indices) != len(ranged):
         return Decline("indirect read: index and intermediate have different dimensionality")
     others = {e.dst_conn: e for e in state.in_edges(tasklet) if e is not edge}
     if field in others:
@@ -104,16 +113,37 @@ def match_indirect_read(state: SDFGState, edge, ndim: int) -> Union[IndirectRead
             return Decline(f"indirect read: index input '{conn}' is not a plain single-element read")
         if not is_single_element(e.data.get_src_subset(e, state)):
             return Decline(f"indirect read: index input '{conn}' is not a single element")
-    sub_read = edge.data.get_src_subset(edge, state)
-    if sub_read is None or len(sub_read) != ndim:
-        return Decline("indirect read: the field memlet does not name the intermediate's elements")
     try:
+        offsets = dict(zip(ranged, (to_sympy(ast.unparse(idx)) for idx in indices)))
         element = tuple(
-            sympy.expand(to_sympy(b) + to_sympy(ast.unparse(idx))) for (b, _, _), idx in zip(sub_read.ndrange(), indices)
+            sympy.expand(to_sympy(b) + offsets.get(d, 0)) for d, (b, _, _) in enumerate(sub_read.ndrange())
         )
     except Exception:  # noqa: BLE001  # an index sympy cannot read is not ours to rewrite
         return Decline("indirect read: an index expression is not symbolic")
     return IndirectRead(edge, tasklet, element, tuple(sorted(used)), out_conn)
+
+
+def reads_through_inner_maps(state: SDFGState, edge, ndim: int) -> Union[list[IndirectRead], Decline]:
+    """The indirect reads behind `edge`, an edge from the consumer into a Map nested in
+    it: every edge leaving that Map's connector must end in a deref tasklet (possibly
+    through further nested Maps)."""
+    found: list[IndirectRead] = []
+    work = [(edge, ())]
+    while work:
+        e, chain = work.pop()
+        if not isinstance(e.dst, dn.MapEntry):
+            read = match_indirect_read(state, e, ndim)
+            if isinstance(read, Decline):
+                return read
+            found.append(dataclasses.replace(read, inner_maps=chain))
+            continue
+        if e.dst_conn is None or not e.dst_conn.startswith("IN_"):
+            return Decline("consumer reads the intermediate inside a nested Map through a dynamic connector")
+        inner = list(state.out_edges_by_connector(e.dst, "OUT_" + e.dst_conn[3:]))
+        if not inner:
+            return Decline("consumer reads the intermediate inside a nested Map (range read)")
+        work.extend((ie, chain + (e.dst,)) for ie in inner)
+    return found
 
 
 def covers_whole_array(prod: ProducerSlice, shape, facts=()) -> Optional[str]:

@@ -337,21 +337,53 @@ def build_indirect_sdfg(sdfg: dace.SDFG, state: SDFGState, template: dace.SDFG, 
 
 
 def _insert_indirect_copy(sdfg, state, consumer, template, read: IndirectRead, in_conns, cand):
-    """Replace the deref tasklet of `read` by a producer copy evaluated at its index."""
+    """Replace the deref tasklet of `read` by a producer copy evaluated at its index (inside
+    the nested Maps the read passes, the producer's inputs routed through them)."""
     nsdfg, idx_names, mapping = build_indirect_sdfg(sdfg, state, template, cand.producer, read)
     node = state.add_nested_sdfg(
         nsdfg, {d: None for d in [*in_conns, *idx_names.values()]}, {INLINE_OUTPUT: None}, symbol_mapping=mapping,
         name=f"inline_{cand.intermediate.data}",
     )
     for data, conn in in_conns.items():
-        state.add_edge(consumer, conn, node, data, dace.Memlet.from_array(data, sdfg.arrays[data]))
-    for e in list(state.in_edges(read.tasklet)):
+        src, src_conn = consumer, conn
+        for inner in read.inner_maps:
+            src, src_conn = inner, _route_through(state, sdfg, src, src_conn, inner, data)
+        state.add_edge(src, src_conn, node, data, dace.Memlet.from_array(data, sdfg.arrays[data]))
+    if not in_conns and not idx_names:
+        state.add_edge(read.inner_maps[-1] if read.inner_maps else consumer, None, node, None, dace.Memlet())
+    # The tasklet stays, reduced to `out = field` with the copy's value as `field`: its
+    # output edge (a WCR into the MapExit of a neighbor reduction, say) is kept as it is.
+    tasklet = read.tasklet
+    for e in list(state.in_edges(tasklet)):
         if e.dst_conn in idx_names:
             state.add_edge(e.src, e.src_conn, node, idx_names[e.dst_conn], copy.deepcopy(e.data))
-    for e in list(state.out_edges(read.tasklet)):
-        state.add_edge(node, INLINE_OUTPUT, e.dst, e.dst_conn, copy.deepcopy(e.data))
-    state.remove_node(read.tasklet)
+        state.remove_edge(e)
+        if e.dst_conn in idx_names:
+            tasklet.remove_in_connector(e.dst_conn)
+    dtype = sdfg.arrays[cand.intermediate.data].dtype
+    scalar, _ = sdfg.add_scalar(f"__inl_{cand.intermediate.data}", dtype, transient=True, find_new_name=True)
+    value = state.add_access(scalar)
+    state.add_edge(node, INLINE_OUTPUT, value, None, dace.Memlet(data=scalar, subset="0"))
+    state.add_edge(value, None, tasklet, read.edge.dst_conn, dace.Memlet(data=scalar, subset="0"))
+    tasklet.code = CodeBlock(f"{read.out_conn} = {read.edge.dst_conn}")
+    for inner in reversed(read.inner_maps):
+        for conn in [c for c in inner.out_connectors if c.startswith("OUT_")]:
+            if not any(True for _ in state.out_edges_by_connector(inner, conn)):
+                _drop_unused_entry_connector(state, inner, conn)
     return node
+
+
+def _route_through(state, sdfg, src, src_conn, inner: dn.MapEntry, data: str) -> str:
+    """An `OUT_` connector of the nested Map `inner` carrying all of `data` from
+    `src`/`src_conn` (reused if the Map already has one fed from there)."""
+    for e in state.in_edges(inner):
+        if e.src is src and e.src_conn == src_conn and e.dst_conn and e.dst_conn.startswith("IN_"):
+            return "OUT_" + e.dst_conn[3:]
+    conn = inner.next_connector(f"inl_{data}")
+    inner.add_in_connector("IN_" + conn)
+    inner.add_out_connector("OUT_" + conn)
+    state.add_edge(src, src_conn, inner, "IN_" + conn, dace.Memlet.from_array(data, sdfg.arrays[data]))
+    return "OUT_" + conn
 
 
 def _drop_consumer_path(state: SDFGState, cand: InlineCandidate) -> None:
