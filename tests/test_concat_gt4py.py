@@ -208,3 +208,30 @@ def test_scalar_and_lower_dimensional_branches_broadcast():
     t = _select(1, np.full((NC, NL), 0.5), _select(4, np.repeat(2.0 * s.asnumpy()[:, None], NL, axis=1), a.asnumpy() + 1.0))
     np.testing.assert_allclose(run.results["inlined"]["out"][:, : NL - 1], t[:, 1:] - t[:, :-1], rtol=1e-14)
     assert run.inlined.report.applied and len(run.transients("inlined")) < max(1, len(run.transients("stock")))
+
+
+@gtx.field_operator
+def cell_only_branch(b: F64, c: CellField) -> F64:
+    t = concat_where(K < 1, c, b)
+    return t(K + 1) - t
+
+
+@gtx.program
+def cell_only_branch_program(b: F64, c: CellField, out: F64):
+    # Static domain: gt4py then reads t(K + 1) from `b` directly and leaves the concat
+    # node, copied from the 1-D `c`, to its replacement, which raises IndexError in gt4py
+    # 1.2.3 (concat_where_mapper.py `_replace_single_read`), stock backend too.
+    cell_only_branch(b, c, out=out, domain={Cell: (0, 16), K: (0, 11)})
+
+
+def test_cell_only_field_branch_read_at_k_plus_1_compiles_and_matches_numpy():
+    from gt4py_dace_xforms.integration.compare import inline_build
+
+    b, out = field(), field()
+    c = gtx.as_field([Cell], RNG.random(NC))
+    build = inline_build()
+    cell_only_branch_program.with_backend(build.backend)(b, c, out, offset_provider={})
+    t = _select(1, np.repeat(c.asnumpy()[:, None], NL, axis=1), b.asnumpy())
+    np.testing.assert_allclose(out.asnumpy()[:, : NL - 1], t[:, 1:] - t[:, :-1], rtol=1e-14)
+    # The library took the concat node before gt4py's replacement could see it.
+    assert any(r.applied and r.removed_intermediate for r in build.report.records), build.report.table()
