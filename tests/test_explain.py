@@ -65,10 +65,13 @@ def test_bad_input_is_one_line_exit_2(capsys, argv, expected):
     assert captured.out == ""
 
 
-def test_grid_is_used_when_given(capsys):
-    # The same program with a grid (a function returning the tables): lowered; a neighbor
-    # sum written straight to the output leaves no temporary.
-    assert main(["explain", "user_programs:edge_sum", "--offset-provider", "user_programs:ring_grid"]) == 0
+@pytest.mark.parametrize("grid", ["user_programs:ring_grid", "simple"])
+def test_grid_is_used_when_given(capsys, grid):
+    # The same program with a grid (a function returning the tables, or icon4py's test
+    # grid): lowered; a neighbor sum written straight to the output leaves no temporary.
+    if grid == "simple":
+        pytest.importorskip("icon4py.model.common.grid.simple", exc_type=ImportError)  # needs serialbox4py
+    assert main(["explain", "user_programs:edge_sum", "--offset-provider", grid]) == 0
     out = capsys.readouterr().out
     assert "(cpu, offsets C2E)" in out
     assert "stock 0, library 0" in out and "keeps no two-dimensional temporary" in out

@@ -80,3 +80,25 @@ def test_downstream_first_would_leave_more_transients(multi_offset):
     eager.apply(state, sdfg)
     click_through(sdfg, 0)
     assert len(two_d_transients(sdfg)) == 2
+
+
+def test_custom_transformations_file_registers_the_fuser(root, tmp_path):
+    """The file the docs point the extension's custom-transformations setting at: loaded by
+    path in a fresh interpreter (where nothing imported the package), it makes DaCe list
+    InlineFuser on the seed fixture."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "load.py"
+    script.write_text(
+        "import importlib.util, sys, dace\n"
+        "from dace.transformation.optimizer import SDFGOptimizer\n"
+        "assert 'gt4py_dace_xforms' not in sys.modules\n"
+        f"spec = importlib.util.spec_from_file_location('xforms_for_vscode', {str(root / 'sdfg_fixtures' / 'vscode_transformations.py')!r})\n"
+        "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+        f"sdfg = dace.SDFG.from_file({str(root / 'sdfg_fixtures' / 'seed_vertical_difference.sdfg')!r})\n"
+        "print(sorted({type(m).__name__ for m in SDFGOptimizer(sdfg).get_pattern_matches()}))\n"
+    )
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "'InlineFuser'" in out.stdout.strip().splitlines()[-1]

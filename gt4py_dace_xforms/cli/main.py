@@ -106,6 +106,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 def cmd_explain(args: argparse.Namespace) -> int:
     from gt4py_dace_xforms.integration import explain as ex, programs
 
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # a user's module in the current folder, as with `python -m`
     try:
         program = programs.load_program(args.program)
         grid = ex.resolve_grid(args.offset_provider)
