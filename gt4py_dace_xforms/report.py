@@ -91,6 +91,8 @@ class InlineReport:
                 f"  {r.intermediate} -> {r.consumer}: {'inline' if r.applied else 'keep'}; "
                 f"saves {f['saved_bytes']:.3g} B, extra loads {f['extra_load_bytes']:.3g} B, "
                 f"extra work {f['extra_work_bytes']:.3g} B ({f['copies']} copies x {f['ops_per_copy']:.0f} ops)"
+                + (f"; with all {f['group_size']} readers: saves {f['group_saved_bytes']:.3g} B, "
+                   f"extra work {f['group_extra_work_bytes']:.3g} B" if "group_size" in f else "")
                 + (f"; assumed {', '.join(f['assumed'])}" if f.get("assumed") else "")
             )
         return lines

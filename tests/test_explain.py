@@ -75,3 +75,17 @@ def test_grid_is_used_when_given(capsys, grid):
     out = capsys.readouterr().out
     assert "(cpu, offsets C2E)" in out
     assert "stock 0, library 0" in out and "keeps no two-dimensional temporary" in out
+
+
+def test_cost_lines_show_group_figures():
+    from gt4py_dace_xforms.report import InlineRecord, InlineReport
+
+    fig = {"saved_bytes": 51200.0, "extra_load_bytes": 153600.0, "extra_work_bytes": 20800.0, "copies": 1,
+           "ops_per_copy": 13.0, "assumed": ["nlev"]}
+    single = InlineRecord("s", "t", "m", (("0", "0"),), False, "no gain", figures=fig)
+    grouped = InlineRecord("s", "t", "n", (("0", "0"),), True, "gain",
+                           figures=dict(fig, group_size=3, group_saved_bytes=3.1e5, group_extra_work_bytes=4e4))
+    lines = InlineReport([single, grouped]).cost_lines()
+    assert lines[0] == ("  t -> m: keep; saves 5.12e+04 B, extra loads 1.54e+05 B, extra work 2.08e+04 B "
+                        "(1 copies x 13 ops); assumed nlev")
+    assert "t -> n: inline; " in lines[1] and "; with all 3 readers: saves 3.1e+05 B, extra work 4e+04 B; " in lines[1]
