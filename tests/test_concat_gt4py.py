@@ -210,21 +210,11 @@ def test_scalar_and_lower_dimensional_branches_broadcast():
     assert run.inlined.report.applied and len(run.transients("inlined")) < max(1, len(run.transients("stock")))
 
 
-@gtx.field_operator
-def cell_only_branch(b: F64, c: CellField) -> F64:
-    t = concat_where(K < 1, c, b)
-    return t(K + 1) - t
-
-
-@gtx.program
-def cell_only_branch_program(b: F64, c: CellField, out: F64):
-    # Static domain: gt4py then reads t(K + 1) from `b` directly and leaves the concat
-    # node, copied from the 1-D `c`, to its replacement, which raises IndexError in gt4py
-    # 1.2.3 (concat_where_mapper.py `_replace_single_read`), stock backend too.
-    cell_only_branch(b, c, out=out, domain={Cell: (0, 16), K: (0, 11)})
-
-
 def test_cell_only_field_branch_read_at_k_plus_1_compiles_and_matches_numpy():
+    # `t = concat_where(K < 1, c, b); t(K + 1) - t`, `c` Cell-only (tests/user_programs.py):
+    # gt4py 1.2.3's concat_where replacement raises IndexError on it, stock backend too.
+    from user_programs import cell_only_branch as cell_only_branch_program
+
     from gt4py_dace_xforms.integration.compare import inline_build
 
     b, out = field(), field()

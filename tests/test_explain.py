@@ -55,6 +55,7 @@ def test_cli_explain_user_program(capsys, tmp_path):
         (["user_programs:edge_sum", "--offset-provider", "user_programs:EMPTY_GRID"], "no connectivity for offsets ['C2E']"),
         (["user_programs:edge_sum", "--offset-provider", "user_programs:nothing"], "has no attribute 'nothing'"),
         (["user_programs:edge_sum", "--offset-provider", "nogrid"], "expected 'simple' or MODULE:NAME"),
+        (["user_program_with_type_error:wrong_args"], "importing it fails (DSLError: Invalid call to '_twice'.)"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(capsys, argv, expected):
@@ -89,3 +90,11 @@ def test_cost_lines_show_group_figures():
     assert lines[0] == ("  t -> m: keep; saves 5.12e+04 B, extra loads 1.54e+05 B, extra work 2.08e+04 B "
                         "(1 copies x 13 ops); assumed nlev")
     assert "t -> n: inline; " in lines[1] and "; with all 3 readers: saves 3.1e+05 B, extra work 4e+04 B; " in lines[1]
+
+
+def test_explain_shows_the_stock_crash_and_the_library_taking_the_node():
+    expl = explain("user_programs:cell_only_branch")
+    assert expl.stock_error.startswith("IndexError"), expl.stock_error
+    assert expl.counts["post_library"] == 0 and expl.counts["final_library"] == 0
+    assert [(r.applied, r.removed_intermediate) for r in expl.report.records] == [(True, True)]
+    assert "stock backend FAILS: IndexError" in expl.text()

@@ -3,6 +3,7 @@
 
 import gt4py.next as gtx
 from gt4py.next import Dims, neighbor_sum
+from gt4py.next.ffront.experimental import concat_where
 
 Cell = gtx.Dimension("Cell")
 Edge = gtx.Dimension("Edge")
@@ -32,6 +33,23 @@ def _edge_sum(e: EK) -> CK:
 @gtx.program
 def edge_sum(e: EK, out: CK):
     _edge_sum(e, out=out)
+
+
+CellField = gtx.Field[Dims[Cell], gtx.float64]
+
+
+@gtx.field_operator
+def _cell_only_branch(b: CK, c: CellField) -> CK:
+    t = concat_where(K < 1, c, b)
+    return t(K + 1) - t
+
+
+@gtx.program
+def cell_only_branch(b: CK, c: CellField, out: CK):
+    # Static domain: gt4py then reads t(K + 1) from `b` directly and leaves the concat
+    # node, copied from the 1-D `c`, to its replacement, which raises IndexError in gt4py
+    # 1.2.3 (concat_where_mapper.py `_replace_single_read`), stock backend too.
+    _cell_only_branch(b, c, out=out, domain={Cell: (0, 16), K: (0, 11)})
 
 
 #: A grid that has no table for C2E.

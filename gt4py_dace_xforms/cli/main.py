@@ -119,6 +119,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     print(f"lowering {args.program} stock and with the library (no compilation) ...", file=sys.stderr, flush=True)
     try:
         expl = ex.explain(program, target=args.target, grid=grid)
+    except ex.ProgramError as err:
+        raise CliError(f"{args.program}: {err}") from None
     except Exception as err:  # noqa: BLE001  # the library's lowering failed: a bug, say so in one line
         print(f"gt4py-dace-xforms: lowering with the library failed: {type(err).__name__}: {_first_line(err)}",
               file=sys.stderr)

@@ -20,10 +20,11 @@ import re
 from typing import Any, Mapping, Optional, Union
 
 import dace
+from gt4py.next import errors as gtx_errors
 from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
 
 from gt4py_dace_xforms.integration import programs
-from gt4py_dace_xforms.integration.capture import OPTIMIZED, capture_stages
+from gt4py_dace_xforms.integration.capture import OPTIMIZED, capture_stages, lower_to_gtir
 from gt4py_dace_xforms.integration.compare import two_d_transients
 from gt4py_dace_xforms.integration.hooks import default_policy, optimization_hooks
 from gt4py_dace_xforms.policy import InlinePolicy
@@ -31,6 +32,10 @@ from gt4py_dace_xforms.report import InlineRecord, InlineReport
 from gt4py_dace_xforms.transformations.inline_fusion_pass import gt_inline_fusion
 
 _STEP = (GT4PyAutoOptHook.TopLevelDataFlowStep, 1)
+
+
+class ProgramError(ValueError):
+    """gt4py rejects the program itself (a DSL error): the user's input, not a failure here."""
 _POST = (GT4PyAutoOptHook.TopLevelDataFlowPost, 1)
 
 
@@ -177,7 +182,8 @@ def explain(
     `grid`: neighbor tables for programs that shift by horizontal offsets (a grid with
     `.connectivities` or a mapping); required exactly when the program uses some.
     `cost_model`: the library's policy (default: the target's `CostModel`).
-    ValueError (one line) for a bad program name, a missing grid or connectivity.
+    ValueError (one line) for a bad program name, a missing grid or connectivity;
+    `ProgramError` (a ValueError) if gt4py's frontend rejects the program.
     """
     if target not in ("cpu", "gpu"):
         raise ValueError(f"target must be 'cpu' or 'gpu', not {target!r}")
@@ -189,6 +195,11 @@ def explain(
         name = getattr(program.definition_stage.definition, "__name__", "program")
     provider = offset_provider(program, grid)
     policy = cost_model or default_policy(gpu)
+    try:
+        lower_to_gtir(program, None, provider)  # gt4py's frontend: type errors in the program
+    except gtx_errors.DSLError as err:
+        lines = str(err).strip().splitlines()
+        raise ProgramError(f"gt4py rejects the program: {lines[0] if lines else type(err).__name__}") from None
 
     stock_error = None
     try:

@@ -55,6 +55,9 @@ def load_program(spec: str) -> Any:
         mod = importlib.import_module(module)
     except ImportError as err:
         raise ValueError(f"{module}: cannot import ({err})") from None
+    except Exception as err:  # noqa: BLE001  # gt4py checks programs when the module defines them
+        lines = str(err).strip().splitlines()
+        raise ValueError(f"{module}: importing it fails ({type(err).__name__}: {lines[0] if lines else ''})") from None
     obj = getattr(mod, name, None)
     if obj is None:
         raise ValueError(f"{spec}: module has no attribute {name!r}")
