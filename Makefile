@@ -24,8 +24,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test]' 2>&1 | grep -v '^WARNING: Location' || true
 	# icon4py pins gt4py 1.2.1 but runs with 1.2.3: install it without its dependencies.
 	$(PY) -m pip install -q --no-deps 'icon4py-common==0.4.1' 'icon4py-atmosphere-dycore==0.4.1' 'icon4py-atmosphere-diffusion==0.4.1' 2>&1 | grep -v '^WARNING: Location' || true
-	# What icon4py's modules import that gt4py does not bring (xarray: its metrics programs).
-	$(PY) -m pip install -q 'cattrs>=26.1.0' 'pyyaml>=6.0.3' 'xarray' 2>&1 | grep -v '^WARNING: Location' || true
+	# What icon4py's modules import that gt4py does not bring (xarray: its metrics programs;
+	# serialbox4py: its grid package, for the simple test grid that explain/census lower on).
+	$(PY) -m pip install -q 'cattrs>=26.1.0' 'pyyaml>=6.0.3' 'xarray' 'serialbox4py>=2.6.2' 2>&1 | grep -v '^WARNING: Location' || true
 	$(PY) -c 'import gt4py_dace_xforms, gt4py.next, dace, icon4py.model.atmosphere.dycore.stencils.compute_cell_diagnostics_for_dycore'
 	@touch $(STAMP)
 

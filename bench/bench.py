@@ -374,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     if opts.threads > 0:  # before the first compiled program loads the OpenMP runtime
         os.environ["OMP_NUM_THREADS"] = str(opts.threads)
     install_opt_timer()
-    from gt4py_dace_xforms.integration import icon4py_target
+    import icon4py_target
 
     if not icon4py_target.available():
         log("icon4py is not installed: icon4py programs will fail")

@@ -44,19 +44,19 @@ class Case:
 
 
 def _target_program():
-    from gt4py_dace_xforms.integration import icon4py_target
+    import icon4py_target
 
     return icon4py_target.program()
 
 
 def _target_inputs(sizes: dict, seed: int):
-    from gt4py_dace_xforms.integration import icon4py_target
+    import icon4py_target
 
     return icon4py_target.make_args(sizes["Cell"], sizes["K"], seed=seed, taylor_hydro=True), {}
 
 
 def _target_outputs() -> tuple[str, ...]:
-    from gt4py_dace_xforms.integration.icon4py_target import OUTPUTS
+    from icon4py_target import OUTPUTS
 
     return OUTPUTS
 

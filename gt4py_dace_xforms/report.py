@@ -80,5 +80,22 @@ class InlineReport:
         lines += [fmt.format(*row) for row in rows]
         return "\n".join(lines)
 
+    def cost_lines(self) -> list[str]:
+        """One line per record with cost-model figures: the decision and what it weighed."""
+        lines = []
+        for r in self.records:
+            if not r.figures:
+                continue
+            f = r.figures
+            lines.append(
+                f"  {r.intermediate} -> {r.consumer}: {'inline' if r.applied else 'keep'}; "
+                f"saves {f['saved_bytes']:.3g} B, extra loads {f['extra_load_bytes']:.3g} B, "
+                f"extra work {f['extra_work_bytes']:.3g} B ({f['copies']} copies x {f['ops_per_copy']:.0f} ops)"
+                + (f"; with all {f['group_size']} readers: saves {f['group_saved_bytes']:.3g} B, "
+                   f"extra work {f['group_extra_work_bytes']:.3g} B" if "group_size" in f else "")
+                + (f"; assumed {', '.join(f['assumed'])}" if f.get("assumed") else "")
+            )
+        return lines
+
     def __str__(self) -> str:
         return self.table()

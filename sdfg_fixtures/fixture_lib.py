@@ -107,7 +107,10 @@ def seed_vertical_difference_sdfg() -> dace.SDFG:
 # icon4py
 # --------------------------------------------------------------------------------------
 
-from gt4py_dace_xforms.integration import icon4py_target  # noqa: E402  # the one definition of the target
+import sys as _sys  # noqa: E402
+
+_sys.path.append(str(FIXTURE_DIR.parent / "bench"))
+import icon4py_target  # noqa: E402  # bench/icon4py_target.py: the target's inputs
 
 icon4py_program = icon4py_target.program
 icon4py_available = icon4py_target.available

@@ -14,6 +14,7 @@ os.environ["GT4PY_BUILD_JOBS"] = "0"  # the process pool cannot pickle our hooks
 os.environ.setdefault("GT4PY_BUILD_CACHE_DIR", str(_BUILD / "gt4py"))
 sys.path.insert(0, str(_ROOT / "sdfg_fixtures"))
 sys.path.insert(0, str(_ROOT / "tests"))
+sys.path.append(str(_ROOT / "bench"))  # icon4py_target (after the tests' own modules)
 
 import dace  # noqa: E402
 

@@ -208,3 +208,20 @@ def test_scalar_and_lower_dimensional_branches_broadcast():
     t = _select(1, np.full((NC, NL), 0.5), _select(4, np.repeat(2.0 * s.asnumpy()[:, None], NL, axis=1), a.asnumpy() + 1.0))
     np.testing.assert_allclose(run.results["inlined"]["out"][:, : NL - 1], t[:, 1:] - t[:, :-1], rtol=1e-14)
     assert run.inlined.report.applied and len(run.transients("inlined")) < max(1, len(run.transients("stock")))
+
+
+def test_cell_only_field_branch_read_at_k_plus_1_compiles_and_matches_numpy():
+    # `t = concat_where(K < 1, c, b); t(K + 1) - t`, `c` Cell-only (tests/user_programs.py):
+    # gt4py 1.2.3's concat_where replacement raises IndexError on it, stock backend too.
+    from user_programs import cell_only_branch as cell_only_branch_program
+
+    from gt4py_dace_xforms.integration.compare import inline_build
+
+    b, out = field(), field()
+    c = gtx.as_field([Cell], RNG.random(NC))
+    build = inline_build()
+    cell_only_branch_program.with_backend(build.backend)(b, c, out, offset_provider={})
+    t = _select(1, np.repeat(c.asnumpy()[:, None], NL, axis=1), b.asnumpy())
+    np.testing.assert_allclose(out.asnumpy()[:, : NL - 1], t[:, 1:] - t[:, :-1], rtol=1e-14)
+    # The library took the concat node before gt4py's replacement could see it.
+    assert any(r.applied and r.removed_intermediate for r in build.report.records), build.report.table()

@@ -46,7 +46,7 @@ def test_expensive_producer_read_at_many_offsets_is_declined():
                              reads=[f"i, k + {d}" for d in range(6)], producer_code=code)
     decision = _model().decide(sdfg, _candidate(sdfg))
     assert not decision.accept and "no gain" in decision.reason, decision.reason
-    report = gx.gt_inline_fusion(copy.deepcopy(sdfg), policy=_model())
+    report = gx.gt_inline_fusion(copy.deepcopy(sdfg), cost_model=_model())
     assert not report.applied and report.declined[0].figures["copies"] == 6
 
 
@@ -162,7 +162,7 @@ def test_group_of_readers_is_judged_together():
     sdfg.validate()
     first = _candidate(sdfg)
     assert not first.removes_intermediate and not _model(allow_partial=True).decide(sdfg, first).accept
-    report = gx.gt_inline_fusion(sdfg, policy=_model())
+    report = gx.gt_inline_fusion(sdfg, cost_model=_model())
     assert len(report.applied) == 2 and report.applied[-1].removed_intermediate, report.table()
     assert "readers inlined" in report.applied[0].reason and "tmp" not in sdfg.arrays
 

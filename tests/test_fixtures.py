@@ -40,8 +40,8 @@ def test_icon4py_fixture_stock_inline_fuser_accepts_none_ours_applies(fixtures):
     assert (total, accepted) == (20, 0)
     before = fixture_lib.count_2d_transients(sdfg)
     sound = copy.deepcopy(sdfg)
-    everything = gx.gt_inline_fusion(sound, policy=EVERYTHING_SOUND)
-    report = gx.gt_inline_fusion(sdfg, policy=default_policy())
+    everything = gx.gt_inline_fusion(sound, cost_model=EVERYTHING_SOUND)
+    report = gx.gt_inline_fusion(sdfg, cost_model=default_policy())
     after = fixture_lib.count_2d_transients(sdfg)
     print(f"\nicon4py fixture: stock inline_fuser accepts {accepted}/{total} candidate reads; "
           f"sound: {len(everything.applied)} ({everything.copies} copies, 2-D transients {before} -> "
@@ -56,7 +56,7 @@ def test_seed_vertical_difference_fixture_concat_nodes_of_copies_are_inlined(fix
     """Plain branches: gt4py copies both fields into two concat nodes (one already shifted)."""
     sdfg = copy.deepcopy(fixtures["seed_vertical_difference"])
     before = fixture_lib.count_2d_transients(sdfg)
-    report = gx.gt_inline_fusion(sdfg, policy=EVERYTHING_SOUND)
+    report = gx.gt_inline_fusion(sdfg, cost_model=EVERYTHING_SOUND)
     assert report.applied and all(r.mode == "lazy" for r in report.applied), report.table()
     assert fixture_lib.count_2d_transients(sdfg) < before
     sdfg.validate()

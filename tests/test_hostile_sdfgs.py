@@ -92,7 +92,7 @@ def check(
     assert work.hash_sdfg() == h, "can_be_applied mutated the SDFG"
     failed = [why for _, why in matches if why.startswith("analysis failed")]
     assert not failed, failed
-    report = gx.gt_inline_fusion(work, policy=SOUND, validate=True)
+    report = gx.gt_inline_fusion(work, cost_model=SOUND, validate=True)
     failed = [r.reason for r in report.declined if r.reason.startswith("analysis failed")]
     assert not failed, failed
     if work.hash_sdfg() == h:
@@ -1365,7 +1365,7 @@ def test_regression_may_alias_input_is_declined():
     for name in ("a", "out"):
         unflagged.arrays[name].may_alias = False
     rewritten = copy.deepcopy(unflagged)
-    assert gx.gt_inline_fusion(rewritten, policy=SOUND).applied
+    assert gx.gt_inline_fusion(rewritten, cost_model=SOUND).applied
     results = []
     for prog, tag in ((sdfg, "before"), (rewritten, "after")):
         buf = np.arange(4 * 16, dtype=np.float64).reshape(4, 16).copy()
@@ -1409,7 +1409,7 @@ def test_internal_analysis_error_is_a_decline_in_the_pass_too():
     sdfg = _basic("internal_analysis_error")
     h = sdfg.hash_sdfg()
     with mock.patch("gt4py_dace_xforms.analysis.candidate.analyse_producer", side_effect=RuntimeError("boom")):
-        report = gx.gt_inline_fusion(sdfg, policy=SOUND)
+        report = gx.gt_inline_fusion(sdfg, cost_model=SOUND)
     assert not report.applied and sdfg.hash_sdfg() == h
     assert report.declined[0].reason == "analysis failed: RuntimeError: boom", report.table()
 

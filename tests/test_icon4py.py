@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from gt4py_dace_xforms.integration import icon4py_target as target
+import icon4py_target as target  # bench/icon4py_target.py
 from gt4py_dace_xforms.integration.compare import inline_build, stock_build, two_d_transients
 
 pytestmark = [

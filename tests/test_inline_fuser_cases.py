@@ -182,7 +182,7 @@ def test_max_distinct_offsets_bounds_copies():
     h = sdfg.hash_sdfg()
     assert sdfg.apply_transformations(gx.InlineFuser, options={"max_distinct_offsets": 2}) == 0
     assert sdfg.hash_sdfg() == h
-    report = gx.gt_inline_fusion(sdfg, policy=gx.InlineWhereSound(max_distinct_offsets=2))
+    report = gx.gt_inline_fusion(sdfg, cost_model=gx.InlineWhereSound(max_distinct_offsets=2))
     assert not report.applied and "exceed" in report.declined[0].reason
     assert sdfg.hash_sdfg() == h
 

@@ -20,6 +20,7 @@ from dace import data as dace_data
 from dace.sdfg import nodes as dn
 from dace.sdfg.state import SDFGState
 
+from gt4py_dace_xforms.analysis.broadcast import copy_dims
 from gt4py_dace_xforms.analysis.producer import Decline, ProducerSlice, SliceInput, analyse_producer
 from gt4py_dace_xforms.analysis.symbolic import (
     IndexTerm,
@@ -119,11 +120,15 @@ def analyse_branch(sdfg, state, edge, users) -> Union[Branch, Decline]:
     src = edge.data.get_src_subset(edge, state)
     if dst is None or src is None or len(dst) != ndim:
         return Decline("concat branch copy has no explicit subsets")
-    if [to_sympy(x) for x in dst.size()] != [to_sympy(x) for x in src.size()] or len(src) != ndim:
+    # A source with fewer dimensions is broadcast (a Cell-only field copied to one level).
+    dims = copy_dims(dst.size(), src.size())
+    if dims is None:
         return Decline("concat branch copy changes shape")
     region = tuple((to_sympy(b), to_sympy(e)) for b, e, _ in dst.ndrange())
-    # Element t of the intermediate is element t - dst_lo + src_lo of the source.
-    shift = [to_sympy(sb) - to_sympy(db) for (db, _, _), (sb, _, _) in zip(dst.ndrange(), src.ndrange())]
+    # Element t of the intermediate is element t - dst_lo + src_lo of the source, in the
+    # source dimension j copied from intermediate dimension d = dims.index(j).
+    dst_lo = [to_sympy(b) for b, _, _ in dst.ndrange()]
+    src_at = [index_symbol(dims.index(j)) - dst_lo[dims.index(j)] + to_sympy(sb) for j, (sb, _, _) in enumerate(src.ndrange())]
     source = edge.src
     desc = sdfg.arrays[source.data]
     if isinstance(desc, dace_data.View):
@@ -134,7 +139,7 @@ def analyse_branch(sdfg, state, edge, users) -> Union[Branch, Decline]:
             region=region,
             edge=edge,
             slice=followed,
-            param_at=_param_at(followed, lambda d: index_symbol(d) + shift[d]),
+            param_at=_param_at(followed, lambda j: src_at[j]),
             via=source,
         )
     for st, node in users.get(source.data, ()):
@@ -144,7 +149,7 @@ def analyse_branch(sdfg, state, edge, users) -> Union[Branch, Decline]:
         region=region,
         edge=edge,
         source=SliceInput(source.data, source),
-        source_index=tuple(index_symbol(d) + shift[d] for d in range(ndim)),
+        source_index=tuple(src_at),
     )
 
 

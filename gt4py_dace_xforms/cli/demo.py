@@ -1,9 +1,19 @@
-"""The demo: gt4py programs compiled with stock dace and with the inliner, checked against numpy."""
+"""The demo: gt4py programs compiled with stock dace and with the inliner, checked against
+numpy; then icon4py's `compute_perturbed_quantities_and_interpolation` (the program this
+library exists for): its temporaries and its run time, stock vs library, next to an A/A
+pair of two stock builds that shows the machine's noise."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
+import statistics
+import sys
+import threading
 import time
+import warnings
+from typing import Any, Callable, Iterator
 
 os.environ.setdefault("GT4PY_BUILD_JOBS", "0")  # the process pool cannot pickle hooks
 
@@ -83,7 +93,54 @@ CASES = [
 ]
 
 
-def run_demo(verbose: bool = False, ncells: int = 64, nlev: int = 20) -> int:
+@contextlib.contextmanager
+def quiet_third_party() -> Iterator[None]:
+    """The demo's screen: gt4py warns on every compile that Python runs without -O, DaCe
+    on every empty Map and when it loads a library twice; none says anything about the
+    demo. Other warnings are shown once. (Only inside the demo: importing the package
+    changes no filter.)"""
+    with warnings.catch_warnings():
+        warnings.simplefilter("once")
+        warnings.filterwarnings("ignore", message="Python is not running in optimized mode")
+        warnings.filterwarnings("ignore", message=r"The iteration range of Map .* zero or negative sized range")
+        # The A/A build's library is the stock one (gt4py caches by content); DaCe loads a copy.
+        warnings.filterwarnings("ignore", message=r"Library .* already loaded, renaming file")
+        yield
+
+
+@contextlib.contextmanager
+def progress(what: str) -> Iterator[None]:
+    """`what ... N s` on one line: counting while it runs on a terminal, once at the end otherwise."""
+    start = time.perf_counter()
+    live = sys.stdout.isatty()
+    done = threading.Event()
+
+    def tick() -> None:
+        while not done.wait(1.0):
+            print(f"\r  {what} ... {time.perf_counter() - start:.0f} s", end="", flush=True)
+
+    print(f"  {what} ...", end="" if live else "\n", flush=True)
+    ticker = threading.Thread(target=tick, daemon=True) if live else None
+    if ticker:
+        ticker.start()
+    try:
+        yield
+    finally:
+        done.set()
+        if ticker:
+            ticker.join()
+        print(f"\r  {what} ... {time.perf_counter() - start:.0f} s" if live else f"  {what}: {time.perf_counter() - start:.0f} s",
+              flush=True)
+
+
+def _table(head: tuple, rows: list[tuple]) -> str:
+    widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join([fmt.format(*head), fmt.format(*("-" * w for w in widths))] + [fmt.format(*r) for r in rows])
+
+
+def run_seeds(verbose: bool = False, ncells: int = 64, nlev: int = 20) -> int:
+    """The three seed programs: transients, copies, agreement with numpy and stock. Returns failures."""
     rng = np.random.default_rng(0)
     rows = []
     failures = 0
@@ -93,16 +150,16 @@ def run_demo(verbose: bool = False, ncells: int = 64, nlev: int = 20) -> int:
         builds = {"stock": stock_build(), "inlined": inline_build()}
         for name, build in builds.items():
             out = gtx.zeros({Cell: ncells, K: nlev}, dtype=gtx.float64)
-            t0 = time.perf_counter()
-            program.with_backend(build.backend)(
-                gtx.as_field([Cell, K], x), gtx.as_field([Cell, K], y), out, np.int32(nlev), offset_provider={}
-            )
-            outs[name] = (out.asnumpy()[:, : nlev - cut], time.perf_counter() - t0)
+            with progress(f"compiling {program.definition_stage.definition.__name__} ({name})"):
+                program.with_backend(build.backend)(
+                    gtx.as_field([Cell, K], x), gtx.as_field([Cell, K], y), out, np.int32(nlev), offset_provider={}
+                )
+            outs[name] = out.asnumpy()[:, : nlev - cut]
         expected = reference(x, y, nlev)
-        err = np.abs(outs["inlined"][0] - expected).max()
+        err = np.abs(outs["inlined"] - expected).max()
         # Equal up to rounding: once inlined, the C++ compiler may contract a * b + c to an FMA.
-        ref = outs["stock"][0]
-        same = np.allclose(outs["inlined"][0], ref, rtol=1e-13, atol=1e-14 * np.abs(ref).max())
+        ref = outs["stock"]
+        same = np.allclose(outs["inlined"], ref, rtol=1e-13, atol=1e-14 * np.abs(ref).max())
         ok = same and err <= 1e-12
         failures += not ok
         report = builds["inlined"].report
@@ -118,12 +175,181 @@ def run_demo(verbose: bool = False, ncells: int = 64, nlev: int = 20) -> int:
         )
         if verbose:
             print(f"\n{title}\n{report.table()}\n")
-    head = ("program", "2-D transients stock", "inlined", "copies", "max |err| vs numpy", "equal to stock")
-    widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    print(fmt.format(*head))
-    print(fmt.format(*("-" * w for w in widths)))
-    for r in rows:
-        print(fmt.format(*r))
+    print()
+    print(_table(("program", "2-D transients stock", "inlined", "copies", "max |err| vs numpy", "equal to stock"), rows))
+    return failures
+
+
+# --- the icon4py target ---------------------------------------------------------------------
+
+#: icon4py 0.4.1's `compute_perturbed_quantities_and_interpolation`: what the demo, the
+#: benchmarks (bench/icon4py_target.py) and the tests run it with.
+TARGET_SPEC = (
+    "icon4py.model.atmosphere.dycore.stencils.compute_cell_diagnostics_for_dycore:"
+    "compute_perturbed_quantities_and_interpolation"
+)
+#: The nine fields it writes (its `out=` tuple).
+TARGET_OUTPUTS = (
+    "perturbed_rho_at_cells_on_model_levels",
+    "perturbed_theta_v_at_cells_on_model_levels",
+    "perturbed_exner_at_cells_on_model_levels",
+    "rho_at_cells_on_half_levels",
+    "theta_v_at_cells_on_half_levels",
+    "nonhydro_buoy_at_cells_on_half_levels",
+    "temporal_extrapolation_of_perturbed_exner",
+    "ddz_of_temporal_extrapolation_of_perturbed_exner_on_model_levels",
+    "d2dz2_of_temporal_extrapolation_of_perturbed_exner_on_model_levels",
+)
+
+
+def target_program() -> Any:
+    from gt4py_dace_xforms.integration.programs import load_program
+
+    return load_program(TARGET_SPEC)
+
+
+def target_args(n_cells: int, n_levels: int, *, seed: int = 0, taylor_hydro: bool = True) -> dict[str, Any]:
+    """Keyword arguments: random fields in [0.5, 1.5), the full domain, `nflatlev=4`.
+    Half-level fields have `n_levels + 1` levels; `surface_level = n_levels + 1`."""
+    from icon4py.model.atmosphere.dycore.dycore_states import HorizontalPressureDiscretizationType as Method
+
+    from gt4py_dace_xforms.integration.programs import random_args
+
+    scalars = {
+        "igradp_method": int(Method.TAYLOR_HYDRO if taylor_hydro else Method.CONVENTIONAL),
+        "nflatlev": 4,
+        "nflat_gradp": 6,
+        "start_cell_lateral_boundary_level_3": 0,
+        "end_cell_local": n_cells,
+        "end_cell_halo": n_cells,
+        "end_cell_halo_level_2": n_cells,
+        "model_top": 0,
+        "surface_level": n_levels + 1,
+    }
+
+    def extent(param: str, dim: str, size: int) -> int:
+        half = "half_level" in param or param in ("wgtfac_c", "ddqz_z_half")
+        return size + 1 if dim == "K" and half else size
+
+    return random_args(target_program(), {"Cell": n_cells, "K": n_levels}, seed, scalars=scalars, extent=extent)
+
+
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    """Per-round run times of one build and of the reference build, same inputs, same round."""
+
+    label: str
+    seconds: tuple[float, ...]
+    reference: tuple[float, ...]
+
+    @property
+    def ratios(self) -> list[float]:
+        return [t / r for t, r in zip(self.seconds, self.reference)]
+
+    @property
+    def median_ms(self) -> float:
+        return 1e3 * statistics.median(self.seconds)
+
+    @property
+    def ratio(self) -> float:
+        """Median of the per-round ratios (each round runs every build once, back to back)."""
+        return statistics.median(self.ratios)
+
+    @property
+    def spread(self) -> tuple[float, float]:
+        return min(self.ratios), max(self.ratios)
+
+
+def verdict(ratio: float, noise: Timing) -> str:
+    """`ratio` (library / stock) against the A/A pair: inside the largest deviation an A/A
+    round showed, it is no measurable difference."""
+    floor = max(abs(r - 1.0) for r in noise.ratios)
+    if abs(ratio - 1.0) <= floor:
+        return f"no measurable difference (A/A rounds deviate up to {100 * floor:.1f}%)"
+    return f"{'faster' if ratio < 1 else 'slower'}: {ratio:.3f}x stock, outside the A/A floor of {100 * floor:.1f}%"
+
+
+def time_builds(calls: dict[str, Callable[[dict], None]], args: dict, rounds: int) -> dict[str, list[float]]:
+    """Every build once per round on fresh copies of the same inputs (copied outside the
+    timed call); the order rotates by one each round, so every build takes every position
+    equally often (with `rounds` a multiple of the number of builds)."""
+    from gt4py_dace_xforms.integration.programs import copy_args
+
+    times: dict[str, list[float]] = {k: [] for k in calls}
+    order = list(calls)
+    for r in range(rounds):
+        for label in order[r % len(order):] + order[: r % len(order)]:
+            a = copy_args(args)
+            t0 = time.perf_counter()
+            calls[label](a)
+            times[label].append(time.perf_counter() - t0)
+    return times
+
+
+def run_target(n_cells: int = 20480, n_levels: int = 80, rounds: int = 9, verbose: bool = False) -> int:
+    """The icon4py target compiled three times (stock, a second stock build, the library's),
+    outputs compared, run times measured. Returns failures (0 or 1)."""
+    try:
+        program = target_program()
+    except ValueError as err:
+        print(f"\nicon4py target skipped: {err}")
+        return 0
+    name = TARGET_SPEC.rpartition(":")[2]
+    print(f"\nicon4py target: {name}, {n_cells} cells x {n_levels} levels")
+    args = target_args(n_cells, n_levels)
+    from gt4py_dace_xforms.integration.programs import copy_args
+
+    builds = {"stock": stock_build(), "second stock (A/A)": stock_build(), "library": inline_build()}
+    outputs: dict[str, dict[str, np.ndarray]] = {}
+    calls = {}
+    for label, build in builds.items():
+        run = program.with_backend(build.backend)
+        calls[label] = lambda a, run=run: run(**a, offset_provider={})
+        a = copy_args(args)
+        what = "same code as stock: gt4py's cache hands it stock's library" if "A/A" in label else "C++ compiler"
+        with progress(f"building the {label} build (gt4py's optimizer, {what})"):
+            calls[label](a)
+        outputs[label] = {k: a[k].asnumpy() for k in TARGET_OUTPUTS}
+    with progress(f"timing: {rounds} rounds, every build once per round, order rotating"):
+        for call in calls.values():
+            call(copy_args(args))  # untimed warm-up after the first (compiling) call
+        times = time_builds(calls, args, rounds)
+
+    def equal(label: str) -> bool:
+        return all(
+            np.allclose(outputs[label][k], outputs["stock"][k], rtol=1e-12, atol=1e-12 * np.abs(outputs["stock"][k]).max())
+            for k in TARGET_OUTPUTS
+        )
+
+    timing = {label: Timing(label, tuple(t), tuple(times["stock"])) for label, t in times.items()}
+    rows = []
+    for label, build in builds.items():
+        t = timing[label]
+        lo, hi = t.spread
+        rows.append((
+            label,
+            len(two_d_transients(build.sdfg)),
+            f"{t.median_ms:.1f}",
+            "1" if label == "stock" else f"{t.ratio:.3f}",
+            "-" if label == "stock" else f"{lo:.3f} .. {hi:.3f}",
+            "-" if label == "stock" else ("yes" if equal(label) else "NO"),
+        ))
+    print()
+    print(_table(("build", "2-D transients", "median ms", "ratio to stock", "per-round ratios", "outputs equal to stock"), rows))
+    print(f"library vs stock: {verdict(timing['library'].ratio, timing['second stock (A/A)'])}")
+    print(f"inlined: {len(builds['library'].report.applied)} reads, {builds['library'].report.copies} copies"
+          + ("" if verbose else " (gt4py-dace-xforms demo -v, or explain, for every decision)"))
+    if verbose:
+        print(builds["library"].report.table())
+    return 0 if equal("library") and equal("second stock (A/A)") else 1
+
+
+def run_demo(verbose: bool = False, ncells: int = 64, nlev: int = 20, target: bool = True,
+             target_size: tuple[int, int] = (20480, 80), rounds: int = 9) -> int:
+    with quiet_third_party():
+        print("seed programs: stock gt4py dace backend vs the library's, and numpy")
+        failures = run_seeds(verbose, ncells, nlev)
+        if target:
+            failures += run_target(*target_size, rounds=rounds, verbose=verbose)
     print("demo: OK" if failures == 0 else f"demo: {failures} case(s) FAILED")
     return 0 if failures == 0 else 1

@@ -1,4 +1,4 @@
-"""`gt4py-dace-xforms`: optimize an `.sdfg` file, take the census of gt4py programs, or run the demo.
+"""`gt4py-dace-xforms`: optimize an `.sdfg` file, explain a gt4py program, take a census, or run the demo.
 
 Errors in the input or output are reported as one line on stderr with exit status 2;
 the input file is never written.
@@ -98,13 +98,38 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         print(report.table())
     if not args.all_sound:
         print(f"cost model ({args.target}):")
-        for r in report.records:
-            if r.figures:
-                f = r.figures
-                print(f"  {r.intermediate} -> {r.consumer}: {'inline' if r.applied else 'keep'}; "
-                      f"saves {f['saved_bytes']:.3g} B, extra loads {f['extra_load_bytes']:.3g} B, "
-                      f"extra work {f['extra_work_bytes']:.3g} B ({f['copies']} copies x {f['ops_per_copy']:.0f} ops)"
-                      + (f"; assumed {', '.join(f['assumed'])}" if f["assumed"] else ""))
+        for line in report.cost_lines():
+            print(line)
+    return 0
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from gt4py_dace_xforms.integration import explain as ex, programs
+
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # a user's module in the current folder, as with `python -m`
+    try:
+        program = programs.load_program(args.program)
+        grid = ex.resolve_grid(args.offset_provider)
+        ex.offset_provider(program, grid)  # a missing grid or connectivity is bad input
+    except ValueError as err:
+        raise CliError(str(err)) from None
+    if args.sdfg_out:
+        _check_writable(args.sdfg_out + ".before.sdfg")
+    print(f"lowering {args.program} stock and with the library (no compilation) ...", file=sys.stderr, flush=True)
+    try:
+        expl = ex.explain(program, target=args.target, grid=grid)
+    except ex.ProgramError as err:
+        raise CliError(f"{args.program}: {err}") from None
+    except Exception as err:  # noqa: BLE001  # the library's lowering failed: a bug, say so in one line
+        print(f"gt4py-dace-xforms: lowering with the library failed: {type(err).__name__}: {_first_line(err)}",
+              file=sys.stderr)
+        return 1
+    expl.program = args.program
+    print(expl.text())
+    if args.sdfg_out:
+        for path in ex.write_sdfgs(expl, args.sdfg_out):
+            print(f"wrote {path}")
     return 0
 
 
@@ -176,6 +201,17 @@ def build_parser() -> argparse.ArgumentParser:
     cen.add_argument("--final", action="store_true",
                      help="also count transients in the final SDFGs (runs gt_auto_optimize to the end: slower)")
     cen.set_defaults(func=cmd_census)
+    exp = sub.add_parser("explain", help="which temporaries of a gt4py program the stock backend keeps, "
+                                         "and whether the library removes them (no compilation)")
+    exp.add_argument("program", metavar="MODULE:PROGRAM", help="a gtx.program, e.g. mypkg.stencils:my_program")
+    exp.add_argument("--target", choices=("cpu", "gpu"), default="cpu", help="lower for this target (default: cpu)")
+    exp.add_argument("--offset-provider", metavar="GRID",
+                     help="neighbor tables, for programs that use horizontal offsets: 'simple' (icon4py's test "
+                          "grid) or MODULE:NAME (a grid with .connectivities, a mapping, or a function returning one)")
+    exp.add_argument("--sdfg-out", metavar="PREFIX",
+                     help="write PREFIX.before.sdfg / PREFIX.after.sdfg (where the library's pass runs, before and "
+                          "after it) to open in the DaCe viewer")
+    exp.set_defaults(func=cmd_explain)
     demo = sub.add_parser("demo", help="lower gt4py programs, inline, compare with stock and numpy")
     demo.add_argument("-v", "--verbose", action="store_true", help="print every decision")
     demo.set_defaults(func=cmd_demo)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import pkgutil
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional
 
 from gt4py import eve
 from gt4py.next.ffront import decorator as gtx_decorator
@@ -55,6 +55,9 @@ def load_program(spec: str) -> Any:
         mod = importlib.import_module(module)
     except ImportError as err:
         raise ValueError(f"{module}: cannot import ({err})") from None
+    except Exception as err:  # noqa: BLE001  # gt4py checks programs when the module defines them
+        lines = str(err).strip().splitlines()
+        raise ValueError(f"{module}: importing it fails ({type(err).__name__}: {lines[0] if lines else ''})") from None
     obj = getattr(mod, name, None)
     if obj is None:
         raise ValueError(f"{spec}: module has no attribute {name!r}")
@@ -183,3 +186,63 @@ def offset_provider_for(
             table[:, 0] = np.arange(n_from, dtype=np.int32)
         provider[name] = gtx.as_connectivity([origin, local], offset.source, table)
     return provider
+
+
+def random_args(
+    program: Any,
+    sizes: Mapping[str, int],
+    seed: int = 0,
+    *,
+    scalars: Optional[Mapping[str, Any]] = None,
+    extent: Optional[Callable[[str, str, int], int]] = None,
+    low: float = 0.5,
+    high: float = 1.5,
+) -> dict[str, Any]:
+    """Keyword arguments for `program` built from its declared signature: every field
+    random in [low, high) (reproducible with `seed`), shaped by `sizes` (dimension name
+    -> size; `extent(param, dim, size)` may change it per parameter, e.g. half levels);
+    float scalars random unless given in `scalars`; integer and boolean scalars from
+    `scalars` (ValueError naming those missing: they are sizes, indices or switches
+    that no random value fits)."""
+    import gt4py.next as gtx
+    import numpy as np
+    from gt4py.next.type_system import type_specifications as ts
+
+    from gt4py_dace_xforms.integration.capture import program_arg_types
+
+    ftype = program.past_stage.past_node.type.definition
+    names = list(ftype.pos_or_kw_args)
+    if len(names) != len(program_arg_types(program)):
+        raise ValueError("positional-only program parameters are not supported")
+    scalars = dict(scalars or {})
+    rng = np.random.default_rng(seed)
+    args: dict[str, Any] = {}
+    missing = []
+    for name, ptype in ftype.pos_or_kw_args.items():
+        if isinstance(ptype, ts.FieldType):
+            lacking = [d.value for d in ptype.dims if d.value not in sizes]
+            if lacking:
+                raise ValueError(f"no size for dimension(s) {lacking} of field '{name}'")
+            shape = tuple(extent(name, d.value, sizes[d.value]) if extent else sizes[d.value] for d in ptype.dims)
+            dtype = np.dtype(ptype.dtype.kind.name.lower())
+            args[name] = gtx.as_field(list(ptype.dims), (low + (high - low) * rng.random(shape)).astype(dtype))
+        elif isinstance(ptype, ts.ScalarType):
+            dtype = np.dtype(ptype.kind.name.lower())
+            if name in scalars:
+                args[name] = dtype.type(scalars[name])
+            elif dtype.kind == "f":
+                args[name] = dtype.type(low + (high - low) * rng.random())
+            else:
+                missing.append(name)
+        else:
+            raise ValueError(f"parameter '{name}' of type {ptype} is not supported (fields and scalars only)")
+    if missing:
+        raise ValueError(f"no value for integer/boolean scalar parameter(s) {missing}")
+    return args
+
+
+def copy_args(args: Mapping[str, Any]) -> dict[str, Any]:
+    """Fresh copies of every field (programs write their outputs in place)."""
+    import gt4py.next as gtx
+
+    return {k: gtx.as_field(v.domain, v.asnumpy().copy()) if hasattr(v, "asnumpy") else v for k, v in args.items()}

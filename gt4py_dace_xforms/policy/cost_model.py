@@ -42,6 +42,7 @@ import dace
 from dace.sdfg import nodes as dn
 from dace.sdfg.state import LoopRegion
 
+from gt4py_dace_xforms.analysis.broadcast import gt4py_replacement_fails
 from gt4py_dace_xforms.analysis.candidate import InlineCandidate
 from gt4py_dace_xforms.analysis.symbolic import to_sympy
 from gt4py_dace_xforms.policy.default import Decision
@@ -141,10 +142,10 @@ class CostModel:
     def _limits(self, sdfg, cand, *, partial_ok: bool) -> Optional[Decision]:
         """Hard limits, independent of the estimate."""
         if cand.concat is not None:
-            if all(b.slice is None for b in cand.concat.branches):
+            if all(b.slice is None for b in cand.concat.branches) and not gt4py_replacement_fails(sdfg, cand):
                 # Nothing to recompute: gt4py's own concat_where replacement turns every
                 # point read of such a node (at any shift) into a select in the consumer,
-                # cheaper than a nested SDFG.
+                # cheaper than a nested SDFG. (Not a node it raises on: we take that one.)
                 return Decision(False, "copy-fed concat: left to gt4py's concat_where replacement")
             nested = next((b.source.data for b in cand.concat.branches
                            if b.source is not None and _copy_fed_concat(sdfg, b.source.source)), None)

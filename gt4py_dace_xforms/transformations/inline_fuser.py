@@ -12,6 +12,7 @@ from dace.sdfg import nodes as dn, utils as sdutil
 from gt4py_dace_xforms.analysis.candidate import InlineCandidate, analyse_candidate
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.transformations import rewrite
+from gt4py_dace_xforms.transformations.upstream import pending_upstream
 
 
 @properties.make_properties
@@ -68,6 +69,14 @@ class InlineFuser(transformation.SingleStateTransformation):
     nested Maps inside the consumer that read `T`, loops around producer or consumer
     state, regions not provably disjoint or not provably covering the reads.
 
+    Order: DaCe's pattern matcher, not this class, decides in which order matches are
+    listed (per state, expression 0 before 1, then the subgraph matcher's order). So that
+    applying them one by one from the top of the list (the viewer) ends where
+    `gt_inline_fusion` ends, a match declines while an intermediate its producer reads
+    can itself be inlined into that producer (`upstream_first`, see
+    `transformations.upstream`): upstream matches are listed first, downstream ones once
+    those are applied.
+
     Everything is derived from the graph, so a match found by DaCe's pattern matcher can
     be serialized, rebuilt and applied (the DaCe VS Code viewer's path).
     `can_be_applied()` never mutates and never raises.
@@ -92,6 +101,14 @@ class InlineFuser(transformation.SingleStateTransformation):
         dtype=bool,
         default=True,
         desc="Concat mode: evaluate all branches and select where proven memory safe (else lazy).",
+    )
+
+    upstream_first = properties.Property(
+        dtype=bool,
+        default=True,
+        desc="Decline while an intermediate the producer reads can itself be inlined into the producer "
+        "(apply that match first: this copy would block it). Makes one-by-one application, in any "
+        "order, end where gt_inline_fusion ends.",
     )
 
     @classmethod
@@ -123,6 +140,10 @@ class InlineFuser(transformation.SingleStateTransformation):
             return Decline(f"{len(result.groups)} distinct offsets exceed max_distinct_offsets={self.max_distinct_offsets}")
         if not result.removes_intermediate and not self.allow_partial:
             return Decline("intermediate has other readers and allow_partial is off")
+        if self.upstream_first:
+            upstream = pending_upstream(sdfg, result)
+            if upstream is not None:
+                return Decline(f"inline '{upstream}' into the producer first (this copy would block that)")
         if result.eager and not self.allow_eager:
             result = dataclasses.replace(result, eager=False)
         return result

@@ -85,14 +85,13 @@ def gt_inline_fusion(
     *,
     cost_model: Optional[InlinePolicy] = None,
     validate: bool = True,
-    policy: Optional[InlinePolicy] = None,
 ) -> InlineReport:
     """Inline shifted reads of intermediates into their consumers, to a fixed point.
 
     Every candidate is analysed (`analyse_candidate`); sound ones go to `cost_model`
     (default `CostModel("cpu")`; any `InlinePolicy` works, e.g. `InlineWhereSound()` to
     inline everything sound); accepted ones are rewritten exactly as `InlineFuser.apply()`
-    does. `policy` is an older name of `cost_model`.
+    does.
 
     Order: candidates are taken upstream first (`find_candidates`), so a producer is
     inlined into its consumer before that consumer is judged as a producer itself; the
@@ -105,9 +104,7 @@ def gt_inline_fusion(
     Returns:
         The report: the last decision for every candidate, applied ones in order.
     """
-    if cost_model is not None and policy is not None:
-        raise ValueError("gt_inline_fusion: give 'cost_model' or its older name 'policy', not both")
-    chosen = cost_model or policy or CostModel("cpu")
+    chosen = cost_model or CostModel("cpu")
     report = InlineReport()
     # Intermediates whose readers the policy accepted as a group: the gain needs every
     # one of them inlined, so the rest are not second-guessed one by one.

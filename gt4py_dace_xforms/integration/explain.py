@@ -1,0 +1,254 @@
+"""`explain()`: which temporaries of a gt4py program the stock dace backend keeps, and
+whether the library removes each one, and why not.
+
+The program is lowered twice the way gt4py's dace backend does it, without compiling
+(`integration.capture`; argument types from its signature): once stock, once with the
+library's hooks (the backends' path: GTIR annotations, the target's cost model). The
+temporaries are the two-dimensional transients of the top-level SDFG at the end of
+gt4py's top-level stage (`TopLevelDataFlowPost`) and in the final SDFG; each one the
+stock build keeps is joined, by name, with the library's decisions about it (an
+analysis decline, or the cost model's figures).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import importlib
+import os
+import re
+from typing import Any, Mapping, Optional, Union
+
+import dace
+from gt4py.next import errors as gtx_errors
+from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
+
+from gt4py_dace_xforms.integration import programs
+from gt4py_dace_xforms.integration.capture import OPTIMIZED, capture_stages, lower_to_gtir
+from gt4py_dace_xforms.integration.compare import two_d_transients
+from gt4py_dace_xforms.integration.hooks import default_policy, optimization_hooks
+from gt4py_dace_xforms.policy import InlinePolicy
+from gt4py_dace_xforms.report import InlineRecord, InlineReport
+from gt4py_dace_xforms.transformations.inline_fusion_pass import gt_inline_fusion
+
+_STEP = (GT4PyAutoOptHook.TopLevelDataFlowStep, 1)
+
+
+class ProgramError(ValueError):
+    """gt4py rejects the program itself (a DSL error): the user's input, not a failure here."""
+_POST = (GT4PyAutoOptHook.TopLevelDataFlowPost, 1)
+
+
+@dataclasses.dataclass
+class Temporary:
+    """One two-dimensional transient the stock build keeps (or one only the library's has)."""
+
+    name: str
+    stock: bool  # kept by the stock build (at Post or in the final SDFG)
+    library: bool  # kept by the library's build
+    records: list[InlineRecord]  # the library's final decision per consumer
+
+    @property
+    def status(self) -> str:
+        if not self.stock:
+            return "library only"
+        return "kept" if self.library else "removed"
+
+    @property
+    def why(self) -> str:
+        """What the library decided about it, in one line."""
+        if not self.stock:
+            return "not in the stock build (gt4py's passes took another course after an inline)"
+        applied = sorted({r.consumer for r in self.records if r.applied})
+        reasons: dict[str, list[str]] = {}
+        for r in self.records:
+            if not r.applied:
+                reasons.setdefault(r.reason, []).append(r.consumer)
+        parts = [f"inlined into {', '.join(applied)}"] if applied else []
+        parts += [f"declined for {', '.join(sorted(set(c)))}: {reason}" for reason, c in reasons.items()]
+        if not self.library:
+            return parts[0] if applied and not reasons else ("; ".join(parts) if parts else
+                                                              "gone after gt4py's passes in the library's build")
+        if not self.records:
+            return "no candidate: no top-level Map reads it where the library's pass runs"
+        return "; ".join(parts)
+
+
+def final_decisions(report: InlineReport) -> list[InlineRecord]:
+    """The last record per (intermediate, consumer) over all calls of the pass (gt4py calls
+    it once per round of its top-level stage; later calls repeat earlier declines)."""
+    last: dict[tuple[str, str], InlineRecord] = {}
+    for r in report.records:
+        if r.applied or not last.get((r.intermediate, r.consumer), r).applied:
+            last[(r.intermediate, r.consumer)] = r
+    return list(last.values())
+
+
+@dataclasses.dataclass
+class Explanation:
+    program: str
+    target: str
+    offsets: list[str]
+    temporaries: list[Temporary]
+    report: InlineReport
+    counts: dict[str, int]  # "post_stock", "post_library", "final_stock", "final_library"
+    stock_error: Optional[str] = None
+    before: Optional[dace.SDFG] = None  # where the library's pass first runs
+    after: Optional[dace.SDFG] = None  # the same, after the pass
+
+    def text(self) -> str:
+        c = self.counts
+        grid = f"offsets {', '.join(self.offsets)}" if self.offsets else "no neighbor offsets"
+        lines = [f"{self.program} ({self.target}, {grid}), lowered without compiling"]
+        if self.stock_error:
+            lines.append(f"stock backend FAILS: {self.stock_error}")
+            lines.append(f"library: {c['post_library']} two-dimensional temporaries after gt4py's top-level stage, "
+                         f"{c['final_library']} in the final SDFG")
+        else:
+            lines.append(f"two-dimensional temporaries after gt4py's top-level stage: stock {c['post_stock']}, "
+                         f"library {c['post_library']}; in the final SDFG: stock {c['final_stock']}, "
+                         f"library {c['final_library']}")
+        lines.append("")
+        rows = [(t.name, t.status, t.why) for t in self.temporaries]
+        if rows:
+            head = ("temporary", "library", "why")
+            widths = [max(len(r[i]) for r in rows + [head]) for i in range(2)]
+            fmt = "  ".join(f"{{:<{w}}}" for w in widths) + "  {}"
+            lines += [fmt.format(*head), fmt.format(*("-" * w for w in widths), "---")]
+            lines += [fmt.format(*r) for r in rows]
+        elif not self.stock_error:
+            lines.append("the stock backend keeps no two-dimensional temporary: nothing to remove")
+        if self.report.records:
+            final = InlineReport(final_decisions(self.report))
+            lines += ["", "the library's decisions (last one per intermediate and consumer):", final.table()]
+            figures = final.cost_lines()
+            if figures:
+                lines += [f"cost model ({self.target}):", *figures]
+        return "\n".join(lines)
+
+
+def resolve_grid(spec: Optional[str]) -> Any:
+    """`--offset-provider`: "simple" (icon4py's simple test grid) or `MODULE:NAME` naming
+    a grid (with `.connectivities`), a mapping, or a function returning one."""
+    if spec is None:
+        return None
+    if spec == "simple":
+        try:
+            from icon4py.model.common.grid import simple
+        except ImportError as err:
+            raise ValueError(f"--offset-provider simple: cannot import icon4py's simple grid ({err})") from None
+        return simple.simple_grid()
+    module, sep, name = spec.partition(":")
+    if not sep or not module or not name:
+        raise ValueError(f"offset provider {spec!r}: expected 'simple' or MODULE:NAME")
+    try:
+        obj = getattr(importlib.import_module(module), name)
+    except ImportError as err:
+        raise ValueError(f"{module}: cannot import ({err})") from None
+    except AttributeError:
+        raise ValueError(f"{spec}: module has no attribute {name!r}") from None
+    if callable(obj) and not hasattr(obj, "connectivities"):
+        obj = obj()
+    if not (hasattr(obj, "connectivities") or isinstance(obj, Mapping)):
+        raise ValueError(f"{spec}: neither a grid (with .connectivities) nor a mapping of offsets")
+    return obj
+
+
+def offset_provider(program: Any, grid: Any) -> dict[str, Any]:
+    """Tables for the offsets `program` uses, from `grid`; a ValueError saying what to pass
+    when it needs one and `grid` is None."""
+    needed = programs.used_offsets(program)
+    if needed and grid is None:
+        raise ValueError(f"the program uses neighbor offsets {needed}: give a grid "
+                         "(--offset-provider simple for icon4py's test grid, or MODULE:NAME)")
+    return programs.offset_provider_for(program, grid) if needed else {}
+
+
+def _natural(name: str) -> tuple:
+    """gtir_tmp_9 before gtir_tmp_10."""
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+
+
+def explain(
+    program: Union[str, Any],
+    *,
+    target: str = "cpu",
+    grid: Any = None,
+    cost_model: Optional[InlinePolicy] = None,
+) -> Explanation:
+    """Lower `program` (a `gtx.program` or "MODULE:NAME") stock and with the library, for
+    `target` ("cpu" or "gpu"), and explain every two-dimensional temporary.
+
+    `grid`: neighbor tables for programs that shift by horizontal offsets (a grid with
+    `.connectivities` or a mapping); required exactly when the program uses some.
+    `cost_model`: the library's policy (default: the target's `CostModel`).
+    ValueError (one line) for a bad program name, a missing grid or connectivity;
+    `ProgramError` (a ValueError) if gt4py's frontend rejects the program.
+    """
+    if target not in ("cpu", "gpu"):
+        raise ValueError(f"target must be 'cpu' or 'gpu', not {target!r}")
+    gpu = target == "gpu"
+    if isinstance(program, str):
+        name = program
+        program = programs.load_program(program)
+    else:
+        name = getattr(program.definition_stage.definition, "__name__", "program")
+    provider = offset_provider(program, grid)
+    policy = cost_model or default_policy(gpu)
+    try:
+        lower_to_gtir(program, None, provider)  # gt4py's frontend: type errors in the program
+    except gtx_errors.DSLError as err:
+        lines = str(err).strip().splitlines()
+        raise ProgramError(f"gt4py rejects the program: {lines[0] if lines else type(err).__name__}") from None
+
+    stock_error = None
+    try:
+        stock = capture_stages(program, [_POST, OPTIMIZED], offset_provider=provider, gpu=gpu, annotate=False)
+    except Exception as err:  # noqa: BLE001  # gt4py's own failure is part of the answer
+        stock, stock_error = {}, f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
+    reports: list[InlineReport] = []
+    hooks = optimization_hooks(policy, gpu=gpu, reports=reports)
+    library = capture_stages(program, [_STEP, _POST, OPTIMIZED], offset_provider=provider, gpu=gpu,
+                             optimization_hooks=hooks)
+    report = InlineReport()
+    for r in reports:
+        report.extend(r)
+
+    def kept(taken) -> set[str]:
+        return set(two_d_transients(taken[_POST])) | set(two_d_transients(taken[OPTIMIZED])) if taken else set()
+
+    stock_kept, lib_kept = kept(stock), kept(library)
+    by_name: dict[str, list[InlineRecord]] = {}
+    for rec in final_decisions(report):
+        by_name.setdefault(rec.intermediate, []).append(rec)
+    temporaries = [
+        Temporary(tname, tname in stock_kept, tname in lib_kept, by_name.get(tname, []))
+        for tname in sorted(stock_kept | lib_kept, key=_natural)
+    ]
+    counts = {
+        "post_stock": len(two_d_transients(stock[_POST])) if stock else 0,
+        "final_stock": len(two_d_transients(stock[OPTIMIZED])) if stock else 0,
+        "post_library": len(two_d_transients(library[_POST])),
+        "final_library": len(two_d_transients(library[OPTIMIZED])),
+    }
+    before = library.get(_STEP)
+    after = None
+    if before is not None:
+        after = copy.deepcopy(before)
+        gt_inline_fusion(after, cost_model=policy, validate=False)
+    return Explanation(name, target, programs.used_offsets(program), temporaries, report, counts, stock_error,
+                       before, after)
+
+
+def write_sdfgs(expl: Explanation, prefix: str) -> list[str]:
+    """`PREFIX.before.sdfg` (where the library's pass first runs in gt_auto_optimize: open
+    it in the viewer and apply InlineFuser by hand) and `PREFIX.after.sdfg` (the same after
+    the pass). Returns the paths written."""
+    written = []
+    for label, sdfg in (("before", expl.before), ("after", expl.after)):
+        if sdfg is None:
+            continue
+        path = f"{prefix}.{label}.sdfg"
+        sdfg.save(path)
+        written.append(os.path.abspath(path))
+    return written

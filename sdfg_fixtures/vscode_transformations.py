@@ -1,0 +1,6 @@
+"""For the DaCe VS Code extension: point its custom-transformations setting
+(`dace.optimization.customTransformationsPaths`) or its "Load Custom Transformations"
+command at this file. Importing the package registers `InlineFuser` with DaCe's pattern
+matcher, so the extension's Transformations list shows it."""
+
+from gt4py_dace_xforms import InlineFuser  # noqa: F401
