@@ -19,7 +19,7 @@ CUDA_WHEELS := nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==1
 	nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85
 GPU_STAMP := $(VENV)/.gpu-tools-13.0.88
 
-.PHONY: venv demo test test-fast fixtures bench fuzz clean gpu-tools gpu-check
+.PHONY: venv demo test test-fast fixtures bench fuzz clean gpu-tools gpu-check device-wheels device-dry-run
 
 venv: $(STAMP)
 
@@ -68,6 +68,20 @@ $(GPU_STAMP): $(STAMP)
 # generated through the library's GPU backend and compiled with nvcc -c for sm_90; no GPU.
 gpu-check: $(GPU_STAMP)
 	$(PY) bench/gpu_check.py $(GPU_CHECK_ARGS)
+
+# The GPU machine's run (bench/device/): its wheels into .whl/ (checked under 60 MiB), then a
+# dry run here: a fresh venv holding what the GPU image holds, installing from .whl/ only.
+DRY_VENV := .build/device-dry-run-venv
+device-wheels: $(STAMP)
+	$(PY) bench/device/build_wheels.py
+
+device-dry-run:
+	@test -n "$$(ls .whl/*.whl 2>/dev/null)" || { echo "error: no wheels in .whl/: run make device-wheels first" >&2; exit 2; }
+	@test -n "$(PYTHON312)" || { echo "error: no working python3.12 found" >&2; exit 2; }
+	rm -rf $(DRY_VENV)
+	$(PYTHON312) -m venv $(DRY_VENV)
+	$(DRY_VENV)/bin/python -m pip install -q numpy sympy networkx mpmath 2>&1 | grep -v '^WARNING: Location' || true
+	$(DRY_VENV)/bin/python bench/device/run.py --dry-run
 
 clean:
 	rm -rf $(VENV) .gt4py_cache .dacecache .pytest_cache
