@@ -200,6 +200,13 @@ def preflight_gpu() -> dict:
         raise SystemExit("device: error: no nvcc on PATH nor in /usr/local/cuda*/bin")
     if shutil.which(os.environ.get("CXX", "c++")) is None:
         raise SystemExit("device: error: no host C++ compiler (c++ / $CXX)")
+    # nvcc with this host compiler, before CMake buries a mismatch in its configure log
+    smoke = ROOT / ".build" / "device" / "smoke"
+    smoke.mkdir(parents=True, exist_ok=True)
+    (smoke / "k.cu").write_text("__global__ void k(double* a) { a[threadIdx.x] += 1.0; }\n")
+    proc = subprocess.run([nvcc, "-c", "-std=c++20", str(smoke / "k.cu"), "-o", str(smoke / "k.o")], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"device: error: nvcc cannot compile a kernel here:\n{(proc.stdout + proc.stderr)[-2000:]}")
     props = cp.cuda.runtime.getDeviceProperties(0)
     info = {
         "gpu": props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"]),
