@@ -87,3 +87,9 @@ def test_a_cpu_sdfg_has_no_cuda_code(tmp_path):
     state.add_mapped_tasklet("m", {"i": "0:4"}, {}, "o = 1.0", {"o": dace.Memlet("a[i]")}, external_edges=True)
     with pytest.raises(cuda_check.CudaCheckError, match="no .cu file"):
         cuda_check.generate(sdfg, tmp_path)
+
+
+def test_translate_names_missing_arguments():
+    args = {k: v for k, v in _seed_args().items() if k != "nlev"}
+    with pytest.raises(cuda_check.CudaCheckError, match=r"arguments missing: \['nlev'\]"):
+        cuda_check.translate(None, demo.vertical_difference_computed_program, args, {})

@@ -21,6 +21,7 @@ PyPI wheels in this environment (`make gpu-tools` installs them), then `nvcc` on
 from __future__ import annotations
 
 import concurrent.futures
+import copy
 import dataclasses
 import hashlib
 import importlib.util
@@ -119,7 +120,8 @@ def _compile_time_args(program: Any, args: Mapping[str, Any], offset_provider: M
     names = [*ftype.pos_or_kw_args]
     missing = [n for n in names if n not in args]
     if missing or ftype.pos_only_args:
-        raise CudaCheckError(f"{program.definition_stage.definition.__name__}: arguments missing: {missing}")
+        name = getattr(program.definition_stage.definition, "__name__", "program")
+        raise CudaCheckError(f"{name}: arguments missing: {missing}")
     return arguments.CompileTimeArgs(
         args=tuple(type_translation.from_value(args[n]) for n in names),
         kwargs={},
@@ -177,7 +179,7 @@ def generate(sdfg: dace.SDFG, folder: pathlib.Path) -> GeneratedCode:
     folder = pathlib.Path(folder).resolve()
     folder.mkdir(parents=True, exist_ok=True)
     with gtx_wfdcommon.dace_context(device_type=core_defs.DeviceType.CUDA, cmake_build_type=gtx_config.CMAKE_BUILD_TYPE):
-        sdfg = _copy(sdfg)
+        sdfg = copy.deepcopy(sdfg)  # code generation changes the SDFG
         sdfg.build_folder = str(folder)
         sdfg.fill_scope_connectors()
         objects = codegen.generate_code(sdfg, validate=False)
@@ -196,12 +198,6 @@ def generate(sdfg: dace.SDFG, folder: pathlib.Path) -> GeneratedCode:
     if not any(f.suffix == ".cu" for f in files):
         raise CudaCheckError(f"{sdfg.name}: DaCe generated no .cu file (no GPU schedule in the SDFG?)")
     return GeneratedCode(folder=folder, files=tuple(files), **settings)
-
-
-def _copy(sdfg: dace.SDFG) -> dace.SDFG:
-    import copy
-
-    return copy.deepcopy(sdfg)
 
 
 # ---------------------------------------------------------------------------------------
