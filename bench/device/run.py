@@ -245,6 +245,19 @@ def _stats(times_s: list[float]) -> dict:
             "max_ms": float(ms.max()), "n": len(ms), "times_ms": [round(float(x), 4) for x in ms]}  # fmt: skip
 
 
+def _compute_counts() -> dict[str, int]:
+    from gt4py.next.instrumentation import metrics
+
+    return {k: len(src.metrics[metrics.COMPUTE_METRIC].samples) for k, src in list(metrics.sources.items())}
+
+
+def _new_compute_sample(before: dict[str, int]) -> float | None:
+    from gt4py.next.instrumentation import metrics
+
+    new = [k for k, n in _compute_counts().items() if n > before.get(k, 0)]
+    return metrics.sources[new[0]].metrics[metrics.COMPUTE_METRIC].samples[-1] if len(new) == 1 else None
+
+
 class CaseRun:
     """One program: its inputs on the device, its builds, their outputs and timings."""
 
@@ -270,6 +283,13 @@ class CaseRun:
         self.callers[label](**a, offset_provider=self.offset_provider)
         self.sync()
         return time.perf_counter() - t0
+
+    def timed_call(self, label: str, a: dict) -> tuple[float, float | None]:
+        """Wall time of one call, and the compute time gt4py's instrumentation measured
+        inside the compiled program (None where it recorded none)."""
+        before = _compute_counts()
+        wall = self.call(label, a)
+        return wall, _new_compute_sample(before)
 
     def add(self, label: str, build) -> dict:
         """Translate, compile and run `build` once (its first call), keep its outputs."""
@@ -310,6 +330,7 @@ class CaseRun:
         for label in labels:  # untimed warm-up
             self.call(label, bench.fresh_copy(self.args))
         times: dict[str, list[float]] = {label: [] for label in labels}
+        compute: dict[str, list[float]] = {label: [] for label in labels}
         t_round = None
         done = 0
         for r in range(reps):
@@ -318,13 +339,19 @@ class CaseRun:
             t0 = time.perf_counter()
             for label in labels if r % 2 == 0 else labels[::-1]:
                 a = bench.fresh_copy(self.args)  # outside the timed region
-                times[label].append(self.call(label, a))
+                wall, inside = self.timed_call(label, a)
+                times[label].append(wall)
+                if inside is not None:
+                    compute[label].append(inside)
                 del a
             t_round = time.perf_counter() - t0
             done += 1
         stock = statistics.median(times["stock"])
         for label in labels:
             stats = {"with": labels, "ratio_vs_stock": statistics.median(times[label]) / stock, **_stats(times[label])}
+            if len(compute[label]) == len(times[label]) and len(compute["stock"]) == len(times["stock"]):
+                stats["compute"] = _stats(compute[label])
+                stats["compute_ratio_vs_stock"] = statistics.median(compute[label]) / statistics.median(compute["stock"])
             self.rows[label].setdefault("timings", []).append(stats)
         return done
 
@@ -402,7 +429,8 @@ def run_cases(opts: argparse.Namespace, budget: Budget) -> list[dict]:
 
 
 def table(rows: list[dict]) -> str:
-    head = ("program", "build", "inlined", "first call s", "median ms", "IQR ms", "min-max ms", "ratio", "max|diff|", "equal", "status")
+    head = ("program", "build", "inlined", "first call s", "median ms", "IQR ms", "min-max ms", "ratio",
+            "compute ms", "compute ratio", "max|diff|", "equal", "status")  # fmt: skip
     lines = []
     for r in rows:
         for t in r.get("timings") or [None]:
@@ -411,6 +439,8 @@ def table(rows: list[dict]) -> str:
                 str(r.get("inlined", "-")), f"{r['first_call_s']:.1f}" if "first_call_s" in r else "-",
                 f"{t['median_ms']:.3f}" if t else "-", f"{t['iqr_ms'][0]:.3f}-{t['iqr_ms'][1]:.3f}" if t else "-",
                 f"{t['min_ms']:.3f}-{t['max_ms']:.3f}" if t else "-", f"{t['ratio_vs_stock']:.3f}" if t else "-",
+                f"{t['compute']['median_ms']:.3f}" if t and "compute" in t else "-",
+                f"{t['compute_ratio_vs_stock']:.3f}" if t and "compute" in t else "-",
                 f"{r['max_abs_diff']:.1e}" if "max_abs_diff" in r else "-",
                 ("bitwise" if r.get("bitwise_equal") else "allclose" if r.get("allclose") else "NO") if "allclose" in r else "-",
                 r["status"],
@@ -427,6 +457,9 @@ def stage2(opts: argparse.Namespace) -> int:
     # process pool (it cannot pickle the hooks)
     import bench  # noqa: F401
 
+    # gt4py's instrumentation: the compute time measured inside each compiled program
+    # (device synchronized there), besides the wall time around the Python call
+    os.environ.setdefault("GT4PY_COLLECT_METRICS_LEVEL", "10")
     versions = check_installed(site)
     if opts.dry_run:
         return dry_run(opts)
