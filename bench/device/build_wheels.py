@@ -114,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     if total > opts.budget_mib * 2**20:
         print(f"device-wheels: error: {total / 2**20:.2f} MiB is over the budget of {opts.budget_mib:g} MiB", file=sys.stderr)
         return 1
-    print("\nOn the GPU machine, in a copy of this working tree with .whl/ carried along:")
+    print("\nOn the GPU machine, in a copy of this working tree with .whl/ carried along")
+    print("(the device tool: carry [\".whl\"], timeout_s 600; the script stops starting builds at 420 s):")
     print("  python3 bench/device/run.py --out \"$OUT\"")
     print("Here, first (fresh venv, installs from .whl/ only):  make device-dry-run")
     return 0
