@@ -247,10 +247,12 @@ def object_command(
     ]  # fmt: skip
 
 
-def _cache_key(command: Sequence[str], source: pathlib.Path, toolkit: CudaToolkit) -> str:
+def _cache_key(command: Sequence[str], code: GeneratedCode, source: pathlib.Path, toolkit: CudaToolkit) -> str:
+    # The build folder only appears in paths (the output, DACE_BINARY_DIR's string): left
+    # out, so the same code generated into another folder is the same compile.
     h = hashlib.sha256()
     for part in command:
-        h.update(part.replace(str(source), "<src>").encode())
+        h.update(part.replace(str(source), "<src>").replace(str(code.folder), "<folder>").encode())
     h.update(source.read_bytes())
     h.update(f"{toolkit.version} {dace.__version__} {_runtime_include()}".encode())
     return h.hexdigest()[:32]
@@ -269,7 +271,7 @@ def compile_one(
     command = object_command(code, source, toolkit, out, arch)
     # Dependencies are the generated source plus headers fixed by the toolkit and dace
     # versions, so a hit is the same compile; only successful objects are stored.
-    cached = cache_dir / (_cache_key(command, source, toolkit) + ".o") if cache_dir else None
+    cached = cache_dir / (_cache_key(command, code, source, toolkit) + ".o") if cache_dir else None
     if cached is not None and cached.is_file():
         shutil.copyfile(cached, out)
         return ObjectResult(source, tuple(command), True, 0.0, True, 0, "")
