@@ -228,9 +228,11 @@ class Budget:
     def left(self) -> float:
         return self.deadline - time.time()
 
+    def estimate(self, case: str) -> float:
+        return self.first_call.get(case, PRIOR_FIRST_CALL_S.get(case, PRIOR_DEFAULT_S))
+
     def fits_build(self, case: str) -> bool:
-        estimate = self.first_call.get(case, PRIOR_FIRST_CALL_S.get(case, PRIOR_DEFAULT_S))
-        return self.left() > estimate
+        return self.left() > self.estimate(case)
 
     def record(self, case: str, seconds: float) -> None:
         self.first_call[case] = max(seconds, self.first_call.get(case, 0.0))
@@ -385,14 +387,16 @@ def run_cases(opts: argparse.Namespace, budget: Budget) -> list[dict]:
     def build_and_run(run: CaseRun, label: str) -> bool:
         name = run.case.name
         if not budget.fits_build(name):
-            run.rows[label] = {"build": label, "status": f"skipped: {budget.left():.0f} s left, a build takes ~{budget.first_call.get(name, PRIOR_FIRST_CALL_S.get(name, PRIOR_DEFAULT_S)):.0f} s"}
+            status = f"skipped: {budget.left():.0f} s left, a build takes ~{budget.estimate(name):.0f} s"
+            run.rows[label] = {"build": label, "status": status}
             log(f"{name}/{label}: {run.rows[label]['status']}")
             return False
         log(f"{name}/{label}: translate, compile, first call ...")
         try:
             row = run.add(label, factories[label]())
         except Exception as e:  # noqa: BLE001  # reported, the other builds still run
-            run.rows[label] = {"build": label, "status": f"FAILED: {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}",
+            first_line = str(e).splitlines()[0][:300] if str(e) else ""
+            run.rows[label] = {"build": label, "status": f"FAILED: {type(e).__name__}: {first_line}",
                                "traceback": traceback.format_exc()}  # fmt: skip
             log(f"{name}/{label}: {run.rows[label]['status']}")
             return False
