@@ -150,6 +150,15 @@ def check_installed(site: pathlib.Path) -> dict:
     for mod in (dace, gt4py, gt4py_dace_xforms):
         if not pathlib.Path(mod.__file__).resolve().is_relative_to(site.resolve()):
             raise SystemExit(f"device: error: {mod.__name__} imported from {mod.__file__}, not from {site}")
+    # the GPU time is rare: never measure a wheel built from other code than this tree's
+    installed, tree = site / "gt4py_dace_xforms", ROOT / "gt4py_dace_xforms"
+    stale = sorted(
+        str(f.relative_to(tree)) for f in tree.rglob("*.py")
+        if not (installed / f.relative_to(tree)).is_file() or (installed / f.relative_to(tree)).read_bytes() != f.read_bytes()
+    )  # fmt: skip
+    if stale:
+        raise SystemExit(f"device: error: the gt4py_dace_xforms wheel differs from this tree ({', '.join(stale[:5])}):"
+                         " run `make device-wheels` again")  # fmt: skip
     cmake = shutil.which("cmake")
     if cmake is None:
         raise SystemExit("device: error: no cmake on PATH (the cmake wheel installs one into site/bin)")
