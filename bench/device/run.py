@@ -65,7 +65,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--cpu", action="store_true", help="the same flow on the CPU (tests the script without a GPU)")
     p.add_argument("--quick", action="store_true", help="bench's small sizes (512 cells x 12 levels)")
     p.add_argument("--only", default=",".join(DEFAULT_CASES), help="comma-separated bench case names")
-    p.add_argument("--reps", type=int, default=50, help="timed rounds per program (default 50)")
+    p.add_argument("--reps", type=int, default=100, help="timed rounds per program (default 100)")
     p.add_argument("--no-sound", action="store_true", help="skip the InlineWhereSound() builds")
     p.add_argument("--budget-s", type=float, default=420.0, help="seconds from start after which no build starts")
     p.add_argument("--wheels", default=str(ROOT / ".whl"), help="the wheels to install (default .whl/)")
