@@ -19,7 +19,7 @@ CUDA_WHEELS := nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==1
 	nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85
 GPU_STAMP := $(VENV)/.gpu-tools-13.0.88
 
-.PHONY: venv demo test test-fast fixtures bench fuzz clean gpu-tools gpu-check device-wheels device-dry-run
+.PHONY: venv demo test test-fast fixtures bench fuzz census clean gpu-tools gpu-check device-wheels device-dry-run
 
 venv: $(STAMP)
 
@@ -29,8 +29,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
 	$(PY) -m pip install -q -e '.[test]' 2>&1 | grep -v '^WARNING: Location' || true
 	# icon4py pins gt4py 1.2.1 but runs with 1.2.3: install it without its dependencies.
-	$(PY) -m pip install -q --no-deps 'icon4py-common==0.4.1' 'icon4py-atmosphere-dycore==0.4.1' 2>&1 | grep -v '^WARNING: Location' || true
-	$(PY) -m pip install -q 'cattrs>=26.1.0' 'pyyaml>=6.0.3' 2>&1 | grep -v '^WARNING: Location' || true
+	$(PY) -m pip install -q --no-deps 'icon4py-common==0.4.1' 'icon4py-atmosphere-dycore==0.4.1' 'icon4py-atmosphere-diffusion==0.4.1' 2>&1 | grep -v '^WARNING: Location' || true
+	# What icon4py's modules import that gt4py does not bring (xarray: its metrics programs).
+	$(PY) -m pip install -q 'cattrs>=26.1.0' 'pyyaml>=6.0.3' 'xarray' 2>&1 | grep -v '^WARNING: Location' || true
 	$(PY) -c 'import gt4py_dace_xforms, gt4py.next, dace, icon4py.model.atmosphere.dycore.stencils.compute_cell_diagnostics_for_dycore'
 	@touch $(STAMP)
 
@@ -51,6 +52,11 @@ fixtures: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/bench.py $(BENCH_ARGS)
+
+# How much of icon4py's programs the inliner reaches (no compilation; CENSUS_ARGS: see --help).
+CENSUS_ARGS ?= --jobs 2
+census: $(STAMP)
+	$(VENV)/bin/gt4py-dace-xforms census $(CENSUS_ARGS) --json bench/census.json | tee bench/census.txt
 
 # Generated gt4py programs, stock vs library vs numpy, for FUZZ_SECONDS (tests/fuzzing/).
 fuzz: $(STAMP)

@@ -13,15 +13,14 @@ from typing import Any, Callable
 
 import numpy as np
 
+from gt4py_dace_xforms.integration import programs
+
 # Icosahedral R2B4-like sizes: 20480 cells, 30720 edges, 10242 vertices.
 FULL = {"Cell": 20480, "Edge": 30720, "Vertex": 10242, "K": 80}
 QUICK = {"Cell": 512, "Edge": 768, "Vertex": 258, "K": 12}
 
 #: Neighbor counts of icon4py's local dimensions (icosahedral grid).
-NEIGHBORS = {
-    "E2C": 2, "E2V": 2, "C2E": 3, "V2C": 6, "C2V": 3, "V2E": 6, "V2E2V": 6, "E2C2V": 4,
-    "C2E2CO": 4, "E2C2EO": 5, "E2C2E": 4, "C2E2C": 3, "C2E2C2E": 9, "C2E2C2E2C": 9,
-}
+NEIGHBORS = programs.ICOSAHEDRAL_NEIGHBORS
 
 
 @dataclasses.dataclass
@@ -108,30 +107,9 @@ def _icon4py_program(module: str, name: str):
     return lambda: getattr(importlib.import_module(f"icon4py.model.atmosphere.dycore.stencils.{module}"), name)
 
 
-def used_offsets(program) -> list[str]:
-    """Names of the horizontal offsets (connectivities) the program's GTIR shifts by."""
-    from gt4py import eve
-    from gt4py.next.iterator import ir as itir
-
-    names = {n.value for n in eve.walk_values(program.gtir).if_isinstance(itir.OffsetLiteral)}
-    return sorted(n for n in names if isinstance(n, str) and n in NEIGHBORS)
-
-
 def random_offset_provider(program, sizes: dict, rng: np.random.Generator) -> dict:
-    """Neighbor tables with random, in-range indices ("...O" tables list the element itself first)."""
-    import gt4py.next as gtx
-    from icon4py.model.common import dimension as dims
-
-    provider = {}
-    for name in used_offsets(program):
-        offset = getattr(dims, name)
-        origin, local = offset.target
-        n_from, n_to = sizes[origin.value], sizes[offset.source.value]
-        table = rng.integers(0, n_to, size=(n_from, NEIGHBORS[name]), dtype=np.int32)
-        if name.endswith("O") and origin == offset.source:
-            table[:, 0] = np.arange(n_from, dtype=np.int32)
-        provider[name] = gtx.as_connectivity([origin, local], offset.source, table)
-    return provider
+    """Random, in-range neighbor tables over `sizes` (`programs.offset_provider_for`)."""
+    return programs.offset_provider_for(program, sizes=sizes, seed=rng)
 
 
 def icon4py_inputs(program_fn: Callable[[], Any], scalars: Callable[[dict], dict]):

@@ -1,4 +1,4 @@
-"""`gt4py-dace-xforms`: optimize an `.sdfg` file, or run the demo.
+"""`gt4py-dace-xforms`: optimize an `.sdfg` file, take the census of gt4py programs, or run the demo.
 
 Errors in the input or output are reported as one line on stderr with exit status 2;
 the input file is never written.
@@ -114,6 +114,45 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(verbose=args.verbose)
 
 
+def cmd_census(args: argparse.Namespace) -> int:
+    from gt4py_dace_xforms.integration import census, programs
+
+    if args.programs:
+        refs = []
+        for spec in args.programs:
+            try:
+                programs.load_program(spec)
+            except ValueError as err:
+                raise CliError(str(err)) from None
+            refs.append(programs.ProgramRef(*spec.split(":", 1)))
+    else:
+        refs = [r for r in programs.discover() if programs.relevant(r.load())]
+        if args.concat_only:
+            refs = [r for r in refs if programs.features(r.load())["concat_where"]]
+        if not refs:
+            raise CliError("no programs found: is icon4py installed? (make venv installs it)")
+    if args.json:
+        _check_writable(args.json)
+    print(f"census of {len(refs)} programs ({args.jobs} processes)", file=sys.stderr)
+
+    def progress(r) -> None:
+        print(f"  {r.short_name}: {r.seconds:.0f} s" + (f" ERROR {r.error}" if r.error else ""), file=sys.stderr, flush=True)
+
+    results = census.run_census(refs, jobs=args.jobs, transients=not args.no_transients, final=args.final,
+                                progress=progress)
+    print(census.table(results))
+    if args.json:
+        with open(args.json, "w") as f:
+            f.write(census.to_json(results))
+    return 1 if any(r.error for r in results) else 0
+
+
+def _check_writable(out: str) -> None:
+    parent = os.path.dirname(os.path.abspath(out))
+    if os.path.isdir(out) or not os.path.isdir(parent):
+        raise CliError(f"{out}: cannot write there")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gt4py-dace-xforms", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -126,6 +165,17 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--all-sound", action="store_true",
                      help="no cost model: inline every read that is proven sound")
     opt.set_defaults(func=cmd_optimize)
+    cen = sub.add_parser("census", help="how much of a set of gt4py programs the inliner reaches (no compilation)")
+    cen.add_argument("programs", nargs="*", metavar="MODULE:PROGRAM",
+                     help="programs to take (default: every icon4py program with concat_where or a vertical shift)")
+    cen.add_argument("--concat-only", action="store_true", help="default list: only programs that use concat_where")
+    cen.add_argument("--json", help="also write the results as JSON to this file")
+    cen.add_argument("--jobs", type=int, default=1, help="programs lowered in parallel (processes)")
+    cen.add_argument("--no-transients", action="store_true",
+                     help="skip the three gt_auto_optimize runs that count transients (faster)")
+    cen.add_argument("--final", action="store_true",
+                     help="also count transients in the final SDFGs (runs gt_auto_optimize to the end: slower)")
+    cen.set_defaults(func=cmd_census)
     demo = sub.add_parser("demo", help="lower gt4py programs, inline, compare with stock and numpy")
     demo.add_argument("-v", "--verbose", action="store_true", help="print every decision")
     demo.set_defaults(func=cmd_demo)

@@ -1,0 +1,237 @@
+"""Lower a gt4py program the way gt4py's DaCe backend does, without compiling it.
+
+`lower_and_capture()` runs a gt4py program (or field operator) through exactly the path
+the DaCe backend takes,
+
+    backend.transforms  (DSL -> PAST -> GTIR, `CompilableProgramDef`)
+    DaCeTranslator      (apply_fieldview_transforms, lower_program_to_sdfg,
+                         find_constant_symbols, gt_auto_optimize)
+
+and hands back the SDFG as `gt_auto_optimize` has it at one of its hook points;
+`capture_stages()` takes several snapshots in one lowering. Neither generates nor
+compiles C++: after the last capture the hook raises a private exception, which stops
+the optimizer. Only argument *types* reach the SDFG, so a program's declared signature
+suffices (`args=None`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from typing import Any, Mapping, Optional, Sequence, Union
+
+import dace
+from gt4py.next import backend as gtx_backend
+from gt4py.next.otf import arguments, stages
+from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
+from gt4py.next.program_processors.runners.dace.workflow import factory as dace_factory
+from gt4py.next.type_system import type_specifications as ts, type_translation
+
+from gt4py_dace_xforms.integration.lowering import record_annotations
+
+#: Stage names accepted by `lower_and_capture()` besides the `GT4PyAutoOptHook` members.
+LOWERED = "lowered"  # translator output with `auto_optimize=False` (= run_dace_cpu_noopt)
+OPTIMIZED = "optimized"  # full translator output with `auto_optimize=True` (= run_dace_cpu)
+
+#: The hooks that are called with the SDFG as only argument (the others are callbacks).
+STAGE_HOOKS = (
+    GT4PyAutoOptHook.TopLevelDataFlowPre,
+    GT4PyAutoOptHook.TopLevelDataFlowStep,
+    GT4PyAutoOptHook.TopLevelDataFlowPost,
+    GT4PyAutoOptHook.AfterToGPU,
+)
+
+Stage = Union[GT4PyAutoOptHook, str]
+
+
+class _CaptureDone(Exception):
+    """Raised from the capturing hook to stop `gt_auto_optimize` after the last capture."""
+
+
+def program_arg_types(program: Any) -> tuple[ts.TypeSpec, ...]:
+    """The declared parameter types of a (non-generic) `gtx.program`, in order."""
+    ftype = program.past_stage.past_node.type.definition
+    return (*ftype.pos_only_args, *ftype.pos_or_kw_args.values())
+
+
+def _as_type(value: Any) -> ts.TypeSpec:
+    return value if isinstance(value, ts.TypeSpec) else type_translation.from_value(value)
+
+
+def compile_time_args(
+    args: Optional[Sequence[Any]],
+    offset_provider: Optional[Mapping[str, Any]] = None,
+    *,
+    kwargs: Optional[Mapping[str, Any]] = None,
+    program: Any = None,
+) -> arguments.CompileTimeArgs:
+    """`CompileTimeArgs` as the JIT call path builds them (`CompiledProgramsPool`).
+
+    Each entry of `args`/`kwargs` may be a concrete value (field, scalar) or a
+    `ts.TypeSpec`. With `args=None` the declared parameter types of `program` are used.
+    No static arguments / static domains: `argument_descriptor_contexts` is empty, as
+    for a default-configured program.
+    """
+    if args is None:
+        if program is None:
+            raise ValueError("'args' is None and no 'program' to take the types from.")
+        arg_types = program_arg_types(program)
+    else:
+        arg_types = tuple(_as_type(a) for a in args)
+    return arguments.CompileTimeArgs(
+        args=arg_types,
+        kwargs={k: _as_type(v) for k, v in (kwargs or {}).items() if v is not None},
+        offset_provider=dict(offset_provider or {}),
+        column_axis=None,  # as in `CompiledProgramsPool._compile_variant`
+        argument_descriptor_contexts={},
+    )
+
+
+def lower_to_gtir(
+    program: Any,
+    args: Optional[Sequence[Any]] = None,
+    offset_provider: Optional[Mapping[str, Any]] = None,
+    *,
+    kwargs: Optional[Mapping[str, Any]] = None,
+) -> stages.CompilableProgramDef:
+    """Run the backend frontend transforms (DSL -> GTIR); `.data` is the `itir.Program`."""
+    cta = compile_time_args(args, offset_provider, kwargs=kwargs, program=program)
+    return gtx_backend.DEFAULT_TRANSFORMS(stages.ConcreteProgramDef(data=program.definition_stage, args=cta))
+
+
+def _resolve_stage(stage: Stage) -> Union[GT4PyAutoOptHook, str]:
+    if isinstance(stage, GT4PyAutoOptHook):
+        hook = stage
+    elif stage in (LOWERED, OPTIMIZED):
+        return stage
+    elif isinstance(stage, str) and stage in GT4PyAutoOptHook.__members__:
+        hook = GT4PyAutoOptHook[stage]
+    else:
+        raise ValueError(f"Unknown stage {stage!r}.")
+    if hook not in STAGE_HOOKS:
+        raise ValueError(f"{hook} is a callback hook, not a stage hook: {STAGE_HOOKS}.")
+    return hook
+
+
+def capture_stages(
+    program: Any,
+    captures: Sequence[tuple[GT4PyAutoOptHook, int]],
+    args: Optional[Sequence[Any]] = None,
+    offset_provider: Optional[Mapping[str, Any]] = None,
+    *,
+    kwargs: Optional[Mapping[str, Any]] = None,
+    gpu: bool = False,
+    optimization_hooks: Optional[Mapping[GT4PyAutoOptHook, Any]] = None,
+    annotate: bool = True,
+) -> dict[Any, dace.SDFG]:
+    """Lower `program` once and deep-copy the SDFG at each `(hook, n)` in `captures` (the
+    n-th call of that stage hook, counted from 1), before the hook in
+    `optimization_hooks` for that stage runs; stop after the last one. `OPTIMIZED` in
+    `captures` also keeps the translator's final output (under the key `OPTIMIZED`), so
+    the optimizer runs to the end.
+
+    `annotate`: lower with the library's GTIR annotations (`record_annotations`), as its
+    backends do. Captures the optimizer never reached are missing from the result.
+    """
+    final = OPTIMIZED in captures
+    wanted = {(_resolve_stage(h), n) for h, n in (c for c in captures if c != OPTIMIZED)}
+    if any(not isinstance(h, GT4PyAutoOptHook) for h, _ in wanted):
+        raise ValueError("capture_stages takes stage hooks and OPTIMIZED; use lower_and_capture for 'lowered'")
+    hooks = dict(optimization_hooks or {})
+    taken: dict[Any, dace.SDFG] = {}
+    calls: dict[GT4PyAutoOptHook, int] = {}
+
+    def make(stage: GT4PyAutoOptHook):
+        inner = hooks.get(stage)
+
+        def _capture(sdfg: dace.SDFG) -> None:
+            calls[stage] = calls.get(stage, 0) + 1
+            if (stage, calls[stage]) in wanted:
+                taken[(stage, calls[stage])] = copy.deepcopy(sdfg)
+                if len(taken) == len(wanted) and not final:
+                    raise _CaptureDone
+            if inner is not None:
+                inner(sdfg)
+
+        return _capture
+
+    for stage in {h for h, _ in wanted}:
+        hooks[stage] = make(stage)
+    compilable = lower_to_gtir(program, args, offset_provider, kwargs=kwargs)
+    translator = dace_factory.make_dace_translator(
+        dace_factory.DaCeConfig(gpu=gpu, auto_optimize=True), auto_optimize_args={"optimization_hooks": hooks}
+    )
+    with record_annotations() if annotate else contextlib.nullcontext():
+        try:
+            sdfg = translator.generate_sdfg(compilable.data, compilable.args.offset_provider, compilable.args.column_axis)
+        except _CaptureDone:
+            return taken
+    if final:
+        taken[OPTIMIZED] = sdfg
+    return taken
+
+
+def lower_and_capture(
+    program: Any,
+    args: Optional[Sequence[Any]] = None,
+    offset_provider: Optional[Mapping[str, Any]] = None,
+    stage: Stage = GT4PyAutoOptHook.TopLevelDataFlowPre,
+    *,
+    kwargs: Optional[Mapping[str, Any]] = None,
+    call: int = 1,
+    gpu: bool = False,
+    auto_optimize_args: Optional[Mapping[str, Any]] = None,
+) -> dace.SDFG:
+    """Lower `program` the way the DaCe backend does and return the SDFG at `stage`.
+
+    Args:
+        program: A `gtx.program`, or a `gtx.field_operator` (then `out` is the last
+            positional argument; gt4py's implicit program takes no keyword arguments).
+        args: Concrete arguments or `ts.TypeSpec`s, positional; `None`: the declared
+            parameter types of `program`. Only the types matter for the SDFG.
+        offset_provider: As passed to the program call (`{}` for Cartesian/vertical-only).
+        stage: A stage hook of `gt_auto_optimize` (`GT4PyAutoOptHook` member or its
+            name): the SDFG is deep-copied at the `call`-th call of that hook, after the
+            hook in `auto_optimize_args` for that stage ran, and the optimizer is
+            stopped there. `"lowered"`: the translator's output without
+            auto-optimization (what `run_dace_cpu_noopt` compiles). `"optimized"`: the
+            translator's full output (what `run_dace_cpu` compiles).
+        kwargs: Keyword arguments (values or types).
+        call: Which call of a hook that runs several times (`TopLevelDataFlowStep`).
+        gpu: Translate for the GPU toolchain instead (no GPU needed for translation).
+        auto_optimize_args: Extra `gt_auto_optimize` arguments (e.g. more hooks).
+
+    Raises:
+        LookupError: The hook was called fewer than `call` times.
+    """
+    resolved = _resolve_stage(stage)
+    compilable = lower_to_gtir(program, args, offset_provider, kwargs=kwargs)
+    cfg = dace_factory.DaCeConfig(gpu=gpu, auto_optimize=(resolved != LOWERED))
+
+    opt_args = dict(auto_optimize_args or {})
+    captured: list[dace.SDFG] = []
+    if isinstance(resolved, GT4PyAutoOptHook):
+        hooks = dict(opt_args.get("optimization_hooks") or {})
+        user_hook = hooks.get(resolved)
+        n_calls = 0
+
+        def _capture(sdfg: dace.SDFG) -> None:
+            nonlocal n_calls
+            if user_hook is not None:
+                user_hook(sdfg)
+            n_calls += 1
+            if n_calls == call:
+                captured.append(copy.deepcopy(sdfg))
+                raise _CaptureDone
+
+        hooks[resolved] = _capture
+        opt_args["optimization_hooks"] = hooks
+
+    translator = dace_factory.make_dace_translator(cfg, auto_optimize_args=(opt_args if cfg.auto_optimize else None))
+    try:
+        sdfg = translator.generate_sdfg(compilable.data, compilable.args.offset_provider, compilable.args.column_axis)
+    except _CaptureDone:
+        return captured[0]
+    if isinstance(resolved, GT4PyAutoOptHook):
+        raise LookupError(f"Hook {resolved.name} was called fewer than {call} time(s).")
+    return sdfg

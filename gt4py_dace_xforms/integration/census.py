@@ -1,0 +1,203 @@
+"""The census: how much of a set of gt4py programs the inliner reaches.
+
+For each program, lowered as gt4py's DaCe backend does (no compilation), `census_program()`
+takes the SDFG at the first `TopLevelDataFlowStep` of `gt_auto_optimize` (where the
+library's hook runs) and counts every candidate (intermediate, consumer Map) read
+(`find_candidates`), how many the analysis proves sound, why the others are declined, and
+how many "inline everything sound" and the cost model apply there. It then runs
+`gt_auto_optimize` three times (stock, the library's default backend, everything sound)
+and counts the two-dimensional transients each leaves in the top-level SDFG at the end of
+the top-level stage (`TopLevelDataFlowPost`, before gt4py's `concat_where` replacement)
+and at the end (what is compiled).
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import dataclasses
+import json
+import multiprocessing
+import re
+import time
+from concurrent import futures
+from typing import Any, Callable, Iterable, Optional
+
+from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
+
+from gt4py_dace_xforms.analysis.candidate import analyse_candidate
+from gt4py_dace_xforms.analysis.producer import Decline
+from gt4py_dace_xforms.integration.capture import OPTIMIZED, capture_stages
+from gt4py_dace_xforms.integration.compare import two_d_transients
+from gt4py_dace_xforms.integration.hooks import optimization_hooks
+from gt4py_dace_xforms.integration.programs import ProgramRef, offset_provider_for
+from gt4py_dace_xforms.policy import CostModel, InlinePolicy, InlineWhereSound
+from gt4py_dace_xforms.transformations.inline_fusion_pass import find_candidates, gt_inline_fusion
+
+_STEP = (GT4PyAutoOptHook.TopLevelDataFlowStep, 1)
+_POST = (GT4PyAutoOptHook.TopLevelDataFlowPost, 1)
+
+
+@dataclasses.dataclass
+class ProgramCensus:
+    """The census of one program (`error` set if it could not be lowered)."""
+
+    program: str
+    candidates: int = 0
+    sound: int = 0
+    applied_sound: int = 0
+    applied_model: int = 0
+    transients_stock: int = 0
+    transients_model: int = 0
+    transients_sound: int = 0
+    final_stock: int = 0
+    final_model: int = 0
+    final_sound: int = 0
+    #: analysis decline reason (names and numbers abstracted) -> count
+    declines: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: declines left after the cost-model pass at the first Step (analysis or policy),
+    #: reason (abstracted) -> count
+    model_declines: dict[str, int] = dataclasses.field(default_factory=dict)
+    seconds: float = 0.0
+    error: Optional[str] = None
+
+    @property
+    def short_name(self) -> str:
+        return self.program.rpartition(":")[2]
+
+
+def reason_class(reason: str) -> str:
+    """A decline reason with its data names, symbols and numbers abstracted, so that
+    equal causes count together."""
+    text = re.sub(r"'[^']*'", "X", reason)
+    text = re.sub(r"\[[^\]]*\]", "[..]", text)
+    text = re.sub(r"\([^()]*\)$", "", text).strip()
+    text = re.sub(r"\b\d+(\.\d+)?(e[+-]?\d+)?\b", "N", text)
+    return text.split(": ", 1)[0] if text.startswith("analysis failed") else text
+
+
+def _count_transients(program, provider, hooks, final: bool) -> tuple[int, int]:
+    """2-D transients at `TopLevelDataFlowPost` and (`final`, else -1) in the final SDFG."""
+    taken = capture_stages(program, [_POST] + ([OPTIMIZED] if final else []), offset_provider=provider,
+                           optimization_hooks=hooks)
+    return len(two_d_transients(taken[_POST])), len(two_d_transients(taken[OPTIMIZED])) if final else -1
+
+
+def census_program(ref: ProgramRef, *, grid: Any = None, cost_model: Optional[InlinePolicy] = None,
+                   transients: bool = True, final: bool = False) -> ProgramCensus:
+    """The census of one program (never raises: a failure is recorded in `error`).
+
+    `transients`: run the top-level stage stock, with the cost model and with everything
+    sound, and count 2-D transients at its end; `final`: run those to the end of
+    `gt_auto_optimize` and count there too (about twice the time)."""
+    result = ProgramCensus(ref.spec)
+    start = time.perf_counter()
+    try:
+        program = ref.load()
+        provider = offset_provider_for(program, grid)
+        extra = ([_POST] + ([OPTIMIZED] if final else [])) if transients else []
+        taken = capture_stages(program, [_STEP] + extra, offset_provider=provider)
+        step = taken[_STEP]
+        declines: collections.Counter = collections.Counter()
+        for state, node, consumer in find_candidates(step):
+            result.candidates += 1
+            verdict = analyse_candidate(step, state, node, consumer)
+            if isinstance(verdict, Decline):
+                declines[reason_class(verdict.reason)] += 1
+            else:
+                result.sound += 1
+        result.declines = dict(declines.most_common())
+        result.applied_sound = len(gt_inline_fusion(copy.deepcopy(step), cost_model=InlineWhereSound(), validate=False).applied)
+        model_report = gt_inline_fusion(copy.deepcopy(step), cost_model=cost_model or CostModel("cpu"), validate=False)
+        result.applied_model = len(model_report.applied)
+        result.model_declines = dict(collections.Counter(reason_class(r.reason) for r in model_report.declined).most_common())
+        if transients:
+            result.transients_stock = len(two_d_transients(taken[_POST]))
+            result.final_stock = len(two_d_transients(taken[OPTIMIZED])) if final else -1
+            result.transients_model, result.final_model = _count_transients(
+                program, provider, optimization_hooks(cost_model), final)
+            result.transients_sound, result.final_sound = _count_transients(
+                program, provider, optimization_hooks(InlineWhereSound()), final)
+    except Exception as err:  # noqa: BLE001  # one broken program must not end the census
+        result.error = f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _census_spec(args) -> ProgramCensus:
+    spec, transients, final = args
+    module, _, name = spec.partition(":")
+    return census_program(ProgramRef(module, name), transients=transients, final=final)
+
+
+def run_census(refs: Iterable[ProgramRef], *, jobs: int = 1, transients: bool = True, final: bool = False,
+               progress: Optional[Callable[[ProgramCensus], None]] = None) -> list[ProgramCensus]:
+    """`census_program` for every program, in `jobs` processes (results in input order)."""
+    work = [(r.spec, transients, final) for r in refs]
+    results: list[ProgramCensus] = []
+    if jobs <= 1:
+        for w in work:
+            results.append(_census_spec(w))
+            if progress:
+                progress(results[-1])
+        return results
+    with futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+        pending = {pool.submit(_census_spec, w): i for i, w in enumerate(work)}
+        done: dict[int, ProgramCensus] = {}
+        for fut in futures.as_completed(pending):
+            done[pending[fut]] = fut.result()
+            if progress:
+                progress(done[pending[fut]])
+    return [done[i] for i in range(len(work))]
+
+
+def totals(results: list[ProgramCensus]) -> ProgramCensus:
+    """The column sums, and the decline histograms merged, over programs without error."""
+    total = ProgramCensus("TOTAL")
+    declines: collections.Counter = collections.Counter()
+    model: collections.Counter = collections.Counter()
+    for r in results:
+        if r.error:
+            continue
+        for f in ("candidates", "sound", "applied_sound", "applied_model",
+                  "transients_stock", "transients_model", "transients_sound",
+                  "final_stock", "final_model", "final_sound", "seconds"):
+            setattr(total, f, getattr(total, f) + getattr(r, f))
+        declines.update(r.declines)
+        model.update(r.model_declines)
+    if any(r.final_stock < 0 for r in results if not r.error):
+        total.final_stock = total.final_model = total.final_sound = -1
+    total.declines = dict(declines.most_common())
+    total.model_declines = dict(model.most_common())
+    return total
+
+
+def table(results: list[ProgramCensus]) -> str:
+    """The per-program table, the totals, and the decline histograms."""
+    head = ("program", "cand", "sound", "appl sound", "appl model", "2-D tr Post stock/model/sound",
+            "2-D tr final stock/model/sound", "s")
+    rows = []
+    for r in results + [totals(results)]:
+        if r.error:
+            rows.append((r.short_name, "error: " + r.error, "", "", "", "", "", f"{r.seconds:.0f}"))
+            continue
+        rows.append((r.short_name, r.candidates, r.sound, r.applied_sound, r.applied_model,
+                     f"{r.transients_stock}/{r.transients_model}/{r.transients_sound}",
+                     f"{r.final_stock}/{r.final_model}/{r.final_sound}" if r.final_stock >= 0 else "-",
+                     f"{r.seconds:.0f}"))
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *[row for row in rows if not str(row[1]).startswith("error")])]
+    fmt = "  ".join(f"{{:<{w}}}" if i == 0 else f"{{:>{w}}}" for i, w in enumerate(widths))
+    lines = [fmt.format(*head), fmt.format(*("-" * w for w in widths))]
+    for row in rows:
+        lines.append(f"{row[0]:<{widths[0]}}  {row[1]}" if str(row[1]).startswith("error") else fmt.format(*row))
+    total = totals(results)
+    lines += ["", f"analysis declines ({sum(total.declines.values())}):"]
+    lines += [f"  {n:4d}  {reason}" for reason, n in total.declines.items()]
+    lines += ["", f"declines left by the cost-model pass at the first Step ({sum(total.model_declines.values())}):"]
+    lines += [f"  {n:4d}  {reason}" for reason, n in total.model_declines.items()]
+    return "\n".join(lines)
+
+
+def to_json(results: list[ProgramCensus]) -> str:
+    rows = [dataclasses.asdict(r) for r in results]
+    return json.dumps({"programs": rows, "total": dataclasses.asdict(totals(results))}, indent=2)
