@@ -363,6 +363,9 @@ class CaseRun:
             if len(compute[label]) == len(times[label]) and len(compute["stock"]) == len(times["stock"]):
                 stats["compute"] = _stats(compute[label])
                 stats["compute_ratio_vs_stock"] = statistics.median(compute[label]) / statistics.median(compute["stock"])
+            else:
+                log(f"{self.case.name}/{label}: gt4py recorded a compute time for {len(compute[label])} of"
+                    f" {len(times[label])} calls: no compute column (GT4PY_COLLECT_METRICS_LEVEL < 10?)")  # fmt: skip
             self.rows[label].setdefault("timings", []).append(stats)
         return done
 
@@ -466,13 +469,13 @@ def table(rows: list[dict]) -> str:
 def stage2(opts: argparse.Namespace) -> int:
     site = pathlib.Path(opts.site)
     sys.path.insert(0, str(ROOT / "bench"))
-    # before gt4py is imported (it reads its settings then): a session build cache, no
-    # process pool (it cannot pickle the hooks)
+    # Before gt4py is imported (it reads its settings then; bench/cases.py imports it):
+    # gt4py's instrumentation, the compute time measured inside each compiled program
+    # (device synchronized there) besides the wall time around the Python call; and
+    # bench's settings, a session build cache and no process pool (it cannot pickle hooks).
+    os.environ.setdefault("GT4PY_COLLECT_METRICS_LEVEL", "10")
     import bench  # noqa: F401
 
-    # gt4py's instrumentation: the compute time measured inside each compiled program
-    # (device synchronized there), besides the wall time around the Python call
-    os.environ.setdefault("GT4PY_COLLECT_METRICS_LEVEL", "10")
     versions = check_installed(site)
     if opts.dry_run:
         return dry_run(opts)
