@@ -1,0 +1,334 @@
+"""CUDA code of a gt4py program, generated through the library's GPU backend and compiled
+with nvcc, on a machine without a GPU.
+
+GPU machines are rare; this catches a break of the GPU path on a CPU machine. Three steps:
+
+- `translate()`: the backend's own steps, `backend.transforms` (DSL to GTIR) and
+  `backend.executor.translation` (the annotating translator with the library's hooks, or
+  gt4py's stock one), for `gpu=True`. Translation needs no GPU.
+- `generate()`: DaCe's code generation inside gt4py's `dace_context` for CUDA, as gt4py's
+  compile step runs it, written in DaCe's program-folder layout (`src/cpu`, `src/cuda`).
+- `compile_objects()`: every file DaCe's CMake would compile (`dace_files.csv`), one object
+  each, with the flags its CMakeLists gives them: `nvcc -c` for `.cu` (C++ standard,
+  `--expt-relaxed-constexpr`, separable compilation, the configured CUDA and forwarded host
+  arguments), the host compiler for `.cpp` (`-DWITH_CUDA`, the CUDA headers). Nothing is
+  linked or run.
+
+The toolkit is looked up by `find_cuda_toolkit()`: `$GT4PY_DACE_XFORMS_NVCC`, NVIDIA's
+PyPI wheels in this environment (`make gpu-tools` installs them), then `nvcc` on `PATH`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import copy
+import dataclasses
+import hashlib
+import importlib.util
+import os
+import pathlib
+import re
+import shlex
+import shutil
+import subprocess
+import time
+from typing import Any, Mapping, Optional, Sequence
+
+import dace
+
+#: Compute capability compiled for: the H100/H200 (Hopper) of the GPU machines.
+DEFAULT_ARCH = "90"
+
+NVCC_ENV = "GT4PY_DACE_XFORMS_NVCC"
+
+
+class CudaCheckError(Exception):
+    """A step of the check could not run (no toolkit, bad input)."""
+
+
+# ---------------------------------------------------------------------------------------
+# toolkit
+
+
+@dataclasses.dataclass(frozen=True)
+class CudaToolkit:
+    nvcc: pathlib.Path
+    #: include directories holding `cuda_runtime.h` (and CCCL), for the host compiler
+    includes: tuple[pathlib.Path, ...]
+    #: e.g. "13.0.88"
+    version: str
+    #: where it was found: "$GT4PY_DACE_XFORMS_NVCC", "wheel" or "PATH"
+    source: str
+
+
+def _wheel_nvccs() -> list[pathlib.Path]:
+    spec = importlib.util.find_spec("nvidia")
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    found = []
+    for root in map(pathlib.Path, spec.submodule_search_locations):
+        # CUDA 13 wheels share one tree (nvidia/cu13); CUDA 12 wheels one per component.
+        found += [p for p in (root / "cu13" / "bin" / "nvcc", root / "cuda_nvcc" / "bin" / "nvcc") if p.is_file()]
+    return found
+
+
+def _includes(nvcc: pathlib.Path) -> tuple[pathlib.Path, ...]:
+    top = nvcc.resolve().parent.parent
+    candidates = [top / "include", top / "include" / "cccl"]
+    # CUDA 12 wheels: the runtime and CCCL headers are siblings of nvidia/cuda_nvcc
+    candidates += [top.parent / "cuda_runtime" / "include", top.parent / "cuda_cccl" / "include"]
+    return tuple(c for c in candidates if c.is_dir())
+
+
+def _version(nvcc: pathlib.Path) -> str:
+    out = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, check=True).stdout
+    m = re.search(r"release [\d.]+, V([\d.]+)", out)
+    if not m:
+        raise CudaCheckError(f"cannot read the version of {nvcc}: {out.strip()[-200:]!r}")
+    return m.group(1)
+
+
+def find_cuda_toolkit() -> Optional[CudaToolkit]:
+    """The nvcc to use and its headers, or None if there is none."""
+    candidates: list[tuple[pathlib.Path, str]] = []
+    if os.environ.get(NVCC_ENV):
+        candidates.append((pathlib.Path(os.environ[NVCC_ENV]), f"${NVCC_ENV}"))
+    candidates += [(p, "wheel") for p in _wheel_nvccs()]
+    if shutil.which("nvcc"):
+        candidates.append((pathlib.Path(shutil.which("nvcc")), "PATH"))
+    for nvcc, source in candidates:
+        if not os.access(nvcc, os.X_OK):
+            if source.startswith("$"):
+                raise CudaCheckError(f"{NVCC_ENV}={nvcc} is not an executable file")
+            continue
+        includes = _includes(nvcc)
+        if not any((i / "cuda_runtime.h").is_file() for i in includes):
+            continue
+        return CudaToolkit(nvcc=nvcc, includes=includes, version=_version(nvcc), source=source)
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# translation through a backend
+
+
+def _compile_time_args(program: Any, args: Mapping[str, Any], offset_provider: Mapping[str, Any]):
+    from gt4py.next.otf import arguments
+    from gt4py.next.type_system import type_translation
+
+    ftype = program.past_stage.past_node.type.definition
+    names = [*ftype.pos_or_kw_args]
+    missing = [n for n in names if n not in args]
+    if missing or ftype.pos_only_args:
+        name = getattr(program.definition_stage.definition, "__name__", "program")
+        raise CudaCheckError(f"{name}: arguments missing: {missing}")
+    return arguments.CompileTimeArgs(
+        args=tuple(type_translation.from_value(args[n]) for n in names),
+        kwargs={},
+        offset_provider=dict(offset_provider),
+        column_axis=None,  # as the JIT call path (`CompiledProgramsPool`)
+        argument_descriptor_contexts={},
+    )
+
+
+def translate(backend: Any, program: Any, args: Mapping[str, Any], offset_provider: Mapping[str, Any]) -> dace.SDFG:
+    """The SDFG `backend` hands to its compile step for `program(**args)`: its transforms,
+    then its translation step (the library's hooks run in there)."""
+    from gt4py.next.otf import stages
+
+    cta = _compile_time_args(program, args, offset_provider)
+    compilable = backend.transforms(stages.ConcreteProgramDef(data=program.definition_stage, args=cta))
+    source = backend.executor.translation(compilable)
+    return dace.SDFG.from_json(source.source_code)
+
+
+# ---------------------------------------------------------------------------------------
+# code generation
+
+
+@dataclasses.dataclass(frozen=True)
+class GeneratedCode:
+    folder: pathlib.Path
+    #: the files DaCe's CMake compiles, absolute
+    files: tuple[pathlib.Path, ...]
+    #: compiler settings read from `dace.Config` inside gt4py's context
+    cpp_standard: str
+    cuda_args: tuple[str, ...]
+    host_args: tuple[str, ...]
+    forwarded_host_args: tuple[str, ...]
+    build_type_flags: tuple[str, ...]
+
+    @property
+    def cu_files(self) -> tuple[pathlib.Path, ...]:
+        return tuple(f for f in self.files if f.suffix == ".cu")
+
+    def kernels(self) -> int:
+        """`__global__` functions in the `.cu` files."""
+        return sum(len(re.findall(r"__global__\s", f.read_text())) for f in self.cu_files)
+
+
+def generate(sdfg: dace.SDFG, folder: pathlib.Path) -> GeneratedCode:
+    """Generate the code of a GPU SDFG (as `DaCeCompiler` would, without building it) into
+    `folder` (DaCe's program-folder layout)."""
+    from dace.codegen import codegen, compiler, compiler_family
+    from dace.codegen.targets import cuda as cuda_target
+    from gt4py._core import definitions as core_defs
+    from gt4py.next import config as gtx_config
+    from gt4py.next.program_processors.runners.dace.workflow import common as gtx_wfdcommon
+
+    folder = pathlib.Path(folder).resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    with gtx_wfdcommon.dace_context(device_type=core_defs.DeviceType.CUDA, cmake_build_type=gtx_config.CMAKE_BUILD_TYPE):
+        sdfg = copy.deepcopy(sdfg)  # code generation changes the SDFG
+        sdfg.build_folder = str(folder)
+        sdfg.fill_scope_connectors()
+        objects = codegen.generate_code(sdfg, validate=False)
+        compiler.generate_program_folder(sdfg, objects, str(folder))
+        settings = dict(
+            cpp_standard=str(dace.Config.get("compiler", "cpp_standard")),
+            cuda_args=tuple(shlex.split(dace.Config.get("compiler", "cuda", "args") or "")),
+            host_args=tuple(shlex.split(compiler_family.cpu_args() or "")),
+            forwarded_host_args=tuple(cuda_target.forwarded_host_args()),
+            build_type_flags=tuple(compiler.build_type_flags()),
+        )
+    files = []
+    for line in (folder / "dace_files.csv").read_text().splitlines():
+        target, target_type, name = line.strip().split(",")
+        files.append(folder / "src" / target / target_type / name if target_type else folder / "src" / target / name)
+    if not any(f.suffix == ".cu" for f in files):
+        raise CudaCheckError(f"{sdfg.name}: DaCe generated no .cu file (no GPU schedule in the SDFG?)")
+    return GeneratedCode(folder=folder, files=tuple(files), **settings)
+
+
+# ---------------------------------------------------------------------------------------
+# compiling
+
+
+@dataclasses.dataclass(frozen=True)
+class ObjectResult:
+    source: pathlib.Path
+    command: tuple[str, ...]
+    ok: bool
+    seconds: float
+    #: the object came from the cache (same source, command and compiler)
+    cached: bool
+    #: compiler diagnostics lines containing "warning"
+    warnings: int
+    output: str
+
+    def summary(self) -> str:
+        state = "ok" if self.ok else "FAILED"
+        how = "cached" if self.cached else f"{self.seconds:.1f} s"
+        return f"{self.source.name}: {state} ({how}, {self.warnings} warning lines)"
+
+
+def _runtime_include() -> pathlib.Path:
+    return pathlib.Path(dace.__file__).resolve().parent / "runtime" / "include"
+
+
+def object_command(
+    code: GeneratedCode, source: pathlib.Path, toolkit: CudaToolkit, out: pathlib.Path, arch: str = DEFAULT_ARCH
+) -> list[str]:
+    """The compile line for one generated file, after DaCe's `codegen/CMakeLists.txt`."""
+    common = ["-DWITH_CUDA", f'-DDACE_BINARY_DIR="{code.folder / "build"}"', f"-I{_runtime_include()}"]
+    if source.suffix == ".cu":
+        return [
+            str(toolkit.nvcc), "-c", "-x", "cu", f"-std=c++{code.cpp_standard}", "--expt-relaxed-constexpr",
+            "-rdc=true", "-Xcompiler=-fPIC", f"-gencode=arch=compute_{arch},code=sm_{arch}",
+            *code.cuda_args, *(f"-Xcompiler={f}" for f in code.forwarded_host_args), *code.build_type_flags,
+            *common, str(source), "-o", str(out),
+        ]  # fmt: skip
+    from dace.codegen import compiler_family
+
+    return [
+        compiler_family.host_compiler(), "-c", f"-std=c++{code.cpp_standard}", "-fPIC", "-fopenmp",
+        *code.host_args, *code.build_type_flags, *common, *(f"-I{i}" for i in toolkit.includes),
+        str(source), "-o", str(out),
+    ]  # fmt: skip
+
+
+def _cache_key(command: Sequence[str], code: GeneratedCode, source: pathlib.Path, toolkit: CudaToolkit) -> str:
+    # The build folder only appears in paths (the output, DACE_BINARY_DIR's string): left
+    # out, so the same code generated into another folder is the same compile.
+    h = hashlib.sha256()
+    for part in command:
+        h.update(part.replace(str(source), "<src>").replace(str(code.folder), "<folder>").encode())
+    h.update(source.read_bytes())
+    h.update(f"{toolkit.version} {dace.__version__} {_runtime_include()}".encode())
+    return h.hexdigest()[:32]
+
+
+def compile_one(
+    code: GeneratedCode,
+    source: pathlib.Path,
+    toolkit: CudaToolkit,
+    *,
+    arch: str = DEFAULT_ARCH,
+    cache_dir: Optional[pathlib.Path] = None,
+) -> ObjectResult:
+    out = code.folder / "build" / (source.name + ".o")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    command = object_command(code, source, toolkit, out, arch)
+    # Dependencies are the generated source plus headers fixed by the toolkit and dace
+    # versions, so a hit is the same compile; only successful objects are stored.
+    cached = cache_dir / (_cache_key(command, code, source, toolkit) + ".o") if cache_dir else None
+    if cached is not None and cached.is_file():
+        shutil.copyfile(cached, out)
+        return ObjectResult(source, tuple(command), True, 0.0, True, 0, "")
+    t0 = time.perf_counter()
+    proc = subprocess.run(command, capture_output=True, text=True)
+    seconds = time.perf_counter() - t0
+    output = proc.stdout + proc.stderr
+    ok = proc.returncode == 0 and out.is_file()
+    if ok and cached is not None:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+        shutil.copyfile(out, tmp)
+        os.replace(tmp, cached)
+    warnings = sum(1 for line in output.splitlines() if "warning" in line)
+    return ObjectResult(source, tuple(command), ok, seconds, False, warnings, output)
+
+
+def compile_objects(
+    code: GeneratedCode,
+    toolkit: CudaToolkit,
+    *,
+    arch: str = DEFAULT_ARCH,
+    cu_only: bool = False,
+    jobs: int = 1,
+    cache_dir: Optional[pathlib.Path] = None,
+) -> list[ObjectResult]:
+    """Compile the generated files (`cu_only`: the `.cu` ones) to objects, `jobs` at a time."""
+    files = code.cu_files if cu_only else code.files
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return list(pool.map(lambda f: compile_one(code, f, toolkit, arch=arch, cache_dir=cache_dir), files))
+
+
+def failure_text(result: ObjectResult, lines: int = 30) -> str:
+    """The compiler's errors (its warnings left out), last `lines` lines, and the command."""
+    kept = [ln for ln in result.output.splitlines() if "error" in ln.lower() or "fatal" in ln.lower()]
+    body = "\n".join((kept or result.output.splitlines())[-lines:])
+    return f"{result.source}: compile failed\n{body}\ncommand: {shlex.join(result.command)}"
+
+
+# ---------------------------------------------------------------------------------------
+# what the SDFG holds
+
+
+def conditionals_in_kernels(sdfg: dace.SDFG) -> int:
+    """`ConditionalBlock`s in nested SDFGs inside GPU-device Maps: lazy `concat_where`
+    selections that run inside a kernel."""
+    from dace.sdfg import nodes as dn
+    from dace.sdfg.state import ConditionalBlock
+
+    count = 0
+    for node, state in sdfg.all_nodes_recursive():
+        if not isinstance(node, dn.NestedSDFG) or not isinstance(state, dace.SDFGState):
+            continue
+        scope = state.entry_node(node)
+        while scope is not None and scope.map.schedule not in dace.dtypes.GPU_SCHEDULES:
+            scope = state.entry_node(scope)
+        if scope is None:
+            continue
+        count += sum(1 for b in node.sdfg.all_control_flow_blocks() if isinstance(b, ConditionalBlock))
+    return count

@@ -1,0 +1,96 @@
+"""The GPU path without a GPU: the seed program's CUDA code, generated through the library's
+GPU backend with the cost model and with everything sound, compiles with nvcc for sm_90.
+
+`make gpu-check` does the same for all seed programs and the target; this is its quick part,
+so that a GPU code-generation break shows in `make test`.
+"""
+
+import os
+import pathlib
+
+import numpy as np
+import pytest
+
+import gt4py.next as gtx
+import gt4py_dace_xforms as gx
+from gt4py_dace_xforms.cli import demo
+from gt4py_dace_xforms.integration import cuda_check
+from gt4py_dace_xforms.integration.compare import inline_build
+
+_ROOT = pathlib.Path(__file__).resolve().parent.parent
+_BUILD = pathlib.Path(os.environ.get("GT4PY_DACE_XFORMS_TEST_BUILD", _ROOT / ".build"))
+TOOLKIT = cuda_check.find_cuda_toolkit()
+
+needs_nvcc = pytest.mark.skipif(
+    TOOLKIT is None, reason="no nvcc: `make gpu-tools` installs NVIDIA's CUDA wheels into .venv (needs PyPI)"
+)
+
+
+def _seed_args() -> dict:
+    n, nlev = 64, 10
+    return {
+        "interior": gtx.as_field([demo.Cell, demo.K], np.ones((n, nlev))),
+        "surface": gtx.as_field([demo.Cell, demo.K], np.ones((n, nlev))),
+        "out": gtx.zeros({demo.Cell: n, demo.K: nlev}, dtype=gtx.float64),
+        "nlev": np.int32(nlev),
+    }
+
+
+@pytest.mark.compile
+@needs_nvcc
+def test_seed_program_cuda_objects_compile_with_both_policies():
+    # one test, not two: both policies inline the same candidate here, so the second
+    # compile is a cache hit (two xdist workers would both compile it)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    for policy in ("cost_model", "all_sound"):
+        build = inline_build(gpu=True, policy=gx.InlineWhereSound() if policy == "all_sound" else None)
+        sdfg = cuda_check.translate(build.backend, demo.vertical_difference_computed_program, _seed_args(), {})
+        code = cuda_check.generate(sdfg, _BUILD / worker / "cuda" / policy)
+
+        # what is compiled is the library's output: the concat_where node inlined, its
+        # branch selection (a ConditionalBlock) evaluated inside the kernel
+        assert len(build.report.applied) == 1, f"{policy}:\n{build.report.table()}"
+        assert cuda_check.conditionals_in_kernels(sdfg) >= 1, policy
+        assert code.kernels() >= 1, policy
+
+        results = cuda_check.compile_objects(code, TOOLKIT, cu_only=True, cache_dir=_BUILD / "cuda_objects")
+        assert [r.source.suffix for r in results] == [".cu"], policy
+        for r in results:
+            assert r.ok, f"{policy}: {cuda_check.failure_text(r)}"
+
+
+def test_object_command_follows_dace_cmake_flags(tmp_path):
+    toolkit = cuda_check.CudaToolkit(pathlib.Path("/x/bin/nvcc"), (pathlib.Path("/x/include"),), "13.0.88", "test")
+    code = cuda_check.GeneratedCode(
+        folder=tmp_path, files=(tmp_path / "src/cuda/p_cuda.cu", tmp_path / "src/cpu/p.cpp"), cpp_standard="20",
+        cuda_args=("-O3",), host_args=("-O3", "-Wall"), forwarded_host_args=("-O3",), build_type_flags=("-DNDEBUG",),
+    )  # fmt: skip
+    cu = cuda_check.object_command(code, code.files[0], toolkit, tmp_path / "a.o", arch="90")
+    assert cu[:2] == ["/x/bin/nvcc", "-c"]
+    for flag in ("-std=c++20", "--expt-relaxed-constexpr", "-rdc=true", "-gencode=arch=compute_90,code=sm_90", "-DWITH_CUDA"):
+        assert flag in cu
+    cpp = cuda_check.object_command(code, code.files[1], toolkit, tmp_path / "b.o")
+    assert "-I/x/include" in cpp and "-DWITH_CUDA" in cpp and "/x/bin/nvcc" not in cpp
+
+
+def test_nvcc_from_environment_must_be_executable(monkeypatch, tmp_path):
+    monkeypatch.setenv(cuda_check.NVCC_ENV, str(tmp_path / "missing-nvcc"))
+    with pytest.raises(cuda_check.CudaCheckError, match="not an executable"):
+        cuda_check.find_cuda_toolkit()
+
+
+def test_a_cpu_sdfg_has_no_cuda_code(tmp_path):
+    import dace
+
+    sdfg = dace.SDFG("cpu_only")
+    sdfg.add_array("a", [4], dace.float64)
+    state = sdfg.add_state()
+    state.add_mapped_tasklet("m", {"i": "0:4"}, {}, "o = 1.0", {"o": dace.Memlet("a[i]")}, external_edges=True)
+    with pytest.raises(cuda_check.CudaCheckError, match="no .cu file"):
+        cuda_check.generate(sdfg, tmp_path)
+
+
+def test_translate_names_missing_arguments():
+    args = {k: v for k, v in _seed_args().items() if k != "nlev"}
+    with pytest.raises(cuda_check.CudaCheckError, match=r"arguments missing: \['nlev'\]"):
+        cuda_check.translate(None, demo.vertical_difference_computed_program, args, {})
