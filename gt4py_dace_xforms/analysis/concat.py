@@ -18,7 +18,6 @@ import dace
 import sympy
 from dace import data as dace_data
 from dace.sdfg import nodes as dn
-from dace.sdfg.state import SDFGState
 
 from gt4py_dace_xforms.analysis.broadcast import copy_dims
 from gt4py_dace_xforms.analysis.producer import Decline, ProducerSlice, SliceInput, analyse_producer
