@@ -132,6 +132,8 @@ def reads_through_inner_maps(state: SDFGState, edge, ndim: int) -> Union[list[In
     while work:
         e, chain = work.pop()
         if not isinstance(e.dst, dn.MapEntry):
+            if is_single_element(e.data.get_src_subset(e, state)):
+                return Decline("consumer reads the intermediate inside a nested Map (element reads there are not inlined)")
             read = match_indirect_read(state, e, ndim)
             if isinstance(read, Decline):
                 return read
