@@ -481,36 +481,33 @@ def written_twice_two_nodes():
     return sdfg
 
 
-def indirect_read():
-    """`out[i, k] = tmp[idx[i], k]`: the row is data, read through a dynamic connector."""
-    sdfg = _basic("indirect_read")
-    sdfg.add_array("idx", ["N"], dace.int32)
+def _without_consumer(sdfg):
+    """`_basic`'s state with its consumer Map removed: (state, tmp node, out node)."""
     st = sdfg.states()[0]
     tmp = next(n for n in st.data_nodes() if n.data == "tmp")
     out = next(n for n in st.data_nodes() if n.data == "out")
     for n in [n for n in st.nodes() if isinstance(n, (dn.MapEntry, dn.MapExit, dn.Tasklet)) and "consumer" in n.label]:
         st.remove_node(n)
-    st.add_mapped_tasklet("gather", FULL, {"__r": dace.Memlet("idx[i]"), "__t": dace.Memlet("tmp[0:N, k]")},
-                          "__o = __t[__r]", {"__o": dace.Memlet("out[i, k]")}, external_edges=True,
-                          input_nodes={"tmp": tmp}, output_nodes={"out": out})
-    return sdfg
+    return st, tmp, out
 
 
-def _indirect_full(name, *, code="__o = __t[__r, k]", producer=FULL, dynamic=False):
+def _indirect_full(name, *, code="__o = __t[__r, k]", field="tmp[0:N, 0:K]", producer=FULL, dynamic=False):
     """`out[i, k] = tmp[idx[i], k]` the way gt4py lowers a neighbor read: the deref
-    tasklet receives all of `tmp` and indexes it with a value read from a table."""
+    tasklet receives all of `tmp` (or the range `field`) and indexes it with a value read
+    from a table."""
     sdfg = _basic(name, producer_ranges=producer)
     sdfg.add_array("idx", ["N"], dace.int32)
-    st = sdfg.states()[0]
-    tmp = next(n for n in st.data_nodes() if n.data == "tmp")
-    out = next(n for n in st.data_nodes() if n.data == "out")
-    for n in [n for n in st.nodes() if isinstance(n, (dn.MapEntry, dn.MapExit, dn.Tasklet)) and "consumer" in n.label]:
-        st.remove_node(n)
-    st.add_mapped_tasklet("gather", FULL,
-                          {"__r": dace.Memlet("idx[i]", dynamic=dynamic), "__t": dace.Memlet("tmp[0:N, 0:K]")},
+    st, tmp, out = _without_consumer(sdfg)
+    st.add_mapped_tasklet("gather", FULL, {"__r": dace.Memlet("idx[i]", dynamic=dynamic), "__t": dace.Memlet(field)},
                           code, {"__o": dace.Memlet("out[i, k]")}, external_edges=True,
                           input_nodes={"tmp": tmp}, output_nodes={"out": out})
     return sdfg
+
+
+def indirect_read():
+    """`out[i, k] = tmp[idx[i], k]`: the tasklet gets the column `tmp[0:N, k]` (squeezed to
+    one dimension by DaCe) and indexes it with the row read from `idx`."""
+    return _indirect_full("indirect_read", code="__o = __t[__r]", field="tmp[0:N, k]")
 
 
 def indirect_read_full_array():
@@ -535,11 +532,7 @@ def _indirect_in_local_map(name, local_param="j", producer_code="__out = 2.0 * _
     tasklet sits in a Map over the neighbors inside the consumer."""
     sdfg = _basic(name, producer_code=producer_code, symbols=("s",))
     sdfg.add_array("idx2", ["N", 2], dace.int32)
-    st = sdfg.states()[0]
-    tmp = next(n for n in st.data_nodes() if n.data == "tmp")
-    out = next(n for n in st.data_nodes() if n.data == "out")
-    for n in [n for n in st.nodes() if isinstance(n, (dn.MapEntry, dn.MapExit, dn.Tasklet)) and "consumer" in n.label]:
-        st.remove_node(n)
+    st, tmp, out = _without_consumer(sdfg)
     idx2 = st.add_access("idx2")
     me, mx = st.add_map("consumer", FULL)
     ie, ix = st.add_map("neighbors", {local_param: "0:2"})
