@@ -337,8 +337,9 @@ def build_indirect_sdfg(sdfg: dace.SDFG, state: SDFGState, template: dace.SDFG, 
 
 
 def _insert_indirect_copy(sdfg, state, consumer, template, read: IndirectRead, in_conns, cand):
-    """Replace the deref tasklet of `read` by a producer copy evaluated at its index (inside
-    the nested Maps the read passes, the producer's inputs routed through them)."""
+    """Feed the deref tasklet of `read` with a producer copy evaluated at its index, in place
+    of the intermediate (inside the nested Maps the read passes, the producer's inputs
+    routed through them); the tasklet's index inputs move to the copy."""
     nsdfg, idx_names, mapping = build_indirect_sdfg(sdfg, state, template, cand.producer, read)
     node = state.add_nested_sdfg(
         nsdfg, {d: None for d in [*in_conns, *idx_names.values()]}, {INLINE_OUTPUT: None}, symbol_mapping=mapping,
