@@ -100,7 +100,7 @@ class InlineCandidate:
             safe (`analysis.concat.eager_unsound`), so copies may evaluate all and select.
         lazy_reason: why eager evaluation is not proven sound, if it is not.
         indirect: single mode only: reads at a computed index (deref tasklets of
-            neighbor tables, `analysis.indirect`); one copy each, replacing the tasklet.
+            neighbor tables, `analysis.indirect`); one copy each, feeding the tasklet.
     """
 
     state: SDFGState

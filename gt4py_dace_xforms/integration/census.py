@@ -124,25 +124,24 @@ def census_program(ref: ProgramRef, *, grid: Any = None, cost_model: Optional[In
     return result
 
 
-def _census_spec(args) -> ProgramCensus:
-    spec, transients, final = args
-    module, _, name = spec.partition(":")
-    return census_program(ProgramRef(module, name), transients=transients, final=final)
+def _census_one(args) -> ProgramCensus:
+    ref, transients, final = args
+    return census_program(ref, transients=transients, final=final)
 
 
 def run_census(refs: Iterable[ProgramRef], *, jobs: int = 1, transients: bool = True, final: bool = False,
                progress: Optional[Callable[[ProgramCensus], None]] = None) -> list[ProgramCensus]:
     """`census_program` for every program, in `jobs` processes (results in input order)."""
-    work = [(r.spec, transients, final) for r in refs]
+    work = [(r, transients, final) for r in refs]
     results: list[ProgramCensus] = []
     if jobs <= 1:
         for w in work:
-            results.append(_census_spec(w))
+            results.append(_census_one(w))
             if progress:
                 progress(results[-1])
         return results
     with futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-        pending = {pool.submit(_census_spec, w): i for i, w in enumerate(work)}
+        pending = {pool.submit(_census_one, w): i for i, w in enumerate(work)}
         done: dict[int, ProgramCensus] = {}
         for fut in futures.as_completed(pending):
             done[pending[fut]] = fut.result()
