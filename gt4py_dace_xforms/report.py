@@ -19,7 +19,8 @@ class InlineRecord:
     reason: str
     removed_intermediate: bool = False
     figures: Optional[dict] = None
-    #: "single" (one producer), "lazy" or "eager" (concat mode); empty if declined.
+    #: "single" (one producer), "lazy" or "eager" (concat mode), "selected" (written in
+    #: the branches of an if/else); empty if declined.
     mode: str = ""
 
     def to_json(self) -> dict:

@@ -935,6 +935,69 @@ def interstate_condition_reads_tmp():
     return _two_states("interstate_condition_reads_tmp", condition_on_tmp=True)
 
 
+def _if_else(name, *, conds=("f == 0", None), writes=None, reassign=False, clobber=None):
+    """`if f == 0: tmp = 2a + 1 / elif ...: tmp = b - 3 / else: tmp = a / 2` (one Map per
+    branch, `writes[n]` False leaves branch n empty); after the block
+    `out[i, k] = tmp[i, k + 1] + tmp[i, k]`. `reassign`: the edge out of the block sets
+    `f`; `clobber`: the consumer's state first writes that input."""
+    writes = writes or (True,) * len(conds)
+    sdfg = dace.SDFG(name)
+    sdfg.add_symbol("f", dace.int64)
+    for data in ("a", "b", "out"):
+        sdfg.add_array(data, ["N", "K"], dace.float64)
+    sdfg.add_array("tmp", ["N", "K"], dace.float64, transient=True)
+    init = sdfg.add_state("init", is_start_block=True)
+    block = dace.sdfg.state.ConditionalBlock("choose")
+    sdfg.add_node(block)
+    sdfg.add_edge(init, block, dace.InterstateEdge())
+    codes = [("a", "__o = 2.0 * __x + 1.0"), ("b", "__o = __x - 3.0"), ("a", "__o = 0.5 * __x")]
+    for n, cond in enumerate(conds):
+        region = dace.sdfg.state.ControlFlowRegion(f"branch_{n}", sdfg=sdfg)
+        block.add_branch(None if cond is None else dace.properties.CodeBlock(cond), region)
+        st = region.add_state(f"write_{n}", is_start_block=True)
+        if writes[n]:
+            src, code = codes[n % len(codes)]
+            st.add_mapped_tasklet(f"producer_{n}", FULL, {"__x": dace.Memlet(f"{src}[i, k]")}, code,
+                                  {"__o": dace.Memlet("tmp[i, k]")}, external_edges=True)
+    consume = sdfg.add_state("consume")
+    sdfg.add_edge(block, consume, dace.InterstateEdge(assignments={"f": "f + 1"} if reassign else None))
+    if clobber:
+        consume.add_mapped_tasklet("clobber", {"i": "0:N"}, {}, "__o = 7.0",
+                                   {"__o": dace.Memlet(f"{clobber}[i, 1]")}, external_edges=True)
+    consume.add_mapped_tasklet("consumer", SHIFTED, {"__t": dace.Memlet("tmp[i, k + 1]"), "__u": dace.Memlet("tmp[i, k]")},
+                               "__o = __t + __u", {"__o": dace.Memlet("out[i, k]")}, external_edges=True)
+    sdfg.using_explicit_control_flow = True
+    return sdfg
+
+
+def if_else_writers():
+    return _if_else("if_else_writers")
+
+
+def if_elif_else_writers():
+    return _if_else("if_elif_else_writers", conds=("f == 0", "f == 1", None))
+
+
+def if_elif_else_writers_else_taken():
+    return _if_else("if_elif_else_writers_else_taken", conds=("f == 0", "f == 1", None))
+
+
+def if_elif_branch_without_write():
+    return _if_else("if_elif_branch_without_write", conds=("f == 0", "f == 1", None), writes=(True, False, True))
+
+
+def if_without_else():
+    return _if_else("if_without_else", conds=("f == 0", "f != 0"))
+
+
+def if_else_condition_reassigned():
+    return _if_else("if_else_condition_reassigned", reassign=True)
+
+
+def if_else_input_clobbered():
+    return _if_else("if_else_input_clobbered", conds=("f == 0", "f == 1", None), clobber="b")
+
+
 def inside_nested_sdfg():
     """The whole producer/consumer pair lives in a nested SDFG (matched there by DaCe)."""
     inner = _basic("inside_nested_inner")
@@ -1232,6 +1295,10 @@ DECLINES = {
     "concat_split_in_two_dimensions": "do not cover the read in dimensions [0, 1]",
     # The check that excludes reads by nested Maps also excludes the consumer's own exit.
     "copy_to_exit": "consumer reads the intermediate inside a nested Map",
+    "if_elif_branch_without_write": "not every branch of the if/else writes the intermediate",
+    "if_without_else": "has no else branch",
+    "if_else_condition_reassigned": "symbols ['f'] are reassigned",
+    "if_else_input_clobbered": "'b' is written in state 'consume'",
 }
 
 SYMS = dict(N=4, K=7)
@@ -1275,6 +1342,9 @@ APPLIES = {
     "concat_constant_index_read": (SYMS, None),
     "local_memlet_on_destination": (SYMS, None),
     "two_connectors_same_node": (SYMS, None),
+    "if_else_writers": (dict(SYMS, f=0), None),
+    "if_elif_else_writers": (dict(SYMS, f=1), None),
+    "if_elif_else_writers_else_taken": (dict(SYMS, f=7), None),
 }
 
 

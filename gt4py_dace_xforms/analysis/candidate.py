@@ -32,6 +32,7 @@ from gt4py_dace_xforms.analysis.indirect import (
     match_indirect_read,
     reads_through_inner_maps,
 )
+from gt4py_dace_xforms.analysis.selected import SelectedWriters, analyse_selected_writers
 from gt4py_dace_xforms.analysis.producer import (
     Decline,
     ProducerSlice,
@@ -101,6 +102,11 @@ class InlineCandidate:
         lazy_reason: why eager evaluation is not proven sound, if it is not.
         indirect: single mode only: reads at a computed index (deref tasklets of
             neighbor tables, `analysis.indirect`); one copy each, feeding the tasklet.
+        selected: the intermediate is written in the branches of an if/else
+            (`analysis.selected`); each copy evaluates, under the same conditions, the
+            writers of the branch that ran. `concat` then lists every branch's
+            writers together (for the checks and the cost model), `producer_state`
+            and `producer_node` are those of the first branch.
     """
 
     state: SDFGState
@@ -115,6 +121,7 @@ class InlineCandidate:
     eager: bool = False
     lazy_reason: Optional[str] = None
     indirect: tuple[IndirectRead, ...] = ()
+    selected: Optional[SelectedWriters] = None
 
     @property
     def shifts(self) -> list[tuple[str, ...]]:
@@ -187,9 +194,15 @@ def _analyse_candidate(sdfg, state, intermediate, consumer, check_remainder: boo
     writers = [(st, n) for st, n in users.get(intermediate.data, ()) if st.in_degree(n) > 0]
     if not writers:
         return Decline("intermediate is never written")
+    selected: Optional[SelectedWriters] = None
     if len(writers) > 1:
-        return Decline("intermediate is written by several AccessNodes")
-    pstate, pnode = writers[0]
+        # Several writers: only the branches of one if/else (exactly one of them runs).
+        selected = analyse_selected_writers(sdfg, intermediate.data, writers, users)
+        if isinstance(selected, Decline):
+            return selected
+        if state.in_degree(intermediate) > 0:
+            return Decline("intermediate is written in two states")
+    pstate, pnode = writers[0] if selected is None else (selected.branches[0].state, selected.branches[0].node)
     if pstate is not state and state.in_degree(intermediate) > 0:
         return Decline("intermediate is written in two states")
     if pstate is state and pnode is not intermediate:
@@ -202,16 +215,25 @@ def _analyse_candidate(sdfg, state, intermediate, consumer, check_remainder: boo
     in_edges = list(pstate.in_edges(pnode))
     prod: Optional[ProducerSlice] = None
     concat: Optional[ConcatAnalysis] = None
-    if len(in_edges) == 1 and isinstance(in_edges[0].src, dn.MapExit):
+    if selected is not None:
+        # For the checks below and the cost model: every writer of every branch.
+        concat = ConcatAnalysis(tuple(b for sb in selected.branches for b in sb.writers.branches))
+        parts = [(sb.state, sb.writers) for sb in selected.branches]
+    elif len(in_edges) == 1 and isinstance(in_edges[0].src, dn.MapExit):
         prod = analyse_producer(sdfg, pstate, in_edges[0], users)
         if isinstance(prod, Decline):
             return prod
-        slices = [prod]
+        parts = [(pstate, None)]
     else:
         concat = analyse_concat(sdfg, pstate, pnode, users)
         if isinstance(concat, Decline):
             return concat
-        slices = [b.slice for b in concat.branches if b.slice is not None]
+        parts = [(pstate, concat)]
+    # (state, slice) of everything the copies evaluate.
+    slice_states = [(pstate, prod)] if prod is not None else [
+        (pst, b.slice) for pst, part in parts for b in part.branches if b.slice is not None
+    ]
+    slices = [sl for _, sl in slice_states]
 
     outer, reads = consumer_read_edges(state, intermediate, consumer)
     if reads is None:
@@ -226,8 +248,10 @@ def _analyse_candidate(sdfg, state, intermediate, consumer, check_remainder: boo
 
     # Symbols the inlined dataflow sees must mean the same inside the consumer.
     used = set()
-    for sl in slices:
-        used |= _shadowed_symbols(pstate, sl, {p for p, _, _ in sl.param_ranges})
+    for pst, sl in slice_states:
+        used |= _shadowed_symbols(pst, sl, {p for p, _, _ in sl.param_ranges})
+    if selected is not None:
+        used |= selected.condition_symbols
     clash = _reserved_name_clash(sdfg, slices, used, concat)
     if clash:
         return Decline(clash)
@@ -256,12 +280,14 @@ def _analyse_candidate(sdfg, state, intermediate, consumer, check_remainder: boo
         for data in inputs:
             if sdfg.arrays[data].transient and sdfg.arrays[data].lifetime == dtypes.AllocationLifetime.State:
                 return Decline(f"input '{data}' does not live beyond the producer's state")
-        conflict = cross_state_conflict(sdfg, pstate, state, inputs, used)
-        if conflict:
-            return Decline(conflict)
+        for pst, part in parts:
+            part_inputs = inputs if part is None else {i.data for b in part.branches for i in b.inputs}
+            conflict = cross_state_conflict(sdfg, pst, state, part_inputs, used)
+            if conflict:
+                return Decline(conflict)
 
     groups: dict[tuple[str, ...], dict] = {}
-    split_dims: set[int] = set()
+    split_dims: list[set[int]] = [set() for _ in parts]  # per writer set
     boxes: list = []
     indirect: list[IndirectRead] = []
     for e in reads:
@@ -305,19 +331,30 @@ def _analyse_candidate(sdfg, state, intermediate, consumer, check_remainder: boo
         else:
             mapping, shift = {}, _concat_shift(rterms, concat)
             box = read_box(rterms, cranges)
-            reason, split = prove_union_covers(concat, box, facts)
-            if split is not None:
-                split_dims.add(split)
+            reason = None
+            for n, (_, part) in enumerate(parts):
+                reason, split = prove_union_covers(part, box, facts)
+                if reason:
+                    break
+                if split is not None:
+                    split_dims[n].add(split)
             boxes.append(box)
         if reason:
             return Decline(reason)
         groups[key] = {"edges": [e], "mapping": mapping, "shift": shift, "index": [t.expr() for t in rterms]}
 
-    if len(split_dims) > 1:
-        return Decline(f"reads select concat branches along several dimensions {sorted(split_dims)}")
+    for dims in split_dims:
+        if len(dims) > 1:
+            return Decline(f"reads select concat branches along several dimensions {sorted(dims)}")
     eager_reason = None
-    if concat is not None:
-        concat = dataclasses.replace(concat, split_dims=tuple(split_dims))
+    if selected is not None:
+        selected = dataclasses.replace(selected, branches=tuple(
+            dataclasses.replace(sb, writers=dataclasses.replace(sb.writers, split_dims=tuple(dims)))
+            for sb, dims in zip(selected.branches, split_dims)
+        ))
+        eager_reason = "selected by an if/else: only the branch that ran is evaluated"
+    elif concat is not None:
+        concat = dataclasses.replace(concat, split_dims=tuple(split_dims[0]))
         eager_reason = eager_unsound(sdfg, pstate, pnode.data, concat, boxes, facts)
     read_groups = tuple(
         ReadGroup(
@@ -329,7 +366,8 @@ def _analyse_candidate(sdfg, state, intermediate, consumer, check_remainder: boo
         )
         for k, v in groups.items()
     )
-    removes = _is_last_reader(sdfg, state, intermediate, pstate, pnode, consumer, users)
+    writer_nodes = [pnode] if selected is None else [sb.node for sb in selected.branches]
+    removes = _is_last_reader(sdfg, state, intermediate, pstate, writer_nodes, consumer, users)
     if not removes and check_remainder and _remainder_trips_map_splitter(sdfg, state, intermediate, consumer):
         return Decline(
             "the kept intermediate's one remaining reader reads a part of it that gt4py's "
@@ -348,6 +386,7 @@ def _analyse_candidate(sdfg, state, intermediate, consumer, check_remainder: boo
         eager=concat is not None and eager_reason is None,
         lazy_reason=eager_reason,
         indirect=tuple(indirect),
+        selected=selected,
     )
 
 
@@ -504,10 +543,11 @@ def _remainder_trips_map_splitter(sdfg, state, intermediate, consumer) -> bool:
     return parts is None or len(parts) <= 1
 
 
-def _is_last_reader(sdfg, state, intermediate, pstate, writer, consumer, users) -> bool:
-    """True if, once `consumer` no longer reads it, nothing reads the intermediate."""
+def _is_last_reader(sdfg, state, intermediate, pstate, writers, consumer, users) -> bool:
+    """True if, once `consumer` no longer reads it, nothing reads the intermediate
+    (`writers`: the AccessNodes written, in `pstate` or in the branches of an if/else)."""
     if any(e.dst is not consumer for e in state.out_edges(intermediate)):
         return False
-    if writer is not intermediate and pstate.out_degree(writer) > 0:
+    if any(w is not intermediate and pstate.out_degree(w) > 0 for w in writers if w in pstate.nodes()):
         return False
-    return not referenced_elsewhere(sdfg, intermediate.data, (intermediate, writer), users)
+    return not referenced_elsewhere(sdfg, intermediate.data, (intermediate, *writers), users)

@@ -141,7 +141,8 @@ class CostModel:
 
     def _limits(self, sdfg, cand, *, partial_ok: bool) -> Optional[Decision]:
         """Hard limits, independent of the estimate."""
-        if cand.concat is not None:
+        # (gt4py's concat_where replacement does not see through an if/else: not for selected.)
+        if cand.concat is not None and cand.selected is None:
             if all(b.slice is None for b in cand.concat.branches) and not gt4py_replacement_fails(sdfg, cand):
                 # Nothing to recompute: gt4py's own concat_where replacement turns every
                 # point read of such a node (at any shift) into a select in the consumer,

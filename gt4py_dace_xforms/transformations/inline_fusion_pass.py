@@ -75,6 +75,8 @@ def sibling_candidates(sdfg, cand):
 
 
 def mode_of(candidate) -> str:
+    if candidate.selected is not None:
+        return "selected"
     if candidate.concat is None:
         return "single"
     return "eager" if candidate.eager else "lazy"

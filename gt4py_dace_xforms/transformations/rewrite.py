@@ -7,6 +7,7 @@ describes; every decision has been made before they are called.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Optional
 
 import dace
@@ -185,6 +186,49 @@ def build_concat_sdfg(sdfg: dace.SDFG, cand: InlineCandidate) -> dace.SDFG:
     return nsdfg
 
 
+def build_selected_sdfg(sdfg: dace.SDFG, cand: InlineCandidate) -> dace.SDFG:
+    """A nested SDFG computing element `(__concat_idx_0, ...)` of an intermediate written
+    in the branches of an if/else (`cand.selected`).
+
+    A `ConditionalBlock` with the original block's conditions, in its order; each branch
+    evaluates the writers of the branch that ran: one writer directly, several (a concat
+    inside the branch) through the lazy concat SDFG of `build_concat_sdfg`.
+    """
+    name = cand.intermediate.data
+    nsdfg = dace.SDFG(f"inlined_selected_{name}")
+    inputs = _inputs(cand)
+    for data in inputs:
+        desc = copy.deepcopy(sdfg.arrays[data])
+        desc.transient = False
+        nsdfg.add_datadesc(data, desc)
+    nsdfg.add_datadesc(INLINE_OUTPUT, dace.data.Scalar(sdfg.arrays[name].dtype, transient=False))
+    ndim = len(sdfg.arrays[name].shape)
+    index_names = {str(index_symbol(d)) for d in range(ndim)}
+    cond_block = ConditionalBlock("select_writer")
+    nsdfg.add_node(cond_block, is_start_block=True)
+    for n, sb in enumerate(cand.selected.branches):
+        region = ControlFlowRegion(f"writer_{n}", sdfg=nsdfg)
+        cond_block.add_branch(None if sb.condition is None else CodeBlock(sb.condition.as_string), region)
+        bstate = region.add_state(f"evaluate_{n}", is_start_block=True)
+        sub = dataclasses.replace(cand, producer_state=sb.state, producer_node=sb.node, concat=sb.writers,
+                                  selected=None, eager=False)
+        if len(sb.writers.branches) == 1:
+            _emit_branch(sdfg, sub, nsdfg, bstate, sb.writers.branches[0], n, INLINE_OUTPUT)
+            continue
+        inner = build_concat_sdfg(sdfg, sub)
+        used = list(_inputs(sub))
+        node = bstate.add_nested_sdfg(inner, dict.fromkeys(used), {INLINE_OUTPUT: None}, name=f"writer_{n}_{name}",
+                                      symbol_mapping={s: s for s in inner.symbols})
+        for data in used:
+            bstate.add_edge(bstate.add_access(data), None, node, data,
+                            dace.Memlet.from_array(data, nsdfg.arrays[data]))
+        bstate.add_edge(node, INLINE_OUTPUT, bstate.add_access(INLINE_OUTPUT), None,
+                        dace.Memlet(data=INLINE_OUTPUT, subset="0"))
+    _symbol_table(nsdfg, sdfg, set(map(str, nsdfg.free_symbols)) | index_names | set(cand.selected.condition_symbols))
+    nsdfg.using_explicit_control_flow = True
+    return nsdfg
+
+
 def _emit_branch(sdfg, cand, nsdfg, bstate, br, n, out_name) -> dn.AccessNode:
     """Dataflow in `bstate` that writes the branch's value at the index into `out_name`;
     returns the AccessNode written."""
@@ -235,7 +279,9 @@ def inline_candidate(sdfg: dace.SDFG, cand: InlineCandidate) -> list[dn.NestedSD
     intermediate, its array and the dataflow that only served it are removed.
     """
     state, consumer = cand.state, cand.consumer
-    if cand.concat is None:
+    if cand.selected is not None:
+        template = build_selected_sdfg(sdfg, cand)
+    elif cand.concat is None:
         template = _producer_template(sdfg, cand.producer_state, cand.producer, cand.intermediate.data)
     else:
         template = build_concat_sdfg(sdfg, cand)
@@ -269,8 +315,11 @@ def inline_candidate(sdfg: dace.SDFG, cand: InlineCandidate) -> list[dn.NestedSD
         state.remove_node(cand.intermediate)  # a read-only node in a later state with no reader left
     if cand.removes_intermediate:
         remove_dead_dataflow(sdfg, state, [cand.intermediate])
-        if cand.producer_state is not state:
-            remove_dead_dataflow(sdfg, cand.producer_state, [cand.producer_node])
+        writers = [(cand.producer_state, cand.producer_node)] if cand.selected is None else [
+            (sb.state, sb.node) for sb in cand.selected.branches]
+        for wstate, wnode in writers:
+            if wstate is not state:
+                remove_dead_dataflow(sdfg, wstate, [wnode], going=[w for _, w in writers])
     return inserted
 
 
@@ -399,11 +448,12 @@ def _drop_consumer_path(state: SDFGState, cand: InlineCandidate) -> None:
         consumer.remove_out_connector(out_conn)
 
 
-def remove_dead_dataflow(sdfg: dace.SDFG, state: SDFGState, seeds) -> None:
+def remove_dead_dataflow(sdfg: dace.SDFG, state: SDFGState, seeds, going=()) -> None:
     """Remove dead transients among `seeds` and, transitively, what only computed them.
 
     A top-level AccessNode is dead if nothing in this state reads it, its data is a
-    transient, and no other AccessNode (any state) or interstate edge refers to it. Its
+    transient, and no other AccessNode (any state; `going`: other states' AccessNodes
+    the caller removes too) or interstate edge refers to it. Its
     writers go with it: a Map loses that output and the dataflow that only computed it
     (the whole Map if it has no output left); a copy source and a side-effect-free
     top-level tasklet are examined in turn.
@@ -422,7 +472,7 @@ def remove_dead_dataflow(sdfg: dace.SDFG, state: SDFGState, seeds) -> None:
             state.remove_node(node)  # an isolated AccessNode moves no data
             _remove_unused_data(sdfg, {node.data})
             continue
-        if not isinstance(node, dn.AccessNode) or not _is_dead_transient(sdfg, state, node):
+        if not isinstance(node, dn.AccessNode) or not _is_dead_transient(sdfg, state, node, going):
             continue
         for e in list(state.in_edges(node)):
             if isinstance(e.src, dn.MapExit):
@@ -434,11 +484,11 @@ def remove_dead_dataflow(sdfg: dace.SDFG, state: SDFGState, seeds) -> None:
         _remove_unused_data(sdfg, {node.data})
 
 
-def _is_dead_transient(sdfg, state, node: dn.AccessNode) -> bool:
+def _is_dead_transient(sdfg, state, node: dn.AccessNode, going=()) -> bool:
     desc = sdfg.arrays.get(node.data)
     if desc is None or not desc.transient:
         return False
-    return not referenced_elsewhere(sdfg, node.data, (node,))
+    return not referenced_elsewhere(sdfg, node.data, (node, *going))
 
 
 def _detach_map_output(sdfg, state, edge) -> list:
