@@ -122,3 +122,22 @@ def test_generated_shape_with_neighbor_reads_of_a_local():
     assert prog.uses_neighbors() and "t0(C2C[2])(K + 1)" in prog.source()
     outcome = check(prog, 0, ("stock", "sound", "cost_model"))
     assert outcome.applied["sound"] >= 1
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("flag", [True, False])
+def test_generated_shape_with_a_local_chosen_by_an_if(flag):
+    """The fuzzer's `Pick` (`if flag: t0 = ... else: t0 = ...`, the library's "selected"
+    mode), one branch a concat_where: stock, the library's builds and numpy agree, and
+    "everything sound" inlines the shifted reads of the local."""
+    from fuzzing.runner import check
+    from fuzzing.strategy import NC, NL, Bin, Cond, Lit, Pick, Prog, Read, Where
+
+    t0 = Pick("flag", Bin("*", Read("a"), Lit(2.0)), Where(Cond("<", 3), Read("b"), Bin("+", Read("a"), Read("b"))))
+    out = Bin("-", Read("t0", 1), Read("t0", -1))
+    prog = Prog(dtype="float64", fields=("a", "b"), cells=(), scalars=(), levels=(), locals=(("t0", t0),),
+                outputs=(out,), cell_domain=(0, NC), k_domain=(1, NL - 1), runtime_k_domain=False,
+                flags=(("flag", flag),))
+    assert "    if flag:\n        t0 = a * 2.0\n    else:" in prog.source()
+    outcome = check(prog, 0, ("stock", "sound", "cost_model"))
+    assert outcome.applied["sound"] >= 1

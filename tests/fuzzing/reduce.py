@@ -22,6 +22,7 @@ from fuzzing.strategy import (
     Cond,
     Expr,
     Lit,
+    Pick,
     Prog,
     Read,
     Where,
@@ -42,13 +43,15 @@ def kind(prog: Prog, e: Expr) -> int:
         return CELL if e.name in prog.cells else SCALAR if e.name in prog.scalars else FIELD
     if isinstance(e, Bin):
         return max(kind(prog, e.lhs), kind(prog, e.rhs))
-    return FIELD
+    return FIELD  # a concat_where, or a Pick of two locals' values
 
 
 def valid(prog: Prog) -> bool:
     def ok(e: Expr) -> bool:
         if isinstance(e, Bin):
             return ok(e.lhs) and ok(e.rhs)
+        if isinstance(e, Pick):
+            return kind(prog, e.lhs) == FIELD and kind(prog, e.rhs) == FIELD and ok(e.lhs) and ok(e.rhs)
         if isinstance(e, Where):
             if any(isinstance(b, Read) and b.name in prog.cells for b in (e.lhs, e.rhs)):
                 return False  # as the strategy: a bare 1-D branch fails in gt4py itself
@@ -63,7 +66,7 @@ def valid(prog: Prog) -> bool:
 
 def _subtrees(e: Expr, path=()) -> Iterator[tuple[tuple, Expr]]:
     yield path, e
-    if isinstance(e, (Bin, Where)):
+    if isinstance(e, (Bin, Where, Pick)):
         yield from _subtrees(e.lhs, path + ("lhs",))
         yield from _subtrees(e.rhs, path + ("rhs",))
 
@@ -95,7 +98,7 @@ def _edits(prog: Prog, data_seed: int) -> Iterator[tuple[Prog, int]]:
         def swap(e):
             if isinstance(e, Read) and e.name == name:
                 return Read(prog.fields[0], e.shift, e.nbr)
-            if isinstance(e, (Bin, Where)):
+            if isinstance(e, (Bin, Where, Pick)):
                 return dataclasses.replace(e, lhs=swap(e.lhs), rhs=swap(e.rhs))
             return e
 
@@ -117,7 +120,7 @@ def _edits(prog: Prog, data_seed: int) -> Iterator[tuple[Prog, int]]:
     # A node replaced by one of its children, then by a leaf.
     for slot in slots:
         for path, node in _subtrees(root(slot)):
-            if isinstance(node, (Bin, Where)):
+            if isinstance(node, (Bin, Where, Pick)):
                 for child in (node.lhs, node.rhs):
                     yield put(slot, _replace(root(slot), path, child)), data_seed
     local_names = {n for n, _ in prog.locals}

@@ -143,7 +143,9 @@ def run_builds(prog: Prog, args: dict, builds: tuple[str, ...]) -> Outcome:
 
 
 def _cache_path(prog: Prog, data_seed: int, builds: tuple[str, ...]) -> pathlib.Path:
-    key = hashlib.sha256(f"{prog.source()}\0{data_seed}\0{builds}\0{library_fingerprint()}".encode()).hexdigest()[:24]
+    # `repr(prog)`, not only its source: the values of its int32/bool arguments (levels,
+    # a runtime K domain, flags) are not in the source text.
+    key = hashlib.sha256(f"{prog!r}\0{data_seed}\0{builds}\0{library_fingerprint()}".encode()).hexdigest()[:24]
     return FUZZ_DIR / "outcomes" / f"{key}.npz"
 
 

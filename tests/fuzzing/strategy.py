@@ -101,7 +101,18 @@ class Where:
     rhs: "Expr"
 
 
-Expr = Union[Read, Lit, Bin, Where]
+@dataclasses.dataclass(frozen=True)
+class Pick:
+    """`if flag: t = lhs / else: t = rhs`, a bool argument choosing a local's value
+    (only as a whole local: gt4py lowers it to a `ConditionalBlock` whose branches both
+    write the local, the library's "selected" mode)."""
+
+    flag: str
+    lhs: "Expr"
+    rhs: "Expr"
+
+
+Expr = Union[Read, Lit, Bin, Where, Pick]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +127,7 @@ class Prog:
     cell_domain: tuple[int, int]
     k_domain: tuple[int, int]
     runtime_k_domain: bool  # K bounds passed as int32 arguments `k_start`, `k_stop`
+    flags: tuple[tuple[str, bool], ...] = ()  # bool arguments (`Pick`) and their values
 
     # --- gt4py source ---------------------------------------------------------------------
 
@@ -138,10 +150,16 @@ class Prog:
 
         params = [f"{f}: F" for f in self.fields] + [f"{c}: C" for c in self.cells]
         params += [f"{s}: {dt}" for s in self.scalars] + [f"{lv}: int32" for lv, _ in self.levels]
+        params += [f"{fl}: bool" for fl, _ in self.flags]
         names = [p.split(":")[0] for p in params]
         outs = [f"out{i}" for i in range(len(self.outputs))]
         ret = "tuple[" + ", ".join("F" for _ in outs) + "]" if len(outs) > 1 else "F"
-        body = [f"    {n} = {emit(e)}" for n, e in self.locals]
+        body = []
+        for n, e in self.locals:
+            if isinstance(e, Pick):
+                body += [f"    if {e.flag}:", f"        {n} = {emit(e.lhs)}", "    else:", f"        {n} = {emit(e.rhs)}"]
+            else:
+                body.append(f"    {n} = {emit(e)}")
         body.append("    return " + ", ".join(emit(e) for e in self.outputs))
         kd = ("k_start", "k_stop") if self.runtime_k_domain else self.k_domain
         prog_params = params + [f"{o}: F" for o in outs] + (["k_start: int32", "k_stop: int32"] if self.runtime_k_domain else [])
@@ -182,6 +200,8 @@ class Prog:
         def count(e: Expr) -> int:
             if isinstance(e, (Bin, Where)):
                 return 1 + count(e.lhs) + count(e.rhs)
+            if isinstance(e, Pick):
+                return count(e.lhs) + count(e.rhs)
             return 0
 
         return sum(count(e) for _, e in self.locals) + sum(count(e) for e in self.outputs)
@@ -194,6 +214,7 @@ class Prog:
         args |= {c: rng.uniform(-2, 2, NC).astype(dt) for c in self.cells}
         args |= {s: dt.type(rng.uniform(-2, 2)) for s in self.scalars}
         args |= {lv: np.int32(v) for lv, v in self.levels}
+        args |= {fl: bool(v) for fl, v in self.flags}
         if self.runtime_k_domain:
             args |= {"k_start": np.int32(self.k_domain[0]), "k_stop": np.int32(self.k_domain[1])}
         return args
@@ -227,7 +248,7 @@ def evaluate_numpy(prog: Prog, args: dict, magnitude: bool = False) -> list[np.n
         env[c] = np.repeat((np.abs(args[c]) if magnitude else args[c]).astype(dt)[:, None], NL + 2 * PAD, axis=1)
     for s in prog.scalars:
         env[s] = np.full((NC, NL + 2 * PAD), abs(args[s]) if magnitude else args[s], dtype=dt)
-    levels = dict(prog.levels)
+    levels, flags = dict(prog.levels), dict(prog.flags)
 
     def ev(e: Expr) -> np.ndarray:
         if isinstance(e, Read):
@@ -240,6 +261,8 @@ def evaluate_numpy(prog: Prog, args: dict, magnitude: bool = False) -> list[np.n
             if e.op == "*":
                 return a * b
             return a + b if (e.op == "+" or magnitude) else a - b
+        if isinstance(e, Pick):
+            return ev(e.lhs) if flags[e.flag] else ev(e.rhs)
         return np.where(e.cond.mask(k, levels), ev(e.lhs), ev(e.rhs))
 
     with np.errstate(invalid="ignore", over="ignore"):
@@ -383,7 +406,7 @@ def _reads(e: Expr) -> set[str]:
         return {e.name}
     if isinstance(e, Lit):
         return set()
-    return _reads(e.lhs) | _reads(e.rhs)
+    return _reads(e.lhs) | _reads(e.rhs) | ({e.flag} if isinstance(e, Pick) else set())
 
 
 @st.composite
@@ -393,12 +416,16 @@ def programs(draw, max_locals: int = 3, max_depth: int = 3) -> Prog:
     cells = ("c",) if draw(st.booleans()) else ()
     scalars = ("s",) if draw(st.booleans()) else ()
     levels = (("lev", _mid_level(draw)),) if draw(st.booleans()) else ()
+    flags = (("flag", draw(st.booleans())),) if draw(st.integers(0, 2)) == 0 else ()
     gen = _Gen(draw, fields, cells, scalars, levels)
     # At least one local, computed (a bare read is no intermediate), and the first output
     # reads the last local (at a drawn offset): the shape the rewrite is about.
     local_defs = []
     for i in range(draw(st.integers(1, max_locals))):
-        local_defs.append((f"t{i}", gen.expr(draw(st.integers(1, max_depth)), True, top=True)))
+        value = gen.expr(draw(st.integers(1, max_depth)), True, top=True)
+        if flags and draw(st.booleans()):
+            value = Pick(flags[0][0], value, gen.expr(draw(st.integers(1, max_depth)), True, top=True))
+        local_defs.append((f"t{i}", value))
         gen.locals.append(f"t{i}")
     first = Bin(draw(st.sampled_from(["+", "-", "*"])), Read(gen.locals[-1], gen.shift()), gen.expr(draw(st.integers(0, max_depth)), False))
     outputs = (first,) + tuple(gen.expr(draw(st.integers(0, max_depth)), True) for _ in range(draw(st.integers(0, 1))))
@@ -415,6 +442,7 @@ def programs(draw, max_locals: int = 3, max_depth: int = 3) -> Prog:
             cell_domain=(0, NC),
             k_domain=(0, NL),
             runtime_k_domain=False,
+            flags=flags,
         )
     )
     lo, hi = longest_run(valid_levels(prog))
@@ -446,6 +474,7 @@ def prune(prog: Prog) -> Prog:
         cells=tuple(c for c in prog.cells if c in used),
         scalars=tuple(s for s in prog.scalars if s in used),
         levels=tuple(lv for lv in prog.levels if lv[0] in used_levels),
+        flags=tuple(fl for fl in prog.flags if fl[0] in used),
         locals=tuple(reversed(kept)),
     )
 
@@ -453,6 +482,6 @@ def prune(prog: Prog) -> Prog:
 def _levels(e: Expr) -> set[str]:
     if isinstance(e, Where):
         return e.cond.runtimes() | _levels(e.lhs) | _levels(e.rhs)
-    if isinstance(e, Bin):
+    if isinstance(e, (Bin, Pick)):
         return _levels(e.lhs) | _levels(e.rhs)
     return set()
