@@ -132,3 +132,16 @@ def test_both_conditions_match_stock_and_numpy():
         np.testing.assert_allclose(got[:, 1 : NL - 1], t[:, 2:] + t[:, :-2], rtol=1e-14)
     assert "selected" in {r.mode for r in inlined.report.applied[first:]}, inlined.report.table()
     assert len(two_d_transients(inlined.sdfg)) < len(two_d_transients(stock.sdfg))
+
+
+def test_cost_model_charges_the_costliest_branch_on_cpu_and_gpu(choose_step):
+    """A scalar condition does not diverge: the GPU model charges the costliest branch
+    plus the test, as the CPU model does, not the sum of the branches."""
+    from gt4py_dace_xforms.policy import CostModel
+
+    cand = next(c for c in (analyse_candidate(choose_step, st, n, m) for st, n, m in find_candidates(choose_step))
+                if isinstance(c, InlineCandidate))
+    cpu, gpu = CostModel("cpu"), CostModel("gpu")
+    ops = {m.target: m.estimate(choose_step, cand)["ops_per_copy"] for m in (cpu, gpu)}
+    # `2.0 * a + b` (2 operations) is the costlier branch, `b - 1.0` (1) the other.
+    assert ops["cpu"] == ops["gpu"] == 2 + cpu.branch_ops, ops

@@ -165,6 +165,13 @@ class CostModel:
 
     # -- the estimate -------------------------------------------------------------------
 
+    def _lazy_ops(self, sdfg, branches) -> float:
+        """Operations of evaluating one of `branches` (concat branches) lazily."""
+        ops = [_work(sdfg, b.slice)[0] if b.slice is not None else 0.0 for b in branches]
+        if len(ops) == 1:
+            return ops[0]
+        return sum(ops) + 4.0 * self.branch_ops if self.target == "gpu" else max(ops) + self.branch_ops
+
     def estimate(self, sdfg: dace.SDFG, cand: InlineCandidate) -> dict:
         """The figures of the decision (all in bytes unless named otherwise)."""
         assumed: set[str] = set()
@@ -181,7 +188,11 @@ class CostModel:
         # Loads through a neighbor table (a tasklet indexing a row itself) are repeated by
         # every copy; charged as traffic, not as operations.
         gathers = max(w[1] for w in work)
-        if cand.concat is None or len(cand.concat.branches) == 1:
+        if cand.selected is not None:
+            # An if/else on a scalar: every thread takes the same branch (no divergence,
+            # CPU or GPU); within a branch that is a concat, as for a lazy concat below.
+            ops = max(self._lazy_ops(sdfg, sb.writers.branches) for sb in cand.selected.branches) + self.branch_ops
+        elif cand.concat is None or len(cand.concat.branches) == 1:
             ops = branch_ops[0]
         elif cand.eager or self.target == "gpu":
             ops = sum(branch_ops) + (1.0 if cand.eager else 4.0 * self.branch_ops)
