@@ -185,6 +185,13 @@ def test_max_distinct_offsets_bounds_copies():
     report = gx.gt_inline_fusion(sdfg, cost_model=gx.InlineWhereSound(max_distinct_offsets=2))
     assert not report.applied and "exceed" in report.declined[0].reason
     assert sdfg.hash_sdfg() == h
+    # The pass with the cost model, the sound policy and the transformation say the same
+    # (one check, `policy.default.too_many_copies`).
+    model = gx.gt_inline_fusion(sdfg, cost_model=gx.CostModel("cpu", max_distinct_offsets=2))
+    [fuser] = [m for m in SDFGOptimizer(sdfg).get_pattern_matches() if isinstance(m, gx.InlineFuser)]
+    fuser.max_distinct_offsets = 2
+    reasons = {report.declined[0].reason, model.declined[0].reason, fuser.analyse(sdfg.states()[0], sdfg).reason}
+    assert reasons == {"3 distinct offsets exceed the bound max_distinct_offsets=2"}, reasons
 
 
 def test_viewer_path_match_serialize_rebuild_apply():

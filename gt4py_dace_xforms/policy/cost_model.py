@@ -45,7 +45,7 @@ from dace.sdfg.state import LoopRegion
 from gt4py_dace_xforms.analysis.broadcast import gt4py_replacement_fails
 from gt4py_dace_xforms.analysis.candidate import InlineCandidate
 from gt4py_dace_xforms.analysis.symbolic import to_sympy
-from gt4py_dace_xforms.policy.default import Decision
+from gt4py_dace_xforms.policy.default import Decision, too_many_copies
 
 #: Machine balance, in bytes of DRAM traffic per arithmetic operation: what one saved
 #: byte buys in recomputation. GPU (H100/H200 class): ~4 TB/s vs ~60 Tflop/s fp64, so
@@ -154,9 +154,9 @@ class CostModel:
                 # A nested SDFG reading the inner concat node hides it from gt4py's
                 # replacement, which would otherwise remove it: net more traffic.
                 return Decision(False, f"branch reads concat node '{nested}': left to gt4py's concat_where replacement")
-        n = cand.copies
-        if n > self.max_distinct_offsets:
-            return Decision(False, f"{n} distinct offsets exceed the bound {self.max_distinct_offsets}")
+        too_many = too_many_copies(cand, self.max_distinct_offsets)
+        if too_many:
+            return Decision(False, too_many)
         if feeds_scan(sdfg, cand):
             return Decision(False, "intermediate feeds a scan: it is materialized for the scan anyway")
         if not cand.removes_intermediate and not partial_ok:

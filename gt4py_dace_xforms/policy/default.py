@@ -21,6 +21,16 @@ class Decision:
     force_lazy: bool = False
 
 
+def too_many_copies(candidate: InlineCandidate, bound: int) -> str | None:
+    """Why `candidate` needs more copies than `bound` (one per distinct read offset and
+    one per indirect read), or None. The one place the `max_distinct_offsets` bound of
+    the policies and of `InlineFuser` is checked."""
+    n = candidate.copies
+    if n <= bound:
+        return None
+    return f"{n} distinct offsets exceed the bound max_distinct_offsets={bound}"
+
+
 class InlinePolicy(Protocol):
     """Decides on candidates the analysis has proven sound. Must not mutate the SDFG.
 
@@ -37,8 +47,8 @@ class InlineWhereSound:
     """Accept every sound candidate, within a bound on copies per consumer.
 
     Attributes:
-        max_distinct_offsets: decline a consumer that reads more distinct elements of
-            one intermediate than this (each is one copy of the producer).
+        max_distinct_offsets: decline a consumer that needs more copies of the producer
+            than this (one per distinct element read, one per indirect read).
         skip_pointwise: decline candidates whose only read is the element the producer
             writes in the same iteration (all shifts 0), when vertical Map fusion could
             take them: one producer Map in the consumer's state. Concat nodes and reads
@@ -53,8 +63,9 @@ class InlineWhereSound:
 
     def decide(self, sdfg: dace.SDFG, candidate: InlineCandidate) -> Decision:
         n = len(candidate.groups)
-        if n > self.max_distinct_offsets:
-            return Decision(False, f"{n} distinct offsets exceed the bound {self.max_distinct_offsets}")
+        too_many = too_many_copies(candidate, self.max_distinct_offsets)
+        if too_many:
+            return Decision(False, too_many)
         fusable = candidate.concat is None and candidate.producer_state is candidate.state
         if self.skip_pointwise and fusable and n == 1 and all(s == "0" for s in candidate.groups[0].shift):
             return Decision(False, "pointwise read only: left to vertical Map fusion")

@@ -12,6 +12,7 @@ from dace.sdfg import nodes as dn, utils as sdutil
 from gt4py_dace_xforms.analysis.candidate import InlineCandidate, analyse_candidate
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.transformations import rewrite
+from gt4py_dace_xforms.policy.default import too_many_copies
 from gt4py_dace_xforms.transformations.upstream import pending_upstream
 
 
@@ -136,8 +137,9 @@ class InlineFuser(transformation.SingleStateTransformation):
             return Decline("the match is reported once, for the first writing Map")  # no duplicate matches
         if self.expr_index == 1 and map_writers:
             return Decline("a Map writes the intermediate here: matched by the first pattern")
-        if len(result.groups) > self.max_distinct_offsets:
-            return Decline(f"{len(result.groups)} distinct offsets exceed max_distinct_offsets={self.max_distinct_offsets}")
+        too_many = too_many_copies(result, self.max_distinct_offsets)
+        if too_many:
+            return Decline(too_many)
         if not result.removes_intermediate and not self.allow_partial:
             return Decline("intermediate has other readers and allow_partial is off")
         if self.upstream_first:
