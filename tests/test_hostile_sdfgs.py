@@ -998,6 +998,55 @@ def if_else_input_clobbered():
     return _if_else("if_else_input_clobbered", conds=("f == 0", "f == 1", None), clobber="b")
 
 
+def _nested_column(name, *, inner_assigns=None, producer_code="__o = 2.0 * __x + 1.0", symbols=()):
+    """`tmp = f(a)` over (N, K); a Map over `i` holds a nested SDFG that gets `tmp` and
+    `out` whole and loops over `k`: `out[i, k] = tmp[i, k] + 0.5 * tmp[i, k]` (a scan's
+    shape). `inner_assigns`: an interstate assignment inside the nested SDFG."""
+    inner = dace.SDFG(f"{name}_inner")
+    inner.add_symbol("i", dace.int64)
+    for s_ in symbols:
+        inner.add_symbol(s_, dace.int64)
+    inner.add_array("col", ["N", "K"], dace.float64)
+    inner.add_array("res", ["N", "K"], dace.float64)
+    start = inner.add_state("start", is_start_block=True)
+    loop = dace.sdfg.state.LoopRegion("levels", "k < K", "k", "k = 0", "k = k + 1")
+    inner.add_node(loop)
+    inner.add_edge(start, loop, dace.InterstateEdge(assignments=inner_assigns))
+    body = loop.add_state("body", is_start_block=True)
+    t = body.add_tasklet("use", {"__c", "__d"}, {"__o"}, "__o = __c + 0.5 * __d")
+    col = body.add_access("col")
+    body.add_edge(col, None, t, "__c", dace.Memlet("col[i, k]"))
+    body.add_edge(col, None, t, "__d", dace.Memlet("col[i, k]"))
+    body.add_edge(t, "__o", body.add_access("res"), None, dace.Memlet("res[i, k]"))
+    inner.using_explicit_control_flow = True
+
+    sdfg = dace.SDFG(name)
+    for s_ in symbols:
+        sdfg.add_symbol(s_, dace.int64)
+    for data in ("a", "out"):
+        sdfg.add_array(data, ["N", "K"], dace.float64)
+    sdfg.add_array("tmp", ["N", "K"], dace.float64, transient=True)
+    st = sdfg.add_state("main")
+    tmp, out = st.add_access("tmp"), st.add_access("out")
+    st.add_mapped_tasklet("producer", FULL, {"__x": dace.Memlet("a[i, k]")}, producer_code,
+                          {"__o": dace.Memlet("tmp[i, k]")}, external_edges=True, output_nodes={"tmp": tmp})
+    me, mx = st.add_map("consumer", {"i": "0:N"})
+    node = st.add_nested_sdfg(inner, {"col"}, {"res"}, symbol_mapping={"i": "i", "N": "N", "K": "K", **{x: x for x in symbols}})
+    st.add_memlet_path(tmp, me, node, dst_conn="col", memlet=dace.Memlet("tmp[0:N, 0:K]"))
+    st.add_memlet_path(node, mx, out, src_conn="res", memlet=dace.Memlet("out[0:N, 0:K]"))
+    return sdfg
+
+
+def nested_loop_reads_column():
+    return _nested_column("nested_loop_reads_column")
+
+
+def nested_sdfg_redefines_producer_symbol():
+    """The producer uses `s`; inside the nested SDFG an interstate edge sets its own `s`."""
+    return _nested_column("nested_sdfg_redefines_producer_symbol", inner_assigns={"s": "3"},
+                          producer_code="__o = 2.0 * __x + s", symbols=("s",))
+
+
 def inside_nested_sdfg():
     """The whole producer/consumer pair lives in a nested SDFG (matched there by DaCe)."""
     inner = _basic("inside_nested_inner")
@@ -1259,7 +1308,7 @@ DECLINES = {
     "wcr_inside_producer": "producer dataflow contains a WCR edge",
     "dynamic_range_producer": "producer Map has a dynamic range input 'nk'",
     "dynamic_range_consumer_unbounded": "cannot be proven to cover the read nk",
-    "nested_sdfg_in_consumer_column": "reads more than one element",
+    "nested_sdfg_in_consumer_column": "nested read: the nested array is not an array of the intermediate's dimensionality",
     "empty_consumer_map": "cannot be proven to cover",
     "reversed_consumer_map": "cannot be proven to cover",
     "empty_producer_map": "[5, 1] does not cover",
@@ -1299,6 +1348,7 @@ DECLINES = {
     "if_without_else": "has no else branch",
     "if_else_condition_reassigned": "symbols ['f'] are reassigned",
     "if_else_input_clobbered": "'b' is written in state 'consume'",
+    "nested_sdfg_redefines_producer_symbol": "the nested SDFG defines 's' itself",
 }
 
 SYMS = dict(N=4, K=7)
@@ -1345,6 +1395,7 @@ APPLIES = {
     "if_else_writers": (dict(SYMS, f=0), None),
     "if_elif_else_writers": (dict(SYMS, f=1), None),
     "if_elif_else_writers_else_taken": (dict(SYMS, f=7), None),
+    "nested_loop_reads_column": (SYMS, None),
 }
 
 

@@ -32,6 +32,7 @@ from gt4py_dace_xforms.analysis.indirect import (
     match_indirect_read,
     reads_through_inner_maps,
 )
+from gt4py_dace_xforms.analysis.nested_reads import NestedRead, match_nested_reads, symbol_conflict
 from gt4py_dace_xforms.analysis.selected import SelectedWriters, analyse_selected_writers
 from gt4py_dace_xforms.analysis.producer import (
     Decline,
@@ -102,6 +103,9 @@ class InlineCandidate:
         lazy_reason: why eager evaluation is not proven sound, if it is not.
         indirect: single mode only: reads at a computed index (deref tasklets of
             neighbor tables, `analysis.indirect`); one copy each, feeding the tasklet.
+        nested: reads inside nested SDFGs the consumer passes the
+            intermediate to (a scan's column, `analysis.nested_reads`); one copy per
+            distinct element read there, evaluated inside the nested SDFG.
         selected: the intermediate is written in the branches of an if/else
             (`analysis.selected`); each copy evaluates, under the same conditions, the
             writers of the branch that ran. `concat` then lists every branch's
@@ -122,16 +126,18 @@ class InlineCandidate:
     lazy_reason: Optional[str] = None
     indirect: tuple[IndirectRead, ...] = ()
     selected: Optional[SelectedWriters] = None
+    nested: tuple[NestedRead, ...] = ()
 
     @property
     def shifts(self) -> list[tuple[str, ...]]:
         """One entry per inlined copy: the shift of each read group, the index of each
-        indirect read."""
-        return [g.shift for g in self.groups] + [r.key for r in self.indirect]
+        indirect read, the (state, index) of each read inside a nested SDFG."""
+        return [g.shift for g in self.groups] + [r.key for r in self.indirect] + [
+            g.key for n in self.nested for g in n.groups]
 
     @property
     def copies(self) -> int:
-        return len(self.groups) + len(self.indirect)
+        return len(self.groups) + len(self.indirect) + sum(len(n.groups) for n in self.nested)
 
 
 AnalysisResult = Union[InlineCandidate, Decline]
@@ -290,12 +296,37 @@ def _analyse_candidate(sdfg, state, intermediate, consumer, check_remainder: boo
     split_dims: list[set[int]] = [set() for _ in parts]  # per writer set
     boxes: list = []
     indirect: list[IndirectRead] = []
+    nested: list[NestedRead] = []
     for e in reads:
         if e.data.wcr is not None:
             return Decline("consumer reads the intermediate through a WCR edge")
         if isinstance(e.dst, dn.ExitNode):
             return Decline("consumer reads the intermediate inside a nested Map (range read)")
         sub = e.data.get_src_subset(e, state)
+        if isinstance(e.dst, dn.NestedSDFG) and (sub is None or not is_single_element(sub)):
+            found = match_nested_reads(state, e, len(desc.shape))
+            if isinstance(found, Decline):
+                return found
+            # As for indirect reads: the copies may be asked for any element in bounds, so
+            # the producer (or the union of the concat regions) must write every element.
+            # An empty dimension has no element in bounds to read: assume every extent >= 1.
+            extents = [to_sympy(n) - 1 for n in desc.shape]
+            if prod is not None:
+                reason = covers_whole_array(prod, desc.shape, extents, what="nested read")
+            else:
+                box = [(sympy.Integer(0), x) for x in extents]
+                reason = _cover_concat(parts, box, list(facts) + extents, split_dims)
+                boxes.append(box)
+            if reason:
+                return Decline(reason)
+            needed = used | {str(x) for i in inputs for x in sdfg.arrays[i].free_symbols}
+            reason = symbol_conflict(found, needed) or next(
+                (f"nested read: the nested SDFG has its own data named '{i}'"
+                 for i in sorted(inputs) if i in found.node.sdfg.arrays and i != found.connector), None)
+            if reason:
+                return Decline(reason)
+            nested.append(found)
+            continue
         if isinstance(e.dst, dn.MapEntry) or sub is None or not is_single_element(sub):
             if isinstance(e.dst, dn.MapEntry):
                 found = reads_through_inner_maps(state, e, len(desc.shape))
@@ -331,13 +362,7 @@ def _analyse_candidate(sdfg, state, intermediate, consumer, check_remainder: boo
         else:
             mapping, shift = {}, _concat_shift(rterms, concat)
             box = read_box(rterms, cranges)
-            reason = None
-            for n, (_, part) in enumerate(parts):
-                reason, split = prove_union_covers(part, box, facts)
-                if reason:
-                    break
-                if split is not None:
-                    split_dims[n].add(split)
+            reason = _cover_concat(parts, box, facts, split_dims)
             boxes.append(box)
         if reason:
             return Decline(reason)
@@ -387,7 +412,20 @@ def _analyse_candidate(sdfg, state, intermediate, consumer, check_remainder: boo
         lazy_reason=eager_reason,
         indirect=tuple(indirect),
         selected=selected,
+        nested=tuple(nested),
     )
+
+
+def _cover_concat(parts, box, facts, split_dims) -> Optional[str]:
+    """Prove that each writer set in `parts` covers `box`; record the split dimension of
+    each in `split_dims`. Returns why not, or None."""
+    for n, (_, part) in enumerate(parts):
+        reason, split = prove_union_covers(part, box, facts)
+        if reason:
+            return reason
+        if split is not None:
+            split_dims[n].add(split)
+    return None
 
 
 #: Names the rewrite gives data in its nested SDFGs (`rewrite.INLINE_OUTPUT`, the eager

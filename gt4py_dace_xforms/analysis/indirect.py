@@ -148,18 +148,18 @@ def reads_through_inner_maps(state: SDFGState, edge, ndim: int) -> Union[list[In
     return found
 
 
-def covers_whole_array(prod: ProducerSlice, shape, facts=()) -> Optional[str]:
+def covers_whole_array(prod: ProducerSlice, shape, facts=(), what: str = "indirect read") -> Optional[str]:
     """None if the producer provably writes every element of an array of `shape` at
     iteration `element - write offset` (each dimension written as `param + c`);
-    otherwise why not."""
+    otherwise why not (prefixed with `what`)."""
     if len(prod.write_terms) != len(shape):
-        return "indirect read: producer write and intermediate have different dimensionality"
+        return f"{what}: producer write and intermediate have different dimensionality"
     for dim, (w, n) in enumerate(zip(prod.write_terms, shape)):
         if w.param is None:
-            return f"indirect read: the producer writes a fixed index in dimension {dim}"
+            return f"{what}: the producer writes a fixed index in dimension {dim}"
         first, last = (to_sympy(x) for x in prod.range_of(w.param))
         # first + c <= 0 and last + c >= n - 1: every index 0..n-1 is written.
         for expr in (-(first + w.offset), last + w.offset - (to_sympy(n) - 1)):
             if not prove_nonnegative_given(expr, facts):
-                return f"indirect read: the producer cannot be proven to write all of dimension {dim} (size {n})"
+                return f"{what}: the producer cannot be proven to write all of dimension {dim} (size {n})"
     return None

@@ -11,6 +11,7 @@ import dataclasses
 from typing import Optional
 
 import dace
+import sympy
 from dace import subsets as dace_sbs
 from dace.sdfg import nodes as dn
 from dace.properties import CodeBlock
@@ -19,6 +20,7 @@ from dace.sdfg.state import ConditionalBlock, ControlFlowRegion, SDFGState
 from gt4py_dace_xforms.analysis.candidate import InlineCandidate, ReadGroup
 from gt4py_dace_xforms.analysis.concat import index_symbol
 from gt4py_dace_xforms.analysis.indirect import IndirectRead
+from gt4py_dace_xforms.analysis.nested_reads import NestedRead
 from gt4py_dace_xforms.analysis.producer import ProducerSlice, referenced_elsewhere
 from gt4py_dace_xforms.analysis.symbolic import to_sympy
 
@@ -309,6 +311,8 @@ def inline_candidate(sdfg: dace.SDFG, cand: InlineCandidate) -> list[dn.NestedSD
         inserted.append(_insert_copy(sdfg, state, consumer, template, group, bind, in_conns, dtype, cand))
     for read in cand.indirect:
         inserted.append(_insert_indirect_copy(sdfg, state, consumer, template, read, in_conns, cand))
+    for read in cand.nested:
+        inserted.extend(_insert_nested_copies(sdfg, state, consumer, template, read, in_conns, cand))
 
     _drop_consumer_path(state, cand)
     if state.degree(cand.intermediate) == 0:
@@ -421,6 +425,58 @@ def _insert_indirect_copy(sdfg, state, consumer, template, read: IndirectRead, i
             if not any(True for _ in state.out_edges_by_connector(inner, conn)):
                 _drop_unused_entry_connector(state, inner, conn)
     return node
+
+
+def _insert_nested_copies(sdfg, state, consumer, template, read: NestedRead, in_conns, cand) -> list:
+    """The copies for reads inside a nested SDFG (`analysis.nested_reads`): the inputs
+    and the symbols they need are passed into it under their own names, one copy per
+    (state, index) there, evaluated where the element is read (in a scan: inside the
+    loop, at the level read). The array itself leaves the nested SDFG."""
+    node, inner = read.node, read.node.sdfg
+    for data, conn in in_conns.items():
+        desc = copy.deepcopy(sdfg.arrays[data])
+        desc.transient = False
+        inner.add_datadesc(data, desc)
+        node.add_in_connector(data)
+        state.add_edge(consumer, conn, node, data, dace.Memlet.from_array(data, sdfg.arrays[data]))
+    params = {p for p, _, _ in cand.producer.param_ranges} if cand.producer is not None else set()
+    index_names = {str(index_symbol(d)) for d in range(len(read.offset))}
+    names = {str(x) for x in template.free_symbols} | {str(x) for d in in_conns for x in sdfg.arrays[d].free_symbols}
+    for name in sorted(names - params - index_names):
+        node.symbol_mapping.setdefault(name, dace.symbolic.symbol(name))
+        if name not in inner.symbols:
+            inner.add_symbol(name, sdfg.symbols.get(name, dace.int64))
+    dtype = sdfg.arrays[cand.intermediate.data].dtype
+    inserted = []
+    for group in read.groups:
+        element = [i + o for i, o in zip(group.index, read.offset)]
+        if cand.producer is not None:
+            bind = {w.param: sympy.expand(x - w.offset) for w, x in zip(cand.producer.write_terms, element)}
+            bind.update(dict(cand.producer.fixed_params))
+        else:
+            bind = {str(index_symbol(d)): x for d, x in enumerate(element)}
+        nsdfg = copy.deepcopy(template)
+        mapping = {name: name for name in nsdfg.symbols}
+        mapping.update(bind)
+        st = group.state
+        copy_node = st.add_nested_sdfg(nsdfg, {d: None for d in in_conns}, {INLINE_OUTPUT: None},
+                                       symbol_mapping=mapping, name=f"inline_{cand.intermediate.data}")
+        for data in in_conns:
+            st.add_edge(st.add_access(data), None, copy_node, data, dace.Memlet.from_array(data, inner.arrays[data]))
+        scalar, _ = inner.add_scalar(f"__inl_{cand.intermediate.data}", dtype, transient=True, find_new_name=True)
+        out = st.add_access(scalar)
+        st.add_edge(copy_node, INLINE_OUTPUT, out, None, dace.Memlet(data=scalar, subset="0"))
+        for e in group.edges:
+            st.add_edge(out, None, e.dst, e.dst_conn, dace.Memlet(data=scalar, subset="0"))
+            st.remove_edge(e)
+            if st.degree(e.src) == 0:
+                st.remove_node(e.src)
+        inserted.append(copy_node)
+    if not any(n.data == read.connector for st in inner.all_states() for n in st.data_nodes()):
+        state.remove_edge(read.edge)
+        node.remove_in_connector(read.connector)
+        inner.remove_data(read.connector, validate=False)
+    return inserted
 
 
 def _route_through(state, sdfg, src, src_conn, inner: dn.MapEntry, data: str) -> str:

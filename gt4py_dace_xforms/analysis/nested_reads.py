@@ -1,0 +1,135 @@
+"""Reads of an intermediate inside a nested SDFG of the consumer (column reads by scans).
+
+gt4py lowers a scan (`scan_operator`) to a nested SDFG inside the consumer Map over the
+horizontal dimension: it receives each input column as a whole array and, in a loop over
+K, reads one element per level (`a[i - range_0, k - range_1]`). The consumer's memlet
+carries a range, so the element-wise analysis sees "more than one element at once".
+
+`match_nested_reads()` looks inside: every read of the array in the nested SDFG must be
+a single element feeding a tasklet at the top level of its state, nothing there writes
+the array or reads it on an interstate edge, and the nested SDFG must not define the
+symbols the inlined dataflow needs. It returns the reads grouped by index (one copy of
+the producer each, evaluated inside the loop at the level read). Pure: never mutates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Union
+
+import dace
+import sympy
+from dace import data as dace_data
+from dace.sdfg import nodes as dn
+from dace.sdfg.state import LoopRegion
+
+from gt4py_dace_xforms.analysis.producer import Decline, interstate_reads, is_single_element
+from gt4py_dace_xforms.analysis.symbolic import canonical, to_sympy
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class NestedReadGroup:
+    """The reads of one element (index in the nested SDFG's symbols) in one state."""
+
+    key: tuple[str, ...]
+    state: object  # the nested SDFG's state holding the reads
+    index: tuple[sympy.Expr, ...]
+    edges: tuple
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class NestedRead:
+    """An intermediate passed whole (or as a window) to a nested SDFG that reads elements.
+
+    Attributes:
+        edge: the consumer-scope edge into the NestedSDFG node.
+        node: the NestedSDFG node.
+        connector: the name of the array inside the nested SDFG.
+        offset: element `x` of the nested array is element `x + offset` of the intermediate.
+        groups: one group per distinct (state, index) read.
+    """
+
+    edge: object
+    node: dn.NestedSDFG
+    connector: str
+    offset: tuple[sympy.Expr, ...]
+    groups: tuple[NestedReadGroup, ...]
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        return (self.node.label,)
+
+
+def defined_inside(nsdfg: dace.SDFG) -> set[str]:
+    """Symbols a nested SDFG sets itself: loop variables and interstate assignments."""
+    names = {r.loop_variable for r in nsdfg.all_control_flow_regions() if isinstance(r, LoopRegion) and r.loop_variable}
+    for e in nsdfg.all_interstate_edges():
+        names |= set(e.data.assignments)
+    return names
+
+
+def match_nested_reads(state, edge, ndim: int) -> Union[NestedRead, Decline]:
+    """Describe the reads behind `edge` (consumer scope -> NestedSDFG), or decline."""
+    node = edge.dst
+    if not isinstance(node, dn.NestedSDFG) or edge.dst_conn is None:
+        return Decline("consumer reads more than one element of the intermediate at once")
+    if edge.data.wcr is not None or edge.data.dynamic:
+        return Decline("nested read: the memlet into the nested SDFG is dynamic or has a WCR")
+    inner = node.sdfg
+    conn = edge.dst_conn
+    desc = inner.arrays.get(conn)
+    if desc is None or type(desc) is not dace_data.Array or len(desc.shape) != ndim:
+        return Decline("nested read: the nested array is not an array of the intermediate's dimensionality")
+    sub = edge.data.get_src_subset(edge, state) or edge.data.subset
+    if sub is None or len(sub) != ndim:
+        return Decline("nested read: the memlet into the nested SDFG has no subset of the intermediate")
+    offset = tuple(to_sympy(b) for b, _, _ in sub.ndrange())
+    # The window's origin is an expression of the consumer's scope: the copy can use it
+    # inside only if every symbol in it reaches the nested SDFG unchanged.
+    same = {k for k, v in node.symbol_mapping.items() if str(v) == k}
+    if any(str(s) not in same for o in offset for s in o.free_symbols):
+        return Decline("nested read: the window origin uses symbols the nested SDFG does not see as they are")
+    if conn in interstate_reads(inner):
+        return Decline("nested read: the nested SDFG reads the array on an interstate edge")
+    groups: dict = {}
+    for st in inner.all_states():
+        scope = None
+        for acc in st.data_nodes():
+            if acc.data != conn:
+                continue
+            if st.in_degree(acc) > 0:
+                return Decline("nested read: the nested SDFG writes the array")
+            scope = scope or st.scope_dict()
+            for e in st.out_edges(acc):
+                if not isinstance(e.dst, dn.Tasklet) or scope[e.dst] is not None:
+                    return Decline("nested read: the array is read by something other than a top-level tasklet")
+                if e.data.wcr is not None or e.data.dynamic or not is_single_element(e.data.subset):
+                    return Decline("nested read: a read inside the nested SDFG is not a plain single element")
+                if e.data.data != conn or len(e.data.subset) != ndim:
+                    return Decline("nested read: a read inside the nested SDFG has an unexpected memlet")
+                index = tuple(to_sympy(b) for b, _, _ in e.data.subset.ndrange())
+                key = (st.label,) + tuple(canonical(x) for x in index)
+                groups.setdefault((id(st), key), (st, key, index, []))[3].append(e)
+    if not groups:
+        return Decline("nested read: the nested SDFG does not read the array")
+    return NestedRead(
+        edge=edge,
+        node=node,
+        connector=conn,
+        offset=offset,
+        groups=tuple(NestedReadGroup(key, st, index, tuple(edges)) for st, key, index, edges in groups.values()),
+    )
+
+
+def symbol_conflict(read: NestedRead, names) -> str | None:
+    """Why the copies could not use the symbols `names` inside the nested SDFG, or None:
+    a name the nested SDFG defines itself, maps to something else, or uses for data."""
+    inner = read.node.sdfg
+    defined = defined_inside(inner)
+    for name in sorted(names):
+        if name in defined or name in inner.arrays:
+            return f"nested read: the nested SDFG defines '{name}' itself, which the producer uses"
+        mapped = read.node.symbol_mapping.get(name)
+        if mapped is not None and str(mapped) != name:
+            return f"nested read: the nested SDFG maps '{name}' to '{mapped}', not to itself"
+    return None

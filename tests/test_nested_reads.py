@@ -1,0 +1,132 @@
+"""Temporaries read inside a nested SDFG of the consumer: the columns a scan reads level by
+level (`analysis.nested_reads`). gt4py passes the column whole into the scan's nested SDFG;
+the copies evaluate the producer inside the scan's loop, at the level read. Lowered from
+gt4py, compiled with "everything sound" (the cost model declines what feeds a scan), and
+compared with stock and numpy."""
+
+import copy
+
+import dace
+import numpy as np
+import pytest
+
+import gt4py.next as gtx
+from gt4py.next import Dims
+from gt4py.next.ffront.experimental import concat_where
+from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
+
+from gt4py_dace_xforms.analysis.candidate import InlineCandidate, analyse_candidate
+from gt4py_dace_xforms.integration.capture import capture_stages
+from gt4py_dace_xforms.integration.compare import inline_build, stock_build, two_d_transients
+from gt4py_dace_xforms.policy import CostModel, InlineWhereSound
+from gt4py_dace_xforms.transformations.inline_fusion_pass import find_candidates, gt_inline_fusion
+
+Cell = gtx.Dimension("Cell")
+K = gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)
+F64 = gtx.Field[Dims[Cell, K], gtx.float64]
+NC, NL = 16, 12  # literal in the programs' domains
+RNG = np.random.default_rng(17)
+
+
+@gtx.scan_operator(axis=K, forward=True, init=0.0)
+def decay(state: float, x: float) -> float:
+    return 0.5 * state + x
+
+
+@gtx.field_operator
+def scan_of_temporary(a: F64, b: F64) -> F64:
+    return decay(a * 2.0 + b)
+
+
+@gtx.program
+def scan_of_temporary_program(a: F64, b: F64, out: F64):
+    scan_of_temporary(a, b, out=out, domain={Cell: (0, 16), K: (0, 12)})
+
+
+@gtx.field_operator
+def scan_of_concat(a: F64, b: F64) -> F64:
+    return decay(concat_where(K < 3, a - 1.0, b * a))
+
+
+@gtx.program
+def scan_of_concat_program(a: F64, b: F64, out: F64):
+    scan_of_concat(a, b, out=out, domain={Cell: (0, 16), K: (0, 12)})
+
+
+def _decay(x):
+    out, state = np.empty_like(x), np.zeros(x.shape[0])
+    for k in range(x.shape[1]):
+        state = 0.5 * state + x[:, k]
+        out[:, k] = state
+    return out
+
+
+@pytest.fixture(scope="module")
+def scan_step():
+    taken = capture_stages(scan_of_temporary_program, [(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)], offset_provider={})
+    return taken[(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)]
+
+
+def _nested(sdfg):
+    found = [analyse_candidate(sdfg, st, n, m) for st, n, m in find_candidates(sdfg)]
+    return [c for c in found if isinstance(c, InlineCandidate) and c.nested]
+
+
+def test_scan_column_is_a_nested_read(scan_step):
+    [cand] = _nested(scan_step)
+    assert cand.removes_intermediate and cand.producer is not None and not cand.groups
+    assert len(cand.nested) == 1 and len(cand.nested[0].groups) == 1  # one level read per iteration
+
+
+def test_cost_model_declines_what_feeds_a_scan_and_sound_inlines_it(scan_step):
+    model = gt_inline_fusion(copy.deepcopy(scan_step), cost_model=CostModel("cpu"))
+    assert any("feeds a scan" in r.reason for r in model.declined), model.table()
+    sdfg = copy.deepcopy(scan_step)
+    before = two_d_transients(sdfg)
+    report = gt_inline_fusion(sdfg, cost_model=InlineWhereSound(), validate=True)
+    assert any(r.shifts and r.shifts[0][0].startswith("scan") for r in report.applied), report.table()
+    assert len(two_d_transients(sdfg)) == len(before) - 1
+
+
+def test_nested_sdfg_writing_the_column_is_declined(scan_step):
+    """A scan that writes the array it was passed (hand-edited): declined, unchanged."""
+    sdfg = copy.deepcopy(scan_step)
+    [cand] = _nested(sdfg)
+    read = cand.nested[0]
+    group = read.groups[0]
+    st, tasklet = group.state, group.edges[0].dst
+    # The tasklet's result also goes back into the column, at the element it read.
+    out_conn = next(iter(st.out_edges(tasklet))).src_conn
+    st.add_edge(tasklet, out_conn, st.add_access(read.connector), None,
+                dace.Memlet(data=read.connector, subset=str(group.edges[0].data.subset)))
+    before = sdfg.to_json()
+    assert not _nested(sdfg)
+    verdicts = [analyse_candidate(sdfg, s, n, m) for s, n, m in find_candidates(sdfg)]
+    assert any(getattr(v, "reason", "") == "nested read: the nested SDFG writes the array" for v in verdicts), verdicts
+    assert sdfg.to_json() == before
+
+
+def _run(program, build, args):
+    fresh = {k: gtx.as_field(v.domain, v.asnumpy().copy()) for k, v in args.items()}
+    program.with_backend(build.backend)(**fresh, offset_provider={})
+    return fresh["out"].asnumpy()
+
+
+@pytest.mark.compile
+def test_scans_of_temporaries_match_stock_and_numpy():
+    stock, inlined = stock_build(), inline_build(policy=InlineWhereSound())
+    a, b = (gtx.as_field([Cell, K], RNG.random((NC, NL))) for _ in range(2))
+    an, bn = a.asnumpy(), b.asnumpy()
+    cases = [
+        (scan_of_temporary_program, 2.0 * an + bn),
+        (scan_of_concat_program, np.where(np.arange(NL)[None, :] < 3, an - 1.0, bn * an)),
+    ]
+    for program, t in cases:
+        seen = len(inlined.report.applied)
+        args = dict(a=a, b=b, out=gtx.as_field([Cell, K], np.zeros((NC, NL))))
+        got, ref = _run(program, inlined, args), _run(program, stock, args)
+        np.testing.assert_allclose(got, ref, rtol=1e-14)  # FMA contraction at most
+        np.testing.assert_allclose(got, _decay(t), rtol=1e-13)
+        applied = inlined.report.applied[seen:]
+        assert any(r.shifts and r.shifts[0][0].startswith("scan") for r in applied), inlined.report.table()
+        assert len(two_d_transients(inlined.sdfg)) < len(two_d_transients(stock.sdfg))
