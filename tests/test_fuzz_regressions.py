@@ -141,3 +141,20 @@ def test_generated_shape_with_a_local_chosen_by_an_if(flag):
     assert "    if flag:\n        t0 = a * 2.0\n    else:" in prog.source()
     outcome = check(prog, 0, ("stock", "sound", "cost_model"))
     assert outcome.applied["sound"] >= 1
+
+
+@pytest.mark.compile
+def test_generated_shape_with_a_scan_of_a_shifted_local():
+    """The fuzzer's `Scan` (`return decay(t0(K + 1) - b)`, the library's nested reads: the
+    scan's column is computed inside its loop): stock, the library's builds and numpy
+    agree, and "everything sound" inlines the column."""
+    from fuzzing.runner import check
+    from fuzzing.strategy import NC, NL, Bin, Lit, Prog, Read, Scan
+
+    t0 = Bin("+", Bin("*", Read("a"), Lit(2.0)), Read("b"))
+    out = Scan(Bin("-", Read("t0", 1), Read("b")))
+    prog = Prog(dtype="float64", fields=("a", "b"), cells=(), scalars=(), levels=(), locals=(("t0", t0),),
+                outputs=(out,), cell_domain=(0, NC), k_domain=(2, NL - 1), runtime_k_domain=False)
+    assert "return decay(t0(K + 1) - b)" in prog.source()
+    outcome = check(prog, 0, ("stock", "sound", "cost_model"))
+    assert outcome.applied["sound"] >= 1

@@ -25,6 +25,7 @@ from fuzzing.strategy import (
     Pick,
     Prog,
     Read,
+    Scan,
     Where,
     longest_run,
     prune,
@@ -43,7 +44,7 @@ def kind(prog: Prog, e: Expr) -> int:
         return CELL if e.name in prog.cells else SCALAR if e.name in prog.scalars else FIELD
     if isinstance(e, Bin):
         return max(kind(prog, e.lhs), kind(prog, e.rhs))
-    return FIELD  # a concat_where, or a Pick of two locals' values
+    return FIELD  # a concat_where, a Pick of two locals' values, a Scan
 
 
 def valid(prog: Prog) -> bool:
@@ -52,6 +53,8 @@ def valid(prog: Prog) -> bool:
             return ok(e.lhs) and ok(e.rhs)
         if isinstance(e, Pick):
             return kind(prog, e.lhs) == FIELD and kind(prog, e.rhs) == FIELD and ok(e.lhs) and ok(e.rhs)
+        if isinstance(e, Scan):
+            return kind(prog, e.arg) == FIELD and ok(e.arg)
         if isinstance(e, Where):
             if any(isinstance(b, Read) and b.name in prog.cells for b in (e.lhs, e.rhs)):
                 return False  # as the strategy: a bare 1-D branch fails in gt4py itself
@@ -66,6 +69,8 @@ def valid(prog: Prog) -> bool:
 
 def _subtrees(e: Expr, path=()) -> Iterator[tuple[tuple, Expr]]:
     yield path, e
+    if isinstance(e, Scan):
+        yield from _subtrees(e.arg, path + ("arg",))
     if isinstance(e, (Bin, Where, Pick)):
         yield from _subtrees(e.lhs, path + ("lhs",))
         yield from _subtrees(e.rhs, path + ("rhs",))
@@ -100,6 +105,8 @@ def _edits(prog: Prog, data_seed: int) -> Iterator[tuple[Prog, int]]:
                 return Read(prog.fields[0], e.shift, e.nbr)
             if isinstance(e, (Bin, Where, Pick)):
                 return dataclasses.replace(e, lhs=swap(e.lhs), rhs=swap(e.rhs))
+            if isinstance(e, Scan):
+                return Scan(swap(e.arg))
             return e
 
         yield dataclasses.replace(
@@ -120,6 +127,8 @@ def _edits(prog: Prog, data_seed: int) -> Iterator[tuple[Prog, int]]:
     # A node replaced by one of its children, then by a leaf.
     for slot in slots:
         for path, node in _subtrees(root(slot)):
+            if isinstance(node, Scan):
+                yield put(slot, _replace(root(slot), path, node.arg)), data_seed
             if isinstance(node, (Bin, Where, Pick)):
                 for child in (node.lhs, node.rhs):
                     yield put(slot, _replace(root(slot), path, child)), data_seed

@@ -112,7 +112,17 @@ class Pick:
     rhs: "Expr"
 
 
-Expr = Union[Read, Lit, Bin, Where, Pick]
+@dataclasses.dataclass(frozen=True)
+class Scan:
+    """`decay(arg)`, a forward scan over K (`state = 0.5 * state + x`, from 0 at the
+    domain's first level), only as a whole output of a float64 program: gt4py passes
+    the computed `arg` column to the scan's nested SDFG (the library's nested reads)."""
+
+    arg: "Expr"
+
+
+Expr = Union[Read, Lit, Bin, Where, Pick, Scan]
+SCAN_OPS = 2 * NL  # rounding steps a scan adds (two per level), for `tolerance()`
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,6 +153,8 @@ class Prog:
                 return f"{name}(K {'+' if e.shift > 0 else '-'} {abs(e.shift)})"
             if isinstance(e, Lit):
                 return lit(e.value)
+            if isinstance(e, Scan):
+                return f"decay({emit(e.arg)})"
             if isinstance(e, Bin):
                 s = f"{emit(e.lhs, False)} {e.op} {emit(e.rhs, False)}"
                 return s if top else f"({s})"
@@ -178,6 +190,13 @@ class Prog:
                 'C2C = gtx.FieldOffset("C2C", source=Cell, target=(Cell, C2CDim))',
                 "",
                 "",
+                *([
+                    "@gtx.scan_operator(axis=K, forward=True, init=0.0)",
+                    "def decay(state: float64, x: float64) -> float64:",
+                    "    return 0.5 * state + x",
+                    "",
+                    "",
+                ] if self.uses_scan() else []),
                 "@gtx.field_operator",
                 f"def fop({', '.join(params)}) -> {ret}:",
                 *body,
@@ -196,8 +215,13 @@ class Prog:
     def uses_neighbors(self) -> bool:
         return any(r.nbr is not None for e in [e for _, e in self.locals] + list(self.outputs) for r in _read_nodes(e))
 
+    def uses_scan(self) -> bool:
+        return any(isinstance(e, Scan) for e in self.outputs)
+
     def n_ops(self) -> int:
         def count(e: Expr) -> int:
+            if isinstance(e, Scan):
+                return SCAN_OPS + count(e.arg)
             if isinstance(e, (Bin, Where)):
                 return 1 + count(e.lhs) + count(e.rhs)
             if isinstance(e, Pick):
@@ -233,10 +257,12 @@ def _shift(x: np.ndarray, d: int) -> np.ndarray:
     return out
 
 
-def evaluate_numpy(prog: Prog, args: dict, magnitude: bool = False) -> list[np.ndarray]:
+def evaluate_numpy(prog: Prog, args: dict, magnitude: bool = False, scan_args: bool = False) -> list[np.ndarray]:
     """The outputs on the whole NC x NL grid (NaN where undefined). With `magnitude`, the
     same tree over |inputs| with + and - both adding: a bound on every intermediate's size,
-    hence on the rounding error of any evaluation order (`tolerance()`)."""
+    hence on the rounding error of any evaluation order (`tolerance()`). A scan runs over
+    the program's K domain (NaN outside); with `scan_args`, a scanned output is its
+    argument instead (where a scan can run: `valid_levels`)."""
     dt = np.float64 if magnitude else np.dtype(prog.dtype).type
     k = np.arange(-PAD, NL + PAD)[None, :]
     env: dict[str, np.ndarray] = {}
@@ -263,6 +289,16 @@ def evaluate_numpy(prog: Prog, args: dict, magnitude: bool = False) -> list[np.n
             return a + b if (e.op == "+" or magnitude) else a - b
         if isinstance(e, Pick):
             return ev(e.lhs) if flags[e.flag] else ev(e.rhs)
+        if isinstance(e, Scan):
+            x = ev(e.arg)
+            if scan_args:
+                return x
+            out = np.full_like(x, np.nan)
+            state = np.zeros(x.shape[0], dtype=dt)
+            for k in range(*prog.k_domain):
+                state = dt(0.5) * state + x[:, PAD + k]
+                out[:, PAD + k] = state
+            return out
         return np.where(e.cond.mask(k, levels), ev(e.lhs), ev(e.rhs))
 
     with np.errstate(invalid="ignore", over="ignore"):
@@ -280,7 +316,7 @@ def tolerance(prog: Prog, args: dict) -> list[np.ndarray]:
 
 def valid_levels(prog: Prog) -> np.ndarray:
     """Levels k in [0, NL) where every output is defined (same for every cell)."""
-    ref = evaluate_numpy(prog, prog.call_args(0))
+    ref = evaluate_numpy(prog, prog.call_args(0), scan_args=True)
     ok = np.ones(NL, dtype=bool)
     for r in ref:
         ok &= np.isfinite(r).all(axis=0)
@@ -398,6 +434,8 @@ def _read_nodes(e: Expr) -> list[Read]:
         return [e]
     if isinstance(e, Lit):
         return []
+    if isinstance(e, Scan):
+        return _read_nodes(e.arg)
     return _read_nodes(e.lhs) + _read_nodes(e.rhs)
 
 
@@ -406,6 +444,8 @@ def _reads(e: Expr) -> set[str]:
         return {e.name}
     if isinstance(e, Lit):
         return set()
+    if isinstance(e, Scan):
+        return _reads(e.arg)
     return _reads(e.lhs) | _reads(e.rhs) | ({e.flag} if isinstance(e, Pick) else set())
 
 
@@ -428,6 +468,8 @@ def programs(draw, max_locals: int = 3, max_depth: int = 3) -> Prog:
         local_defs.append((f"t{i}", value))
         gen.locals.append(f"t{i}")
     first = Bin(draw(st.sampled_from(["+", "-", "*"])), Read(gen.locals[-1], gen.shift()), gen.expr(draw(st.integers(0, max_depth)), False))
+    if dtype == "float64" and draw(st.integers(0, 3)) == 0:
+        first = Scan(first)  # a column the scan reads level by level
     outputs = (first,) + tuple(gen.expr(draw(st.integers(0, max_depth)), True) for _ in range(draw(st.integers(0, 1))))
 
     prog = prune(
@@ -484,4 +526,6 @@ def _levels(e: Expr) -> set[str]:
         return e.cond.runtimes() | _levels(e.lhs) | _levels(e.rhs)
     if isinstance(e, (Bin, Pick)):
         return _levels(e.lhs) | _levels(e.rhs)
+    if isinstance(e, Scan):
+        return _levels(e.arg)
     return set()
