@@ -319,19 +319,13 @@ class CaseRun:
         return row
 
     def compare(self, label: str) -> None:
-        import numpy as np
-
         import bench
 
-        row, close, worst, bitwise = self.rows[label], True, 0.0, True
-        for k in self.outputs:
-            s, i = self.results["stock"][k].astype(np.float64), self.results[label][k].astype(np.float64)
-            scale = float(np.max(np.abs(s))) if s.size else 0.0
-            worst = max(worst, float(np.max(np.abs(i - s))) if s.size else 0.0)
-            close &= bool(np.allclose(i, s, rtol=bench.RTOL, atol=bench.RTOL * scale, equal_nan=True))
-            bitwise &= bool(np.array_equal(i, s, equal_nan=True))
-        row.update(max_abs_diff=worst, allclose=close, bitwise_equal=bitwise)
-        if not close:
+        row = self.rows[label]
+        res = bench.compare_outputs(self.results[label], self.results["stock"])
+        row.update(max_abs_diff=res["max_abs_diff"], allclose=res["allclose"],
+                   bitwise_equal=all(v["bitwise_equal"] for v in res["outputs"].values()))  # fmt: skip
+        if not res["allclose"]:
             row["status"] = "MISMATCH vs stock"
 
     def time(self, labels: list[str], reps: int, budget: Budget) -> int:
