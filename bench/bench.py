@@ -41,6 +41,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import cases as bench_cases  # noqa: E402
+from verdicts import configs  # noqa: E402
 
 from gt4py_dace_xforms.integration.programs import copy_args  # noqa: E402
 
@@ -362,14 +363,6 @@ def table(rows: list[dict]) -> str:
     if any(not r.get("transient_bytes_exact", True) for r in rows):
         out.append("* some sizes estimated as horizontal size x levels x dtype bytes")
     return "\n".join(out)
-
-
-def configs(rows: list[dict]):
-    """(program, memory mode, timing) for every timed configuration."""
-    for r in rows:
-        for mode, res in r.get("modes", {}).items():
-            for t in res.get("timings", []):
-                yield r["program"], mode, t
 
 
 def _iv(d: dict) -> str:

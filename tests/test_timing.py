@@ -100,3 +100,26 @@ def test_omp_threads_says_when_no_openmp_runtime_is_loaded(monkeypatch):
     monkeypatch.setattr(timing, "loaded_openmp", lambda: None)
     with pytest.raises(RuntimeError, match="no OpenMP runtime loaded"):
         timing.omp_threads(1)
+
+
+def _rows(*configs):
+    """bench results rows: (program, mode, threads, verdict) per timed configuration."""
+    rows: dict = {}
+    for prog, mode, threads, word in configs:
+        row = rows.setdefault(prog, {"program": prog, "modes": {}})
+        row["modes"].setdefault(mode, {"timings": []})["timings"].append({"threads": threads, "verdict": word})
+    return list(rows.values())
+
+
+def test_two_runs_agree_per_program_mode_and_thread_count():
+    from verdicts import agreement  # bench/verdicts.py
+
+    a = _rows(("target", "default", 1, "faster"), ("target", "default", 2, "no measurable difference"),
+              ("seed", "persistent", 1, "slower"))  # fmt: skip
+    b = _rows(("target", "default", 1, "faster"), ("target", "default", 2, "faster"), ("seed", "default", 1, "faster"))
+    assert agreement(a, b) == [
+        ("target", "default", 1, "faster", "faster"),
+        ("target", "default", 2, "no measurable difference", "faster"),
+        ("seed", "persistent", 1, "slower", None),
+        ("seed", "default", 1, None, "faster"),
+    ]
