@@ -431,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="small sizes, 6 rounds, the default memory mode at 1 thread (a smoke check, not a measurement)")
     p.add_argument("--only", default="", help="comma-separated program names: " + ", ".join(c.name for c in bench_cases.CASES))
     p.add_argument("--rounds", type=int, default=None,
-                   help="timing rounds, every build once per round (default 12, --quick 6; a multiple of 3 rotates evenly)")
+                   help="timing rounds, every build once per round (default 12, --quick 6; a multiple of 6 runs all orders equally often)")
     p.add_argument("--threads", type=_int_list, default=None,
                    help=f"comma-separated OpenMP thread counts to time at (default 1,{machine}: 1 and this machine's)")
     p.add_argument("--modes", default=None,

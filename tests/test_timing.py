@@ -2,6 +2,9 @@
 round order, the fields every build of a round shares, the median's interval, the A/A
 floor and the verdict."""
 
+import collections
+import itertools
+
 import numpy as np
 import pytest
 
@@ -25,13 +28,30 @@ def test_every_build_once_per_round_rotating_on_the_rounds_shared_fields():
         return run
 
     times = timing.time_rounds({"x": call("x"), "y": call("y"), "z": call("z")}, {"a": a, "n": 3}, rounds=4)
-    assert [label for label, _ in seen] == list("xyz" "yzx" "zxy" "xyz")
+    assert [label for label, _ in seen] == list("xyz" "zyx" "yzx" "yxz")
     assert {k: len(v) for k, v in times.items()} == {"x": 4, "y": 4, "z": 4}
     ids = [i for _, i in seen]
     rounds = [ids[3 * r : 3 * r + 3] for r in range(4)]
     assert all(len(set(r)) == 1 for r in rounds)  # the same field object for every build of a round
     assert len({r[0] for r in rounds[:2]}) == 2  # and a new one in the next round (the old one still alive)
     assert np.all(a.asnumpy() == 1.0)
+
+
+def test_over_2n_rounds_every_build_takes_every_position_equally_often():
+    for labels in ("xy", "sai", "wxyz"):
+        orders = [timing.round_order(labels, r) for r in range(2 * len(labels))]
+        positions = collections.Counter((i, x) for o in orders for i, x in enumerate(o))
+        assert len(positions) == len(labels) ** 2 and set(positions.values()) == {2}
+
+
+def test_two_or_three_builds_follow_every_other_equally_often():
+    three = [tuple(timing.round_order("sai", r)) for r in range(6)]
+    assert sorted(three) == sorted(itertools.permutations("sai"))  # all six orders
+    for labels in ("xy", "sai"):
+        n = len(labels)
+        orders = [timing.round_order(labels, r) for r in range(2 * n)]
+        follows = collections.Counter((a, b) for o in orders for a, b in zip(o, o[1:]))
+        assert len(follows) == n * (n - 1) and len(set(follows.values())) == 1
 
 
 def test_sync_brackets_every_timed_call():

@@ -2,10 +2,12 @@
 
 Used by `make bench` (bench/bench.py) and the demo. The measurement:
 
-- `time_rounds`: every build once per round, in an order that rotates by one each round;
-  per round one fresh copy of the input fields, and before each build's call the same
-  field objects are reset to the inputs (outside the timed region), so every build of a
-  round runs on the same memory, and the rounds draw new memory.
+- `time_rounds`: every build once per round, in the orders of `round_order` (the builds'
+  order and its reverse, rotated: over 2n rounds every build takes every position equally
+  often, and with two or three builds follows every other equally often); per round one fresh copy of the input
+  fields, and before each build's call the same field objects are reset to the inputs
+  (outside the timed region), so every build of a round runs on the same memory, and the
+  rounds draw new memory.
 - `Timing`: one build's per-round times next to the reference build's (stock) of the same
   rounds; `ratios` are per round.
 - `median_interval`: the median of the per-round ratios and a distribution-free
@@ -50,6 +52,18 @@ def reset_fields(dst: Mapping[str, Any], src: Mapping[str, Any]) -> None:
             dst[k].ndarray[...] = v.ndarray
 
 
+def round_order(labels: Sequence[str], r: int) -> list[str]:
+    """The order of round `r`: `labels` forward in even rounds, reversed in odd ones, rotated
+    by `r // 2`. Over 2n rounds (n labels) every label is in every position equally often;
+    with two or three labels every label also directly follows every other equally often
+    (for three, the six orders are all orders), where a rotation alone would always put the
+    same build right after stock. (With more, a label follows only its neighbours in
+    `labels`.)"""
+    base = list(labels) if r % 2 == 0 else list(labels)[::-1]
+    k = (r // 2) % len(base)
+    return base[k:] + base[:k]
+
+
 def time_rounds(
     calls: Mapping[str, Callable[[dict], Any]],
     args: Mapping[str, Any],
@@ -59,15 +73,14 @@ def time_rounds(
 ) -> dict[str, list[float]]:
     """Seconds per call of every build, `rounds` times: each round one fresh copy of `args`
     (new buffers), which every build of the round gets, reset to `args` before its call
-    (outputs are written in place); the order rotates by one each round, so with `rounds`
-    a multiple of the number of builds every build takes every position equally often.
+    (outputs are written in place), in the order `round_order` gives (balanced with `rounds`
+    a multiple of twice the number of builds).
     `sync` (e.g. a device synchronization) runs before and after each timed call."""
     sync = sync or (lambda: None)
     times: dict[str, list[float]] = {k: [] for k in calls}
-    order = list(calls)
     for r in range(rounds):
         shared = copy_args(args)
-        for label in order[r % len(order):] + order[: r % len(order)]:
+        for label in round_order(list(calls), r):
             reset_fields(shared, args)
             sync()
             t0 = time.perf_counter()
