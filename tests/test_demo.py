@@ -1,45 +1,12 @@
-"""The demo's measurement and screen, without compiling: timing order and fresh inputs,
-the A/A verdict, the warning filters, and the target's inputs from its signature."""
+"""The demo's screen, without compiling: the warning filters, progress lines, and the
+target's inputs from its signature (its timing: tests/test_timing.py)."""
 
 import warnings
 
 import numpy as np
 import pytest
 
-import gt4py.next as gtx
 from gt4py_dace_xforms.cli import demo
-
-
-def test_every_build_once_per_round_rotating_on_fresh_copies():
-    a = gtx.as_field([demo.Cell, demo.K], np.ones((4, 3)))
-    seen = []
-
-    def call(label):
-        def run(args):
-            assert args["a"] is not a and np.array_equal(args["a"].asnumpy(), a.asnumpy())
-            args["a"].asnumpy()[:] = 7.0  # an output written in place must not leak into the next call
-            seen.append((label, id(args["a"])))
-        return run
-
-    times = demo.time_builds({"x": call("x"), "y": call("y"), "z": call("z")}, {"a": a, "n": 3}, rounds=4)
-    assert [label for label, _ in seen] == list("xyz" "yzx" "zxy" "xyz")
-    assert {k: len(v) for k, v in times.items()} == {"x": 4, "y": 4, "z": 4}
-    assert np.all(a.asnumpy() == 1.0)
-
-
-def test_verdict_against_the_a_a_floor():
-    noise = demo.Timing("second stock", (1.02, 0.97, 1.0), (1.0, 1.0, 1.0))  # deviates up to 3%
-    assert demo.verdict(0.98, noise).startswith("no measurable difference (A/A rounds deviate up to 3.0%)")
-    assert demo.verdict(1.03, noise).startswith("no measurable difference")
-    assert demo.verdict(0.8, noise) == "faster: 0.800x stock, outside the A/A floor of 3.0%"
-    assert demo.verdict(1.2, noise).startswith("slower: 1.200x stock")
-
-
-def test_timing_ratio_is_the_median_of_per_round_ratios():
-    t = demo.Timing("library", (0.9, 0.5, 0.8), (1.0, 1.0, 0.5))
-    assert t.ratios == [0.9, 0.5, 1.6]
-    assert t.ratio == 0.9 and t.spread == (0.5, 1.6)
-    assert t.median_ms == pytest.approx(800.0)
 
 
 def test_quiet_filters_only_inside_the_demo():

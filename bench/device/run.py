@@ -304,12 +304,12 @@ class CaseRun:
 
     def add(self, label: str, build) -> dict:
         """Translate, compile and run `build` once (its first call), keep its outputs."""
-        import bench
+        from gt4py_dace_xforms.integration.programs import copy_args
 
         row = self.rows.setdefault(label, {"build": label, "status": "ok"})
         self.builds[label] = build
         self.callers[label] = self.case.program().with_backend(build.backend)
-        a = bench.fresh_copy(self.args)
+        a = copy_args(self.args)
         row["first_call_s"] = self.call(label, a)
         self.results[label] = {k: a[k].asnumpy() for k in self.outputs}
         # False: gt4py's translation cache handed this build an earlier build's SDFG
@@ -319,27 +319,21 @@ class CaseRun:
         return row
 
     def compare(self, label: str) -> None:
-        import numpy as np
-
         import bench
 
-        row, close, worst, bitwise = self.rows[label], True, 0.0, True
-        for k in self.outputs:
-            s, i = self.results["stock"][k].astype(np.float64), self.results[label][k].astype(np.float64)
-            scale = float(np.max(np.abs(s))) if s.size else 0.0
-            worst = max(worst, float(np.max(np.abs(i - s))) if s.size else 0.0)
-            close &= bool(np.allclose(i, s, rtol=bench.RTOL, atol=bench.RTOL * scale, equal_nan=True))
-            bitwise &= bool(np.array_equal(i, s, equal_nan=True))
-        row.update(max_abs_diff=worst, allclose=close, bitwise_equal=bitwise)
-        if not close:
+        row = self.rows[label]
+        res = bench.compare_outputs(self.results[label], self.results["stock"])
+        row.update(max_abs_diff=res["max_abs_diff"], allclose=res["allclose"],
+                   bitwise_equal=all(v["bitwise_equal"] for v in res["outputs"].values()))  # fmt: skip
+        if not res["allclose"]:
             row["status"] = "MISMATCH vs stock"
 
     def time(self, labels: list[str], reps: int, budget: Budget) -> int:
         """Interleaved timing of `labels`; returns the rounds done (fewer if time runs short)."""
-        import bench
+        from gt4py_dace_xforms.integration.programs import copy_args
 
         for label in labels:  # untimed warm-up
-            self.call(label, bench.fresh_copy(self.args))
+            self.call(label, copy_args(self.args))
         times: dict[str, list[float]] = {label: [] for label in labels}
         compute: dict[str, list[float]] = {label: [] for label in labels}
         t_round = None
@@ -349,7 +343,7 @@ class CaseRun:
                 break
             t0 = time.perf_counter()
             for label in labels if r % 2 == 0 else labels[::-1]:
-                a = bench.fresh_copy(self.args)  # outside the timed region
+                a = copy_args(self.args)  # outside the timed region
                 wall, inside = self.timed_call(label, a)
                 times[label].append(wall)
                 if inside is not None:

@@ -6,14 +6,12 @@ pair of two stock builds that shows the machine's noise."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
-import statistics
 import sys
 import threading
 import time
 import warnings
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 os.environ.setdefault("GT4PY_BUILD_JOBS", "0")  # the process pool cannot pickle hooks
 
@@ -23,6 +21,7 @@ from gt4py.next import Dims  # noqa: E402
 from gt4py.next.ffront.experimental import concat_where  # noqa: E402
 
 from gt4py_dace_xforms.integration.compare import inline_build, stock_build, two_d_transients  # noqa: E402
+from gt4py_dace_xforms.integration.timing import Timing, time_rounds, verdict  # noqa: E402
 
 Cell = gtx.Dimension("Cell")
 K = gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)
@@ -234,59 +233,7 @@ def target_args(n_cells: int, n_levels: int, *, seed: int = 0, taylor_hydro: boo
     return random_args(target_program(), {"Cell": n_cells, "K": n_levels}, seed, scalars=scalars, extent=extent)
 
 
-@dataclasses.dataclass(frozen=True)
-class Timing:
-    """Per-round run times of one build and of the reference build, same inputs, same round."""
-
-    label: str
-    seconds: tuple[float, ...]
-    reference: tuple[float, ...]
-
-    @property
-    def ratios(self) -> list[float]:
-        return [t / r for t, r in zip(self.seconds, self.reference)]
-
-    @property
-    def median_ms(self) -> float:
-        return 1e3 * statistics.median(self.seconds)
-
-    @property
-    def ratio(self) -> float:
-        """Median of the per-round ratios (each round runs every build once, back to back)."""
-        return statistics.median(self.ratios)
-
-    @property
-    def spread(self) -> tuple[float, float]:
-        return min(self.ratios), max(self.ratios)
-
-
-def verdict(ratio: float, noise: Timing) -> str:
-    """`ratio` (library / stock) against the A/A pair: inside the largest deviation an A/A
-    round showed, it is no measurable difference."""
-    floor = max(abs(r - 1.0) for r in noise.ratios)
-    if abs(ratio - 1.0) <= floor:
-        return f"no measurable difference (A/A rounds deviate up to {100 * floor:.1f}%)"
-    return f"{'faster' if ratio < 1 else 'slower'}: {ratio:.3f}x stock, outside the A/A floor of {100 * floor:.1f}%"
-
-
-def time_builds(calls: dict[str, Callable[[dict], None]], args: dict, rounds: int) -> dict[str, list[float]]:
-    """Every build once per round on fresh copies of the same inputs (copied outside the
-    timed call); the order rotates by one each round, so every build takes every position
-    equally often (with `rounds` a multiple of the number of builds)."""
-    from gt4py_dace_xforms.integration.programs import copy_args
-
-    times: dict[str, list[float]] = {k: [] for k in calls}
-    order = list(calls)
-    for r in range(rounds):
-        for label in order[r % len(order):] + order[: r % len(order)]:
-            a = copy_args(args)
-            t0 = time.perf_counter()
-            calls[label](a)
-            times[label].append(time.perf_counter() - t0)
-    return times
-
-
-def run_target(n_cells: int = 20480, n_levels: int = 80, rounds: int = 9, verbose: bool = False) -> int:
+def run_target(n_cells: int = 20480, n_levels: int = 80, rounds: int = 12, verbose: bool = False) -> int:
     """The icon4py target compiled three times (stock, a second stock build, the library's),
     outputs compared, run times measured. Returns failures (0 or 1)."""
     try:
@@ -310,10 +257,10 @@ def run_target(n_cells: int = 20480, n_levels: int = 80, rounds: int = 9, verbos
         with progress(f"building the {label} build (gt4py's optimizer, {what})"):
             calls[label](a)
         outputs[label] = {k: a[k].asnumpy() for k in TARGET_OUTPUTS}
-    with progress(f"timing: {rounds} rounds, every build once per round, order rotating"):
+    with progress(f"timing: {rounds} rounds, every build once per round on the same fields, in all six orders"):
         for call in calls.values():
             call(copy_args(args))  # untimed warm-up after the first (compiling) call
-        times = time_builds(calls, args, rounds)
+        times = time_rounds(calls, args, rounds)
 
     def equal(label: str) -> bool:
         return all(
@@ -325,18 +272,16 @@ def run_target(n_cells: int = 20480, n_levels: int = 80, rounds: int = 9, verbos
     rows = []
     for label, build in builds.items():
         t = timing[label]
-        lo, hi = t.spread
         rows.append((
             label,
             len(two_d_transients(build.sdfg)),
             f"{t.median_ms:.1f}",
-            "1" if label == "stock" else f"{t.ratio:.3f}",
-            "-" if label == "stock" else f"{lo:.3f} .. {hi:.3f}",
+            "1" if label == "stock" else t.ratio.text(),
             "-" if label == "stock" else ("yes" if equal(label) else "NO"),
         ))
     print()
-    print(_table(("build", "2-D transients", "median ms", "ratio to stock", "per-round ratios", "outputs equal to stock"), rows))
-    print(f"library vs stock: {verdict(timing['library'].ratio, timing['second stock (A/A)'])}")
+    print(_table(("build", "2-D transients", "median ms", "ratio to stock [95% interval]", "outputs equal to stock"), rows))
+    print(f"library vs stock: {verdict(timing['library'].ratio, timing['second stock (A/A)'].ratio).text()}")
     print(f"inlined: {len(builds['library'].report.applied)} reads, {builds['library'].report.copies} copies"
           + ("" if verbose else " (gt4py-dace-xforms demo -v, or explain, for every decision)"))
     if verbose:
@@ -345,7 +290,7 @@ def run_target(n_cells: int = 20480, n_levels: int = 80, rounds: int = 9, verbos
 
 
 def run_demo(verbose: bool = False, ncells: int = 64, nlev: int = 20, target: bool = True,
-             target_size: tuple[int, int] = (20480, 80), rounds: int = 9) -> int:
+             target_size: tuple[int, int] = (20480, 80), rounds: int = 12) -> int:
     with quiet_third_party():
         print("seed programs: stock gt4py dace backend vs the library's, and numpy")
         failures = run_seeds(verbose, ncells, nlev)

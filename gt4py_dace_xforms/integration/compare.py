@@ -13,7 +13,10 @@ import itertools
 from typing import Any, Callable, Optional
 
 import dace
-from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
+from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import (
+    GT4PyAutoOptHook,
+    TransientMemoryMode,
+)
 from gt4py.next.program_processors.runners.dace.workflow import backend as gtx_backend, factory as gtx_factory
 
 from gt4py_dace_xforms.integration.backends import annotating_translator
@@ -45,21 +48,37 @@ class Build:
         return merged
 
 
-def stock_build(gpu: bool = False) -> Build:
-    """gt4py's dace backend, unchanged but for a capture hook."""
+def _optimize_args(hooks: dict, transient_memory_mode: Optional[TransientMemoryMode]) -> dict:
+    """`auto_optimize_args`: the hooks, and the memory mode where one is asked for (else
+    `gt_auto_optimize`'s default, `POOL`: on the CPU, transients allocated per call)."""
+    args: dict[str, Any] = {"optimization_hooks": hooks}
+    if transient_memory_mode is not None:
+        args["transient_memory_mode"] = transient_memory_mode
+    return args
+
+
+def stock_build(gpu: bool = False, transient_memory_mode: Optional[TransientMemoryMode] = None) -> Build:
+    """gt4py's dace backend, unchanged but for a capture hook (and `transient_memory_mode`)."""
     build = Build(backend=None)
     hooks = {GT4PyAutoOptHook.TopLevelDataFlowPost: lambda s: build.post_sdfgs.append(copy.deepcopy(s))}
     build.backend = gtx_backend.make_dace_toolchain(
         gtx_factory.DaCeConfig(gpu=gpu, auto_optimize=True),
         name_postfix=f"_stock_capture{next(_UNIQUE)}",
-        translation=functools.partial(gtx_factory.make_dace_translator, auto_optimize_args={"optimization_hooks": hooks}),
+        translation=functools.partial(
+            gtx_factory.make_dace_translator, auto_optimize_args=_optimize_args(hooks, transient_memory_mode)
+        ),
     )
     return build
 
 
-def inline_build(gpu: bool = False, policy: Optional[InlinePolicy] = None) -> Build:
+def inline_build(
+    gpu: bool = False,
+    policy: Optional[InlinePolicy] = None,
+    transient_memory_mode: Optional[TransientMemoryMode] = None,
+) -> Build:
     """The library's backend as `backends.make_backend` builds it (`policy`: the cost model
-    or any policy; default the target's `CostModel`), plus a capture hook."""
+    or any policy; default the target's `CostModel`), plus a capture hook (and
+    `transient_memory_mode`)."""
     build = Build(backend=None)
     capture: dict[GT4PyAutoOptHook, Callable] = {
         GT4PyAutoOptHook.TopLevelDataFlowPost: lambda s: build.post_sdfgs.append(copy.deepcopy(s))
@@ -68,7 +87,9 @@ def inline_build(gpu: bool = False, policy: Optional[InlinePolicy] = None) -> Bu
     build.backend = gtx_backend.make_dace_toolchain(
         gtx_factory.DaCeConfig(gpu=gpu, auto_optimize=True),
         name_postfix=f"_xforms_capture{next(_UNIQUE)}",
-        translation=functools.partial(annotating_translator, auto_optimize_args={"optimization_hooks": hooks}),
+        translation=functools.partial(
+            annotating_translator, auto_optimize_args=_optimize_args(hooks, transient_memory_mode)
+        ),
     )
     return build
 

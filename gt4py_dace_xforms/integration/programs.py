@@ -242,7 +242,8 @@ def random_args(
 
 
 def copy_args(args: Mapping[str, Any]) -> dict[str, Any]:
-    """Fresh copies of every field (programs write their outputs in place)."""
+    """Fresh copies of every field (programs write their outputs in place), on the device
+    the field lies on (numpy or cupy buffers)."""
     import gt4py.next as gtx
 
-    return {k: gtx.as_field(v.domain, v.asnumpy().copy()) if hasattr(v, "asnumpy") else v for k, v in args.items()}
+    return {k: gtx.as_field(v.domain, v.ndarray.copy()) if hasattr(v, "ndarray") else v for k, v in args.items()}

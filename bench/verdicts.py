@@ -1,0 +1,49 @@
+#!/usr/bin/env python
+"""Do two `make bench` runs agree on every verdict? (issue 10: two consecutive full runs must.)
+
+    .venv/bin/python bench/verdicts.py first.json second.json
+
+Reads two results files written by bench/bench.py (`--json`, default bench/results.json),
+prints one line per program x memory mode x thread count with both verdicts, and exits 1
+when a verdict differs or a configuration was timed in only one of the runs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Iterator
+
+
+def configs(rows: list[dict]) -> Iterator[tuple[str, str, dict]]:
+    """(program, memory mode, timing) for every timed configuration of a bench run's rows."""
+    for r in rows:
+        for mode, res in r.get("modes", {}).items():
+            for t in res.get("timings", []):
+                yield r["program"], mode, t
+
+
+def agreement(rows_a: list[dict], rows_b: list[dict]) -> list[tuple[str, str, Any, str | None, str | None]]:
+    """(program, mode, threads, verdict in a, verdict in b) for every configuration of either
+    run, in a's order then b's; None where a run did not time it."""
+    a = {(p, m, t["threads"]): t["verdict"] for p, m, t in configs(rows_a)}
+    b = {(p, m, t["threads"]): t["verdict"] for p, m, t in configs(rows_b)}
+    keys = list(a) + [k for k in b if k not in a]
+    return [(*k, a.get(k), b.get(k)) for k in keys]
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    docs = [json.loads(open(path).read()) for path in argv]
+    lines = agreement(docs[0]["rows"], docs[1]["rows"])
+    differ = [line for line in lines if line[3] != line[4]]
+    for prog, mode, threads, va, vb in lines:
+        print(f"{'same' if va == vb else 'DIFF'}  {prog:<18} {mode:<11} {threads or '-':>3} thr  {va or '(not timed)'} / {vb or '(not timed)'}")
+    print(f"{len(lines) - len(differ)} of {len(lines)} configurations agree")
+    return 1 if differ or not lines else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,216 @@
+"""Timing builds of one program against each other, and what the times allow one to say.
+
+Used by `make bench` (bench/bench.py) and the demo. The measurement:
+
+- `time_rounds`: every build once per round, in the orders of `round_order` (the builds'
+  order and its reverse, rotated: over 2n rounds every build takes every position equally
+  often, and with two or three builds follows every other equally often); per round one fresh copy of the input
+  fields, and before each build's call the same field objects are reset to the inputs
+  (outside the timed region), so every build of a round runs on the same memory, and the
+  rounds draw new memory.
+- `Timing`: one build's per-round times next to the reference build's (stock) of the same
+  rounds; `ratios` are per round.
+- `median_interval`: the median of the per-round ratios and a distribution-free
+  confidence interval for it (order statistics, binomial coverage >= 95% where the
+  number of rounds allows).
+- The noise floor is the A/A pair: stock against a second, separately built stock
+  backend, timed in the same rounds. `noise_floor`: how far from 1 the A/A interval
+  reaches. `verdict`: "faster" / "slower" only when the build's whole interval lies
+  beyond the floor, otherwise "no measurable difference".
+- `omp_threads`: the OpenMP thread count of the compiled programs already loaded
+  (`omp_set_num_threads` of the process's OpenMP runtime, the setting OMP_NUM_THREADS
+  gives at start-up).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import math
+import statistics
+import time
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+from gt4py_dace_xforms.integration.programs import copy_args
+
+FASTER = "faster"
+SLOWER = "slower"
+NO_DIFFERENCE = "no measurable difference"
+
+
+# --- measuring -----------------------------------------------------------------------------
+
+
+def _is_field(v: Any) -> bool:
+    return hasattr(v, "ndarray") and hasattr(v, "domain")
+
+
+def reset_fields(dst: Mapping[str, Any], src: Mapping[str, Any]) -> None:
+    """Copy every field of `src` into the field of the same name in `dst`, in place."""
+    for k, v in src.items():
+        if _is_field(v):
+            dst[k].ndarray[...] = v.ndarray
+
+
+def round_order(labels: Sequence[str], r: int) -> list[str]:
+    """The order of round `r`: `labels` forward in even rounds, reversed in odd ones, rotated
+    by `r // 2`. Over 2n rounds (n labels) every label is in every position equally often;
+    with two or three labels every label also directly follows every other equally often
+    (for three, the six orders are all orders), where a rotation alone would always put the
+    same build right after stock. (With more, a label follows only its neighbours in
+    `labels`.)"""
+    base = list(labels) if r % 2 == 0 else list(labels)[::-1]
+    k = (r // 2) % len(base)
+    return base[k:] + base[:k]
+
+
+def time_rounds(
+    calls: Mapping[str, Callable[[dict], Any]],
+    args: Mapping[str, Any],
+    rounds: int,
+    *,
+    sync: Optional[Callable[[], Any]] = None,
+) -> dict[str, list[float]]:
+    """Seconds per call of every build, `rounds` times: each round one fresh copy of `args`
+    (new buffers), which every build of the round gets, reset to `args` before its call
+    (outputs are written in place), in the order `round_order` gives (balanced with `rounds`
+    a multiple of twice the number of builds).
+    `sync` (e.g. a device synchronization) runs before and after each timed call."""
+    sync = sync or (lambda: None)
+    times: dict[str, list[float]] = {k: [] for k in calls}
+    for r in range(rounds):
+        shared = copy_args(args)
+        for label in round_order(list(calls), r):
+            reset_fields(shared, args)
+            sync()
+            t0 = time.perf_counter()
+            calls[label](shared)
+            sync()
+            times[label].append(time.perf_counter() - t0)
+    return times
+
+
+# --- summarizing ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Interval:
+    """The median of some values, and a confidence interval for it: the k-th smallest and
+    the k-th largest value, k chosen so that the median lies between them with probability
+    `coverage` (for any distribution, the values independent)."""
+
+    median: float
+    lo: float
+    hi: float
+    n: int
+    coverage: float
+
+    def text(self, spec: str = ".3f") -> str:
+        return f"{self.median:{spec}} [{self.lo:{spec}}..{self.hi:{spec}}]"
+
+
+def _binomial_cdf_half(k: int, n: int) -> float:
+    """P(X <= k) for X ~ Binomial(n, 1/2)."""
+    return sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+
+
+def median_interval(values: Sequence[float], confidence: float = 0.95) -> Interval:
+    """`Interval` of `values`: the largest k (at least 1) whose interval
+    [x_(k), x_(n+1-k)] covers the median with probability >= `confidence`; with too few
+    values for that, k = 1 (min..max) and its lower coverage."""
+    xs = sorted(values)
+    n = len(xs)
+    if n == 0:
+        raise ValueError("no values")
+    k = 1
+    while k + 1 <= (n + 1) // 2 and 1 - 2 * _binomial_cdf_half(k, n) >= confidence:
+        k += 1
+    coverage = 1 - 2 * _binomial_cdf_half(k - 1, n)
+    return Interval(statistics.median(xs), xs[k - 1], xs[n - k], n, coverage)
+
+
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    """Per-round run times of one build and of the reference build, same rounds."""
+
+    label: str
+    seconds: tuple[float, ...]
+    reference: tuple[float, ...]
+
+    @property
+    def ratios(self) -> list[float]:
+        return [t / r for t, r in zip(self.seconds, self.reference)]
+
+    @property
+    def median_ms(self) -> float:
+        return 1e3 * statistics.median(self.seconds)
+
+    @property
+    def ratio(self) -> Interval:
+        """Median of the per-round ratios (each round runs every build once), with its interval."""
+        return median_interval(self.ratios)
+
+
+# --- judging ---------------------------------------------------------------------------------
+
+
+def noise_floor(aa: Interval) -> float:
+    """How far from 1 the A/A pair's interval reaches: a ratio that identical code can show."""
+    return max(abs(aa.lo - 1.0), abs(aa.hi - 1.0))
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    word: str  # FASTER, SLOWER or NO_DIFFERENCE
+    ratio: Interval
+    floor: float
+
+    def text(self) -> str:
+        if self.word == NO_DIFFERENCE:
+            return f"{NO_DIFFERENCE} ({self.ratio.text()} within the A/A floor of ±{100 * self.floor:.1f}%)"
+        return f"{self.word}: {self.ratio.text()}x stock, outside the A/A floor of ±{100 * self.floor:.1f}%"
+
+
+def verdict(ratio: Interval, aa: Interval) -> Verdict:
+    """`ratio` (a build / stock) against the A/A pair (second stock / stock): faster when its
+    whole interval lies below 1 - floor, slower when above 1 + floor, else no measurable
+    difference (in particular whenever the median lies inside the floor)."""
+    floor = noise_floor(aa)
+    if ratio.hi < 1.0 - floor:
+        word = FASTER
+    elif ratio.lo > 1.0 + floor:
+        word = SLOWER
+    else:
+        word = NO_DIFFERENCE
+    return Verdict(word, ratio, floor)
+
+
+# --- threads -------------------------------------------------------------------------------
+
+_OPENMP_NAMES = ("libgomp", "libomp", "libiomp5")
+
+
+def loaded_openmp() -> Optional[str]:
+    """Path of the OpenMP runtime loaded into this process (by a compiled program), or None."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "/" in line}
+    except OSError:
+        return None
+    hits = sorted(p for p in paths if any(p.rpartition("/")[2].startswith(n) for n in _OPENMP_NAMES))
+    return hits[0] if hits else None
+
+
+def omp_threads(n: int) -> int:
+    """Set the OpenMP thread count of the programs already loaded (the calling thread's
+    `omp_set_num_threads`); returns `omp_get_max_threads()` afterwards. Raises when no
+    OpenMP runtime is loaded yet or the setting did not take."""
+    path = loaded_openmp()
+    if path is None:
+        raise RuntimeError("no OpenMP runtime loaded in this process (call a compiled program first)")
+    lib = ctypes.CDLL(path)
+    lib.omp_set_num_threads(ctypes.c_int(n))
+    got = int(lib.omp_get_max_threads())
+    if got != n:
+        raise RuntimeError(f"omp_set_num_threads({n}) in {path}: omp_get_max_threads() is {got}")
+    return got

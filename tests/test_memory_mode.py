@@ -1,0 +1,44 @@
+"""The bench builds each transient memory mode: the mode given to `stock_build` /
+`inline_build` must reach gt4py's `gt_auto_optimize` (checked there, before any C++ compile)."""
+
+import numpy as np
+import pytest
+
+import gt4py.next as gtx
+from gt4py.next.program_processors.runners.dace import transformations as gtx_transformations
+from gt4py_dace_xforms.cli import demo
+from gt4py_dace_xforms.integration.compare import inline_build, stock_build
+
+Mode = gtx_transformations.TransientMemoryMode
+
+pytestmark = pytest.mark.compile  # lowers the program (seconds), stops before the C++ compile
+
+
+class _Stop(Exception):
+    pass
+
+
+def _mode_seen_by_gt_auto_optimize(monkeypatch, build) -> dict:
+    seen: dict = {}
+
+    def record(sdfg, **kwargs):
+        seen.update(kwargs)
+        raise _Stop  # nothing to compile
+
+    monkeypatch.setattr(gtx_transformations, "gt_auto_optimize", record)
+    a, b, out = (gtx.as_field([demo.Cell, demo.K], np.ones((64, 6))) for _ in range(3))
+    with pytest.raises(Exception):  # noqa: B017  # _Stop, possibly wrapped by gt4py
+        demo.three_level_sum_program.with_backend(build.backend)(a, b, out, np.int32(6), offset_provider={})
+    return seen
+
+
+@pytest.mark.parametrize("make", [stock_build, inline_build], ids=["stock", "inlined"])
+def test_persistent_mode_reaches_gt_auto_optimize(monkeypatch, make):
+    seen = _mode_seen_by_gt_auto_optimize(monkeypatch, make(transient_memory_mode=Mode.PERSISTENT))
+    assert seen["transient_memory_mode"] is Mode.PERSISTENT
+    assert "optimization_hooks" in seen
+
+
+def test_no_mode_leaves_gt4pys_default(monkeypatch):
+    seen = _mode_seen_by_gt_auto_optimize(monkeypatch, stock_build())
+    assert "transient_memory_mode" not in seen and "optimization_hooks" in seen

@@ -1,0 +1,145 @@
+"""The bench's and the demo's measurement (integration/timing.py), without compiling:
+round order, the fields every build of a round shares, the median's interval, the A/A
+floor and the verdict."""
+
+import collections
+import itertools
+
+import numpy as np
+import pytest
+
+import gt4py.next as gtx
+from gt4py_dace_xforms.integration import timing
+
+Cell = gtx.Dimension("Cell")
+K = gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)
+
+
+def test_every_build_once_per_round_rotating_on_the_rounds_shared_fields():
+    a = gtx.as_field([Cell, K], np.ones((4, 3)))
+    seen = []
+
+    def call(label):
+        def run(args):
+            assert args["a"] is not a and np.array_equal(args["a"].asnumpy(), a.asnumpy())
+            args["a"].ndarray[:] = 7.0  # an output written in place must not leak into the next call
+            seen.append((label, id(args["a"])))
+
+        return run
+
+    times = timing.time_rounds({"x": call("x"), "y": call("y"), "z": call("z")}, {"a": a, "n": 3}, rounds=4)
+    assert [label for label, _ in seen] == list("xyz" "zyx" "yzx" "yxz")
+    assert {k: len(v) for k, v in times.items()} == {"x": 4, "y": 4, "z": 4}
+    ids = [i for _, i in seen]
+    rounds = [ids[3 * r : 3 * r + 3] for r in range(4)]
+    assert all(len(set(r)) == 1 for r in rounds)  # the same field object for every build of a round
+    assert len({r[0] for r in rounds[:2]}) == 2  # and a new one in the next round (the old one still alive)
+    assert np.all(a.asnumpy() == 1.0)
+
+
+def test_over_2n_rounds_every_build_takes_every_position_equally_often():
+    for labels in ("xy", "sai", "wxyz"):
+        orders = [timing.round_order(labels, r) for r in range(2 * len(labels))]
+        positions = collections.Counter((i, x) for o in orders for i, x in enumerate(o))
+        assert len(positions) == len(labels) ** 2 and set(positions.values()) == {2}
+
+
+def test_two_or_three_builds_follow_every_other_equally_often():
+    three = [tuple(timing.round_order("sai", r)) for r in range(6)]
+    assert sorted(three) == sorted(itertools.permutations("sai"))  # all six orders
+    for labels in ("xy", "sai"):
+        n = len(labels)
+        orders = [timing.round_order(labels, r) for r in range(2 * n)]
+        follows = collections.Counter((a, b) for o in orders for a, b in zip(o, o[1:]))
+        assert len(follows) == n * (n - 1) and len(set(follows.values())) == 1
+
+
+def test_sync_brackets_every_timed_call():
+    events = []
+    timing.time_rounds({"x": lambda a: events.append("call")}, {}, rounds=2, sync=lambda: events.append("sync"))
+    assert events == ["sync", "call", "sync"] * 2
+
+
+def test_median_interval_takes_the_order_statistics_with_95_percent_coverage():
+    iv = timing.median_interval([9, 1, 8, 2, 7, 3, 6, 4, 5])  # n = 9: x_(2)..x_(8), coverage 1 - 2 * 10/512
+    assert (iv.median, iv.lo, iv.hi, iv.n) == (5, 2, 8, 9)
+    assert iv.coverage == pytest.approx(1 - 20 / 512)
+    iv = timing.median_interval(range(1, 13))  # n = 12: x_(3)..x_(10)
+    assert (iv.lo, iv.hi) == (3, 10) and iv.coverage == pytest.approx(1 - 2 * 79 / 4096)
+    few = timing.median_interval([3.0, 1.0, 2.0])  # too few rounds for 95%: min..max, and says so
+    assert (few.lo, few.hi) == (1.0, 3.0) and few.coverage == pytest.approx(0.75)
+    with pytest.raises(ValueError):
+        timing.median_interval([])
+
+
+def test_one_outlying_round_does_not_reach_the_interval():
+    base = [1.00, 0.99, 1.01, 1.02, 0.98, 1.00, 0.995, 1.005, 1.0]
+    a, b = timing.median_interval(base), timing.median_interval(base[:-1] + [3.0])
+    assert (a.lo, a.hi) == (0.99, 1.01) and (b.lo, b.hi) == (0.99, 1.02)  # not 3.0
+
+
+def test_timing_ratio_is_the_median_of_per_round_ratios():
+    t = timing.Timing("library", (0.9, 0.5, 0.8), (1.0, 1.0, 0.5))
+    assert t.ratios == [0.9, 0.5, 1.6]
+    assert t.ratio.median == 0.9 and (t.ratio.lo, t.ratio.hi) == (0.5, 1.6)
+    assert t.median_ms == pytest.approx(800.0)
+
+
+def _iv(median, lo, hi):
+    return timing.Interval(median, lo, hi, 12, 0.96)
+
+
+def test_noise_floor_is_how_far_the_a_a_interval_reaches_from_one():
+    assert timing.noise_floor(_iv(1.0, 0.98, 1.03)) == pytest.approx(0.03)
+    assert timing.noise_floor(_iv(1.05, 1.04, 1.06)) == pytest.approx(0.06)  # a biased A/A widens it
+
+
+def test_verdict_needs_the_whole_interval_beyond_the_floor():
+    aa = _iv(1.0, 0.97, 1.02)  # floor 3%
+    assert timing.verdict(_iv(0.90, 0.85, 0.96), aa).word == timing.FASTER
+    assert timing.verdict(_iv(1.10, 1.04, 1.2), aa).word == timing.SLOWER
+    # median outside the floor, interval reaching into it: not a result
+    assert timing.verdict(_iv(0.95, 0.93, 0.975), aa).word == timing.NO_DIFFERENCE
+    assert timing.verdict(_iv(1.05, 1.02, 1.08), aa).word == timing.NO_DIFFERENCE
+    # median inside the floor: never a result, however narrow the interval
+    assert timing.verdict(_iv(0.98, 0.98, 0.98), aa).word == timing.NO_DIFFERENCE
+    assert timing.verdict(_iv(1.0, 0.5, 1.5), aa).word == timing.NO_DIFFERENCE
+
+
+def test_verdict_text_names_the_floor():
+    aa = _iv(1.0, 0.97, 1.02)
+    assert timing.verdict(_iv(0.8, 0.78, 0.82), aa).text() == (
+        "faster: 0.800 [0.780..0.820]x stock, outside the A/A floor of ±3.0%"
+    )
+    assert timing.verdict(_iv(0.99, 0.96, 1.01), aa).text() == (
+        "no measurable difference (0.990 [0.960..1.010] within the A/A floor of ±3.0%)"
+    )
+
+
+def test_omp_threads_says_when_no_openmp_runtime_is_loaded(monkeypatch):
+    monkeypatch.setattr(timing, "loaded_openmp", lambda: None)
+    with pytest.raises(RuntimeError, match="no OpenMP runtime loaded"):
+        timing.omp_threads(1)
+
+
+def _rows(*configs):
+    """bench results rows: (program, mode, threads, verdict) per timed configuration."""
+    rows: dict = {}
+    for prog, mode, threads, word in configs:
+        row = rows.setdefault(prog, {"program": prog, "modes": {}})
+        row["modes"].setdefault(mode, {"timings": []})["timings"].append({"threads": threads, "verdict": word})
+    return list(rows.values())
+
+
+def test_two_runs_agree_per_program_mode_and_thread_count():
+    from verdicts import agreement  # bench/verdicts.py
+
+    a = _rows(("target", "default", 1, "faster"), ("target", "default", 2, "no measurable difference"),
+              ("seed", "persistent", 1, "slower"))  # fmt: skip
+    b = _rows(("target", "default", 1, "faster"), ("target", "default", 2, "faster"), ("seed", "default", 1, "faster"))
+    assert agreement(a, b) == [
+        ("target", "default", 1, "faster", "faster"),
+        ("target", "default", 2, "no measurable difference", "faster"),
+        ("seed", "persistent", 1, "slower", None),
+        ("seed", "default", 1, None, "faster"),
+    ]
