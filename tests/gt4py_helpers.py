@@ -25,6 +25,13 @@ def _fresh(args: dict[str, Any]) -> dict[str, Any]:
     return {k: gtx.as_field(v.domain, v.asnumpy().copy()) if hasattr(v, "asnumpy") else v for k, v in args.items()}
 
 
+def run_out(program, build: Build, args: dict[str, Any], out: str = "out") -> np.ndarray:
+    """Run `program` with `build` on fresh copies of `args`; the field `out` afterwards."""
+    fresh = _fresh(args)
+    program.with_backend(build.backend)(**fresh, offset_provider={})
+    return fresh[out].asnumpy()
+
+
 def side_by_side(program, args: dict[str, Any], outputs: tuple[str, ...], **call_kwargs) -> SideBySide:
     """Run `program(**args)` with both backends; `outputs` are the fields to collect."""
     builds = {"stock": stock_build(), "inlined": inline_build()}

@@ -21,6 +21,8 @@ from gt4py_dace_xforms.integration.compare import inline_build, stock_build, two
 from gt4py_dace_xforms.policy import CostModel, InlineWhereSound
 from gt4py_dace_xforms.transformations.inline_fusion_pass import find_candidates, gt_inline_fusion
 
+from gt4py_helpers import run_out
+
 Cell = gtx.Dimension("Cell")
 K = gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)
 F64 = gtx.Field[Dims[Cell, K], gtx.float64]
@@ -106,11 +108,6 @@ def test_nested_sdfg_writing_the_column_is_declined(scan_step):
     assert sdfg.to_json() == before
 
 
-def _run(program, build, args):
-    fresh = {k: gtx.as_field(v.domain, v.asnumpy().copy()) for k, v in args.items()}
-    program.with_backend(build.backend)(**fresh, offset_provider={})
-    return fresh["out"].asnumpy()
-
 
 @pytest.mark.compile
 def test_scans_of_temporaries_match_stock_and_numpy():
@@ -124,7 +121,7 @@ def test_scans_of_temporaries_match_stock_and_numpy():
     for program, t in cases:
         seen = len(inlined.report.applied)
         args = dict(a=a, b=b, out=gtx.as_field([Cell, K], np.zeros((NC, NL))))
-        got, ref = _run(program, inlined, args), _run(program, stock, args)
+        got, ref = run_out(program, inlined, args), run_out(program, stock, args)
         np.testing.assert_allclose(got, ref, rtol=1e-14)  # FMA contraction at most
         np.testing.assert_allclose(got, _decay(t), rtol=1e-13)
         applied = inlined.report.applied[seen:]

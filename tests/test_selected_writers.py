@@ -20,6 +20,8 @@ from gt4py_dace_xforms.integration.compare import inline_build, stock_build, two
 from gt4py_dace_xforms.policy import InlineWhereSound
 from gt4py_dace_xforms.transformations.inline_fusion_pass import find_candidates, gt_inline_fusion
 
+from gt4py_helpers import run_out
+
 Cell = gtx.Dimension("Cell")
 K = gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)
 F64 = gtx.Field[Dims[Cell, K], gtx.float64]
@@ -99,11 +101,6 @@ def test_condition_reading_data_is_declined(choose_step):
     assert sdfg.to_json() == before
 
 
-def _run(program, build, args):
-    fresh = {k: gtx.as_field(v.domain, v.asnumpy().copy()) if hasattr(v, "asnumpy") else v for k, v in args.items()}
-    program.with_backend(build.backend)(**fresh, offset_provider={})
-    return fresh["out"].asnumpy()
-
 
 def _field():
     return gtx.as_field([Cell, K], RNG.random((NC, NL)))
@@ -115,7 +112,7 @@ def test_both_conditions_match_stock_and_numpy():
     a, b = _field(), _field()
     for flag in (True, False):
         args = dict(a=a, b=b, flag=flag, out=_field())
-        got, ref_stock = _run(choose_program, inlined, args), _run(choose_program, stock, args)
+        got, ref_stock = run_out(choose_program, inlined, args), run_out(choose_program, stock, args)
         t = 2.0 * a.asnumpy() + b.asnumpy() if flag else b.asnumpy() - 1.0
         np.testing.assert_allclose(got[:, : NL - 1], ref_stock[:, : NL - 1], rtol=1e-14)  # FMA contraction
         np.testing.assert_allclose(got[:, : NL - 1], t[:, 1:] - t[:, :-1], rtol=1e-14)
@@ -125,7 +122,7 @@ def test_both_conditions_match_stock_and_numpy():
 
     for level in (5, 1):
         args = dict(a=a, b=b, level=np.int32(level), out=_field())
-        got, ref_stock = _run(choose_concat_program, inlined, args), _run(choose_concat_program, stock, args)
+        got, ref_stock = run_out(choose_concat_program, inlined, args), run_out(choose_concat_program, stock, args)
         an, bn = a.asnumpy(), b.asnumpy()
         t = np.where(np.arange(NL)[None, :] < 1, 3.0 * bn, an + bn) if level > 2 else an * bn
         np.testing.assert_allclose(got[:, 1 : NL - 1], ref_stock[:, 1 : NL - 1], rtol=1e-14)

@@ -295,9 +295,9 @@ def evaluate_numpy(prog: Prog, args: dict, magnitude: bool = False, scan_args: b
                 return x
             out = np.full_like(x, np.nan)
             state = np.zeros(x.shape[0], dtype=dt)
-            for k in range(*prog.k_domain):
-                state = dt(0.5) * state + x[:, PAD + k]
-                out[:, PAD + k] = state
+            for level in range(*prog.k_domain):
+                state = dt(0.5) * state + x[:, PAD + level]
+                out[:, PAD + level] = state
             return out
         return np.where(e.cond.mask(k, levels), ev(e.lhs), ev(e.rhs))
 
