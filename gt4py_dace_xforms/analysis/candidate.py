@@ -19,8 +19,9 @@ from gt4py.next.program_processors.runners.dace.transformations.splitting_tools 
 from gt4py_dace_xforms.analysis.concat import (
     INDEX_SYMBOL,
     ConcatAnalysis,
+    EagerVerdict,
     analyse_concat,
-    eager_unsound,
+    eager_verdict,
     index_symbol,
     prove_union_covers,
     read_box,
@@ -97,8 +98,10 @@ class InlineCandidate:
             selects, per index, the branch whose region holds it and evaluates only
             that one (lazy).
         eager: concat mode only: evaluating every branch everywhere is proven memory
-            safe (`analysis.concat.eager_unsound`), so copies may evaluate all and select.
+            safe (`analysis.concat.eager_verdict`), so copies may evaluate all and select.
         lazy_reason: why eager evaluation is not proven sound, if it is not.
+        eager_verdict: concat mode only: the same, with the access that is not proven
+            in bounds (`analysis.concat.EagerVerdict`).
         indirect: single mode only: reads at a computed index (deref tasklets of
             neighbor tables, `analysis.indirect`); one copy each, feeding the tasklet.
     """
@@ -115,6 +118,7 @@ class InlineCandidate:
     eager: bool = False
     lazy_reason: Optional[str] = None
     indirect: tuple[IndirectRead, ...] = ()
+    eager_verdict: Optional[EagerVerdict] = None
 
     @property
     def shifts(self) -> list[tuple[str, ...]]:
@@ -315,10 +319,10 @@ def _analyse_candidate(sdfg, state, intermediate, consumer, check_remainder: boo
 
     if len(split_dims) > 1:
         return Decline(f"reads select concat branches along several dimensions {sorted(split_dims)}")
-    eager_reason = None
+    verdict = None
     if concat is not None:
         concat = dataclasses.replace(concat, split_dims=tuple(split_dims))
-        eager_reason = eager_unsound(sdfg, pstate, pnode.data, concat, boxes, facts)
+        verdict = eager_verdict(sdfg, pstate, pnode.data, concat, boxes, facts)
     read_groups = tuple(
         ReadGroup(
             key=k,
@@ -345,8 +349,9 @@ def _analyse_candidate(sdfg, state, intermediate, consumer, check_remainder: boo
         groups=read_groups,
         removes_intermediate=removes,
         concat=concat,
-        eager=concat is not None and eager_reason is None,
-        lazy_reason=eager_reason,
+        eager=verdict is not None and verdict.sound,
+        lazy_reason=verdict.reason if verdict is not None else None,
+        eager_verdict=verdict,
         indirect=tuple(indirect),
     )
 

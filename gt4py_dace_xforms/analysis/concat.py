@@ -241,36 +241,98 @@ def read_box(terms: list[IndexTerm], cranges) -> list[tuple[sympy.Expr, sympy.Ex
     return box
 
 
-def eager_unsound(sdfg, state, data: str, concat: ConcatAnalysis, boxes, facts) -> Optional[str]:
-    """Why evaluating every branch at every read index could fault, or None if it cannot.
+@dataclasses.dataclass(frozen=True)
+class EagerVerdict:
+    """Whether evaluating every branch of a concat node at every read index is proven
+    memory safe (`reason is None`), and if not, the first access that is not.
+
+    Attributes:
+        reason: why eager evaluation is not proven sound; `None` if it is.
+        branch: the branch (index into `ConcatAnalysis.branches`) whose access fails.
+        data: the array it reads.
+        dim: the dimension of `data` in which the access is not proven in bounds.
+        index: the index read in that dimension, in `index_symbol(d)`.
+        bounds: lowest and highest value of `index` over the read boxes (array indices),
+            for the first box that fails.
+        extent: the size of `data` in `dim`.
+        side: `"low"` (`bounds[0] >= 0` not proven) or `"high"` (`bounds[1] < extent`).
+        field: the GTIR annotation of `data` in `dim` (`{"covers": [lo, hi] | None,
+            "origin": o, "name": dimension}`, program indices, `annotations.field_dim`),
+            if `data` is an annotated program field.
+        inferred: what gt4py's domain inference says this branch reads of `data` in `dim`
+            (`[lo, hi]`, program indices, recorded on the concat node), if known.
+        selected: the annotated range (array indices of the concat node) where the
+            branch is selected, if known.
+    """
+
+    reason: Optional[str] = None
+    branch: Optional[int] = None
+    data: Optional[str] = None
+    dim: Optional[int] = None
+    index: Optional[sympy.Expr] = None
+    bounds: Optional[tuple[sympy.Expr, sympy.Expr]] = None
+    extent: Optional[sympy.Expr] = None
+    side: Optional[str] = None
+    field: Optional[dict] = None
+    inferred: Optional[list] = None
+    selected: Optional[list] = None
+
+    @property
+    def sound(self) -> bool:
+        return self.reason is None
+
+
+def eager_verdict(sdfg, state, data: str, concat: ConcatAnalysis, boxes, facts) -> EagerVerdict:
+    """Whether evaluating every branch at every read index is proven not to fault.
 
     Eager evaluation runs all branches and selects one result afterwards; the other
     results are discarded, so only memory safety matters: every element any branch
     reads, at every index in `boxes` (the read boxes of the intermediate), must lie in
     its array. Program fields are only known to be that large through the annotations
     carried from GTIR (`analysis.annotations`); without them this is not provable.
-    Branches must be simple: tasklets and scalars reading single elements.
+    Branches must be simple: tasklets and scalars reading single elements. Pure; never
+    raises on a graph it does not understand (that is a verdict with a reason).
     """
     from gt4py_dace_xforms.analysis import annotations
 
-    if annotations.concat_annotation(sdfg, data) is None:
-        return "no concat annotation from GTIR for this node"
+    ann = annotations.concat_annotation(sdfg, data)
+    if ann is None:
+        return EagerVerdict("no concat annotation from GTIR for this node")
     data_read = {i.data for b in concat.branches for i in b.inputs}
     facts = list(facts) + annotations.field_facts(sdfg, data_read)
+    ann_branches = annotations.concat_branches(ann, concat.branches)
     for n, br in enumerate(concat.branches):
         accesses = _branch_accesses(sdfg, state, br)
         if isinstance(accesses, str):
-            return f"branch {n}: {accesses}"
+            return EagerVerdict(f"branch {n}: {accesses}", branch=n)
+        info = ann_branches[n] if ann_branches else None
         for name, index in accesses:
             shape = sdfg.arrays[name].shape
             for box in boxes:
                 for d, (expr, size) in enumerate(zip(index, shape)):
                     lo, hi = _index_bounds(expr, box)
+                    field = annotations.field_dim(sdfg, name, d)
+                    where = dict(
+                        branch=n, data=name, dim=d, index=expr, extent=to_sympy(size), field=field,
+                        inferred=annotations.branch_reads(info, field, name),
+                        selected=info.get("selected") if info else None,
+                    )
                     if lo is None:
-                        return f"branch {n}: index {expr} of '{name}' is not the intermediate's index plus a constant"
-                    if not (prove_nonnegative_given(lo, facts) and prove_nonnegative_given(to_sympy(size) - 1 - hi, facts)):
-                        return f"branch {n} may read '{name}' out of bounds in dimension {d} outside its region"
-    return None
+                        return EagerVerdict(
+                            f"branch {n}: index {expr} of '{name}' is not the intermediate's index plus a constant",
+                            **where,
+                        )
+                    side = None
+                    if not prove_nonnegative_given(lo, facts):
+                        side = "low"
+                    elif not prove_nonnegative_given(to_sympy(size) - 1 - hi, facts):
+                        side = "high"
+                    if side:
+                        return EagerVerdict(
+                            f"branch {n} may read '{name}' out of bounds in dimension {d} outside its region",
+                            bounds=(lo, hi), side=side, **where,
+                        )
+    return EagerVerdict()
 
 
 def _branch_accesses(sdfg, state, br: Branch):
