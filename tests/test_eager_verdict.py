@@ -15,6 +15,7 @@ from gt4py.next.program_processors.runners.dace.transformations.auto_optimize im
 from gt4py_dace_xforms.analysis import annotations
 from gt4py_dace_xforms.integration import eager
 from gt4py_dace_xforms.integration.lowering import KEY, record_annotations
+from gt4py_dace_xforms.integration.poison import poison_unread
 
 Cell, K, F64 = programs.Cell, programs.K, programs.F64
 
@@ -84,3 +85,20 @@ def test_a_concat_annotation_matches_its_node_after_saving_to_a_file(tmp_path):
                                                   "branches": []})
     sdfg.save(str(tmp_path / "t.sdfg"))
     assert annotations.concat_annotation(dace.SDFG.from_file(str(tmp_path / "t.sdfg")), "t") is not None
+
+
+def test_poisoned_inputs_hold_nan_exactly_where_the_program_does_not_read():
+    a = programs.field()
+    sdfg = _step(programs.runtime_boundary_program, [a, a, a, np.int32(9), np.int32(0)])
+    args = dict(a=programs.field(), b=programs.field(), out=programs.field(), surface_level=np.int32(9),
+                start=np.int32(3))
+    poisoned = poison_unread(sdfg, args)
+    # Domain {Cell: (2, 16), K: (start, 11)}, theta(K + 1) - theta with theta =
+    # concat_where(K < surface_level - 1, a * 0.5, b - 1.0): theta is needed on levels 3..11,
+    # from `a` below level 8 and from `b` above; the rest of each is poison.
+    for name, levels in (("a", slice(3, 8)), ("b", slice(8, 12))):
+        got = np.isnan(poisoned[name].asnumpy())
+        want = np.ones(got.shape, dtype=bool)
+        want[2:16, levels] = False
+        np.testing.assert_array_equal(got, want, err_msg=name)
+    assert not np.isnan(poisoned["out"].asnumpy()).any()  # written only: nothing known, nothing poisoned
