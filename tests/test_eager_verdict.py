@@ -3,6 +3,7 @@
 import json
 
 import dace
+from sympy import Max
 import gt4py.next as gtx
 import numpy as np
 from gt4py.next import Dims
@@ -13,6 +14,7 @@ import neighbor_programs as nb
 import test_concat_gt4py as programs
 from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
 from gt4py_dace_xforms.analysis import annotations
+from gt4py_dace_xforms.analysis.concat import find_witness
 from gt4py_dace_xforms.integration import eager
 from gt4py_dace_xforms.integration.lowering import KEY, record_annotations
 from gt4py_dace_xforms.integration.poison import poison_unread
@@ -41,6 +43,17 @@ def test_a_branch_reading_below_what_the_program_reads_is_named_with_its_access(
     assert "interior[dim 1]" in row.access and "low end not proven" in row.needed
     assert row.annotated.startswith("K: [1, ") and row.selected  # what the program reads, where it is selected
     assert row.inferred == "[1, 12)"  # domain inference: theta(K + 1) reads levels 1..11 of `interior`
+    # Not merely unproven: a field passed from level 1 on (what the program reads) is read at level 0.
+    assert row.witness == "__interior_K_range_0=1", row.witness
+
+
+def test_a_witness_satisfies_the_facts_and_breaks_the_bound():
+    n, lo, origin = (dace.symbolic.symbol(x) for x in ("n", "lo", "origin"))
+    facts = [n - 1, lo - origin, Max(1, lo) - lo]  # the read runs; the field starts at or below `lo`
+    found = find_witness(lo - 1 - origin, facts)  # reading one below `lo`
+    values = {dace.symbolic.symbol(k): v for k, v in found.items()}
+    assert (lo - 1 - origin).subs(values) < 0 and all(f.subs(values) >= 0 for f in facts), found
+    assert find_witness(lo - origin, facts) is None  # holds whenever the facts do
 
 
 @gtx.field_operator

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import random
 from typing import Optional, Union
 
 import dace
@@ -263,6 +264,10 @@ class EagerVerdict:
             (`[lo, hi]`, program indices, recorded on the concat node), if known.
         selected: the annotated range (array indices of the concat node) where the
             branch is selected, if known.
+        margin: the expression that is not proven `>= 0` (`bounds[0]`, or
+            `extent - 1 - bounds[1]`), and `facts` the facts the proof had (the reads
+            run, program fields cover what the program reads): `witness()` searches for
+            arguments that satisfy the facts and make the margin negative.
     """
 
     reason: Optional[str] = None
@@ -276,10 +281,19 @@ class EagerVerdict:
     field: Optional[dict] = None
     inferred: Optional[list] = None
     selected: Optional[list] = None
+    margin: Optional[sympy.Expr] = None
+    facts: tuple = ()
 
     @property
     def sound(self) -> bool:
         return self.reason is None
+
+    def witness(self) -> Optional[dict]:
+        """Symbol values under which eager evaluation reads this access out of bounds
+        although every fact holds: then eager is not merely unproven but wrong for those
+        arguments. `None` if the search finds none (`find_witness`; it is not run by the
+        analysis itself, only by reports)."""
+        return None if self.margin is None else find_witness(self.margin, self.facts)
 
 
 def eager_verdict(sdfg, state, data: str, concat: ConcatAnalysis, boxes, facts) -> EagerVerdict:
@@ -324,15 +338,49 @@ def eager_verdict(sdfg, state, data: str, concat: ConcatAnalysis, boxes, facts) 
                         )
                     side = None
                     if not prove_nonnegative_given(lo, facts):
-                        side = "low"
+                        side, margin = "low", lo
                     elif not prove_nonnegative_given(to_sympy(size) - 1 - hi, facts):
-                        side = "high"
+                        side, margin = "high", to_sympy(size) - 1 - hi
                     if side:
                         return EagerVerdict(
                             f"branch {n} may read '{name}' out of bounds in dimension {d} outside its region",
-                            bounds=(lo, hi), side=side, **where,
+                            bounds=(lo, hi), side=side, margin=margin, facts=tuple(facts), **where,
                         )
     return EagerVerdict()
+
+
+def find_witness(expr, facts, samples: int = 3000, seed: int = 0) -> Optional[dict]:
+    """Integer values of the symbols for which every fact is `>= 0` and `expr < 0`; `None`
+    if the search finds none (it proves nothing then).
+
+    A symbol that only one fact bounds, with coefficient +-1 (a field's range start or
+    end: `covers_lo - origin >= 0`), is set to its tightest value, the field exactly as
+    large as the program reads; the other symbols are drawn at random from small values,
+    nonnegative ones first (seeded, deterministic)."""
+    expr = to_sympy(expr)
+    facts = [sympy.expand(to_sympy(f)) for f in facts]
+    symbols = sorted(expr.free_symbols.union(*(f.free_symbols for f in facts)), key=str)
+    tight: dict = {}  # symbol -> (coefficient, the fact's rest)
+    for sym in symbols:
+        holding = [f for f in facts if sym in f.free_symbols]
+        if len(holding) == 1:
+            coeff = holding[0].coeff(sym)
+            rest = sympy.expand(holding[0] - coeff * sym)
+            if coeff in (1, -1) and sym not in rest.free_symbols and not (rest.free_symbols & set(tight)):
+                tight[sym] = (coeff, rest)
+    free = [x for x in symbols if x not in tight]
+    rng = random.Random(seed)
+    for n in range(samples):
+        values = {x: rng.randint(0 if n < samples // 2 else -2, 16) for x in free}
+        try:
+            for sym, (coeff, rest) in tight.items():
+                # coeff * sym + rest >= 0, tightest: sym = -rest (coeff 1) or rest (coeff -1)
+                values[sym] = int(-coeff * rest.subs(values))
+            if expr.subs(values) < 0 and all(f.subs(values) >= 0 for f in facts):
+                return {str(x): v for x, v in values.items()}
+        except (ArithmeticError, TypeError, ValueError):
+            continue
+    return None
 
 
 def _branch_accesses(sdfg, state, br: Branch):
@@ -351,7 +399,7 @@ def _branch_accesses(sdfg, state, br: Branch):
             if any(not prove_nonnegative(0 - (to_sympy(hi) - to_sympy(lo))) for lo, hi, _ in sub.ndrange()):
                 return "reads more than one element per evaluation"
             result.append((e.data.data, tuple(to_sympy(lo).subs(mapping) for lo, _, _ in sub.ndrange())))
-    return result
+    return sorted(result, key=lambda access: (access[0], str(access[1])))  # reports name the same one each run
 
 
 def _index_bounds(expr, box):

@@ -52,6 +52,7 @@ class ConcatRow:
     annotated: str = ""  #: the field's annotation in that dimension: covers (program indices), origin
     inferred: str = ""  #: what domain inference says the branch reads there (program indices)
     selected: str = ""  #: where the branch is selected (array indices of the concat node)
+    witness: str = ""  #: arguments satisfying every fact the proof had, under which the access is out of bounds
 
 
 def concat_nodes(sdfg: dace.SDFG) -> list[tuple[dace.SDFGState, dn.AccessNode]]:
@@ -96,6 +97,9 @@ def _row_from_verdict(sdfg, program: str, node: str, readers: int, v: EagerVerdi
         row.inferred = f"[{v.inferred[0]}, {v.inferred[1]})"
     if v.selected:
         row.selected = f"[{v.selected[0]}, {v.selected[1]})"
+    found = v.witness()
+    if found:
+        row.witness = ", ".join(f"{k}={x}" for k, x in found.items() if k in str(v.margin))
     return row
 
 
@@ -163,7 +167,7 @@ def totals(results: list[ProgramEager]) -> dict[str, int]:
 def table(results: list[ProgramEager]) -> str:
     """A markdown table, one row per concat node, then the totals by verdict."""
     cols = ("program", "node", "readers", "verdict", "access not proven", "needed", "annotated covers - origin",
-            "inferred for the branch", "branch selected")
+            "inferred for the branch", "branch selected", "out of bounds for")
     lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
     for p in results:
         if p.error:
@@ -171,12 +175,14 @@ def table(results: list[ProgramEager]) -> str:
         for r in p.rows:
             verdict = r.verdict if r.verdict != ANALYSIS else f"{r.verdict}: {r.reason}"
             cells = (r.program, r.node, str(r.readers), verdict, r.access, r.needed, r.annotated, r.inferred,
-                     r.selected)
+                     r.selected, r.witness)
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     n = sum(len(p.rows) for p in results)
     lines += ["", f"concat nodes: {n} in {sum(1 for p in results if not p.error)} programs"
                   f" ({sum(1 for p in results if p.error)} could not be lowered)"]
     lines += [f"  {count:4d}  {verdict}" for verdict, count in totals(results).items()]
+    shown = sum(1 for p in results for r in p.rows if r.witness)
+    lines += [f"  of the declined, {shown} with arguments (last column) under which eager reads out of bounds"]
     return "\n".join(lines)
 
 
