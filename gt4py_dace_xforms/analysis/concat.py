@@ -311,6 +311,9 @@ def eager_verdict(sdfg, state, data: str, concat: ConcatAnalysis, boxes, facts) 
 
     ann = annotations.concat_annotation(sdfg, data)
     if ann is None:
+        recorded = annotations.read(sdfg.arrays[data]) or {}
+        if recorded.get("kind") == "concat":
+            return EagerVerdict("the concat annotation from GTIR was recorded for another shape of this node")
         return EagerVerdict("no concat annotation from GTIR for this node")
     data_read = {i.data for b in concat.branches for i in b.inputs}
     facts = list(facts) + annotations.field_facts(sdfg, data_read)

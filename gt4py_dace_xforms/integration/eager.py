@@ -30,7 +30,8 @@ from gt4py_dace_xforms.transformations.inline_fusion_pass import find_candidates
 EAGER = "eager proven"
 NO_READER = "no top-level Map reads it"
 ANALYSIS = "the read is declined by the analysis (not inlined at all)"
-NO_ANNOTATION = "no concat annotation from GTIR"
+NO_ANNOTATION = "no concat annotation from GTIR (not a concat_where: e.g. a Map gt4py split)"
+OTHER_SHAPE = "the concat annotation was recorded for another shape (gt4py rewrote the node's shape)"
 NOT_SIMPLE = "a branch is not tasklets on single elements"
 UNANNOTATED = "field has no GTIR annotation in that dimension"
 NEIGHBOR = "field is read through a neighbor table in that dimension (extent unknown)"
@@ -71,6 +72,8 @@ def _classify(sdfg: dace.SDFG, v: EagerVerdict) -> str:
     if v.sound:
         return EAGER
     if v.data is None:
+        if "another shape" in v.reason:
+            return OTHER_SHAPE
         return NO_ANNOTATION if "annotation" in v.reason else NOT_SIMPLE
     if v.bounds is None:
         return NOT_SIMPLE
@@ -156,7 +159,7 @@ def eager_program(ref, *, grid: Any = None) -> ProgramEager:
     return result
 
 
-_ORDER = (EAGER, NO_READER, ANALYSIS, NO_ANNOTATION, NOT_SIMPLE, UNANNOTATED, NEIGHBOR, TRANSIENT, OUTSIDE)
+_ORDER = (EAGER, NO_READER, ANALYSIS, NO_ANNOTATION, OTHER_SHAPE, NOT_SIMPLE, UNANNOTATED, NEIGHBOR, TRANSIENT, OUTSIDE)
 
 
 def totals(results: list[ProgramEager]) -> dict[str, int]:
