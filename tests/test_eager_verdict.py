@@ -115,3 +115,16 @@ def test_poisoned_inputs_hold_nan_exactly_where_the_program_does_not_read():
         want[2:16, levels] = False
         np.testing.assert_array_equal(got, want, err_msg=name)
     assert not np.isnan(poisoned["out"].asnumpy()).any()  # written only: nothing known, nothing poisoned
+
+
+def test_cli_census_eager_prints_one_row_per_concat_node_and_writes_json(tmp_path, capsys):
+    from gt4py_dace_xforms.cli.main import main
+
+    out = tmp_path / "e.json"
+    assert main(["census", "gt4py_dace_xforms.cli.demo:vertical_difference_computed_program", "--eager",
+                 "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    data = json.loads(out.read_text())
+    rows = data["programs"][0]["rows"]
+    assert rows and all(r["verdict"] in text for r in rows)
+    assert sum(data["total"].values()) == len(rows) and f"concat nodes: {len(rows)} in 1 programs" in text
