@@ -43,6 +43,17 @@ def side_by_side(program, args: dict[str, Any], outputs: tuple[str, ...], **call
     return SideBySide(builds["stock"], builds["inlined"], results)
 
 
+def rerun(run: SideBySide, program, args: dict[str, Any], outputs: tuple[str, ...], **call_kwargs) -> SideBySide:
+    """`program(**args)` again with the builds of `run` (compiled already), e.g. on
+    poisoned inputs (`integration.poison`)."""
+    results = {}
+    for name in ("stock", "inlined"):
+        a = _fresh(args)
+        program.with_backend(getattr(run, name).backend)(**a, offset_provider={}, **call_kwargs)
+        results[name] = {o: a[o].asnumpy() for o in outputs}
+    return SideBySide(run.stock, run.inlined, results)
+
+
 def assert_equal_to_stock(run: SideBySide, rtol: float = 1e-13) -> None:
     """Equal up to rounding: once inlined, `a * b + c` may be contracted to one FMA by the
     C++ compiler, where the stock build stored `a * b` to memory first (a few ulps of the

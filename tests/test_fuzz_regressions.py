@@ -158,3 +158,20 @@ def test_generated_shape_with_a_scan_of_a_shifted_local():
     assert "return decay(t0(K + 1) - b)" in prog.source()
     outcome = check(prog, 0, ("stock", "sound", "cost_model"))
     assert outcome.applied["sound"] >= 1
+
+
+@pytest.mark.compile
+def test_generated_concat_on_an_interior_domain_agrees_on_poisoned_inputs():
+    """The fuzzer calls every build a second time on inputs that are NaN where gt4py's domain
+    inference says the program does not read them (cells 0 and NC - 1, levels outside the
+    reads of each branch here): stock, the inlined concat and numpy still agree."""
+    from fuzzing.runner import POISONED, check
+    from fuzzing.strategy import NC, NL, Bin, Cond, Lit, Prog, Read, Where
+
+    t0 = Where(Cond("<", 4), Bin("*", Read("a"), Lit(2.0)), Bin("+", Read("b"), Lit(1.0)))
+    out = Bin("-", Read("t0", 1), Read("t0", 0))
+    prog = Prog(dtype="float64", fields=("a", "b"), cells=(), scalars=(), levels=(), locals=(("t0", t0),),
+                outputs=(out,), cell_domain=(1, NC - 1), k_domain=(1, NL - 3), runtime_k_domain=False)
+    outcome = check(prog, 0, ("stock", "sound"))
+    assert outcome.applied["sound"] >= 1
+    assert {"stock" + POISONED, "sound" + POISONED} <= set(outcome.outputs)

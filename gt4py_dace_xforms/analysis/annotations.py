@@ -8,7 +8,7 @@ from typing import Iterable, Optional
 import dace
 import sympy
 
-from gt4py_dace_xforms.analysis.symbolic import prove_zero, to_sympy
+from gt4py_dace_xforms.analysis.symbolic import prove_any, prove_zero, to_sympy
 
 KEY = "gt4py_dace_xforms"  # the same key `integration.lowering` writes
 
@@ -34,9 +34,61 @@ def concat_annotation(sdfg: dace.SDFG, data: str) -> Optional[dict]:
     if not ann or ann.get("kind") != "concat":
         return None
     shape = ann.get("shape", [])
-    if len(shape) != len(desc.shape) or not all(prove_zero(to_sympy(a) - to_sympy(b)) for a, b in zip(shape, desc.shape)):
+    if len(shape) != len(desc.shape) or not all(prove_zero(_reparsed(a) - _reparsed(b)) for a, b in zip(shape, desc.shape)):
         return None
     return ann
+
+
+def _reparsed(expr) -> sympy.Expr:
+    """`expr` parsed from its text. An SDFG read from a file may hold sums whose terms
+    are not in sympy's canonical order, and then `Max(0, a - b)` and its own reprint
+    are different atoms that never cancel."""
+    return to_sympy(str(expr))
+
+
+def concat_branches(ann: dict, branches) -> Optional[list[Optional[dict]]]:
+    """Per analysed branch (`analysis.concat.Branch`), the annotated branch it belongs
+    to: the one whose selected range holds its region along the concat dimension
+    (gt4py may split one branch into several writers); `None` where that is not provable
+    for exactly one (an empty region is held by every range)."""
+    d = ann.get("dim")
+    annotated = ann.get("branches", [])
+    if not isinstance(d, int) or not annotated:
+        return None
+    result: list[Optional[dict]] = []
+    for br in branches:
+        if d >= len(br.region):
+            return None
+        lo, hi = (_reparsed(x) for x in br.region[d])
+        # Holds the region, or the region is empty (`selected` is half-open).
+        holding = [
+            a for a in annotated
+            if prove_any([[lo - _reparsed(a["selected"][0]), _reparsed(a["selected"][1]) - 1 - hi], [lo - hi - 1]])
+        ]
+        result.append(holding[0] if len(holding) == 1 else None)
+    return result
+
+
+def branch_reads(info: Optional[dict], field: Optional[dict], name: str) -> Optional[list]:
+    """What gt4py's domain inference says the annotated branch `info` reads of the
+    program field `name` in the dimension `field` (from `field_dim`) describes
+    (`[lo, hi)`, program indices), if recorded."""
+    if not info or not field:
+        return None
+    return info.get("reads", {}).get(name, {}).get(field.get("name"))
+
+
+def field_dim(sdfg: dace.SDFG, name: str, dim: int) -> Optional[dict]:
+    """The field annotation of program data `name` in dimension `dim`:
+    `{"covers": [lo, hi] | None, "origin": o, "name": dimension name}`, if annotated."""
+    desc = sdfg.arrays.get(name)
+    ann = read(desc) if desc is not None else None
+    if not ann or ann.get("kind") != "field" or desc.transient:
+        return None
+    covers, origin, names = ann.get("covers", []), ann.get("origin", []), ann.get("dims", [])
+    if dim >= len(covers):
+        return None
+    return {"covers": covers[dim], "origin": origin[dim], "name": names[dim] if dim < len(names) else None}
 
 
 def field_facts(sdfg: dace.SDFG, names: Iterable[str]) -> list[sympy.Expr]:

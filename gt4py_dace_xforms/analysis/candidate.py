@@ -19,8 +19,9 @@ from gt4py.next.program_processors.runners.dace.transformations.splitting_tools 
 from gt4py_dace_xforms.analysis.concat import (
     INDEX_SYMBOL,
     ConcatAnalysis,
+    EagerVerdict,
     analyse_concat,
-    eager_unsound,
+    eager_verdict,
     index_symbol,
     prove_union_covers,
     read_box,
@@ -99,8 +100,10 @@ class InlineCandidate:
             selects, per index, the branch whose region holds it and evaluates only
             that one (lazy).
         eager: concat mode only: evaluating every branch everywhere is proven memory
-            safe (`analysis.concat.eager_unsound`), so copies may evaluate all and select.
+            safe (`analysis.concat.eager_verdict`), so copies may evaluate all and select.
         lazy_reason: why eager evaluation is not proven sound, if it is not.
+        eager_verdict: concat mode only: the same, with the access that is not proven
+            in bounds (`analysis.concat.EagerVerdict`).
         indirect: single mode only: reads at a computed index (deref tasklets of
             neighbor tables, `analysis.indirect`); one copy each, feeding the tasklet.
         nested: reads inside nested SDFGs the consumer passes the
@@ -125,6 +128,7 @@ class InlineCandidate:
     eager: bool = False
     lazy_reason: Optional[str] = None
     indirect: tuple[IndirectRead, ...] = ()
+    eager_verdict: Optional[EagerVerdict] = None
     selected: Optional[SelectedWriters] = None
     nested: tuple[NestedRead, ...] = ()
 
@@ -371,16 +375,18 @@ def _analyse_candidate(sdfg, state, intermediate, consumer, check_remainder: boo
     for dims in split_dims:
         if len(dims) > 1:
             return Decline(f"reads select concat branches along several dimensions {sorted(dims)}")
-    eager_reason = None
+    verdict = None
+    lazy_reason = None
     if selected is not None:
         selected = dataclasses.replace(selected, branches=tuple(
             dataclasses.replace(sb, writers=dataclasses.replace(sb.writers, split_dims=tuple(dims)))
             for sb, dims in zip(selected.branches, split_dims)
         ))
-        eager_reason = "selected by an if/else: only the branch that ran is evaluated"
+        lazy_reason = "selected by an if/else: only the branch that ran is evaluated"
     elif concat is not None:
         concat = dataclasses.replace(concat, split_dims=tuple(split_dims[0]))
-        eager_reason = eager_unsound(sdfg, pstate, pnode.data, concat, boxes, facts)
+        verdict = eager_verdict(sdfg, pstate, pnode.data, concat, boxes, facts)
+        lazy_reason = verdict.reason
     read_groups = tuple(
         ReadGroup(
             key=k,
@@ -408,8 +414,9 @@ def _analyse_candidate(sdfg, state, intermediate, consumer, check_remainder: boo
         groups=read_groups,
         removes_intermediate=removes,
         concat=concat,
-        eager=concat is not None and eager_reason is None,
-        lazy_reason=eager_reason,
+        eager=verdict is not None and verdict.sound,
+        lazy_reason=lazy_reason,
+        eager_verdict=verdict,
         indirect=tuple(indirect),
         selected=selected,
         nested=tuple(nested),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import random
 from typing import Optional, Union
 
 import dace
@@ -241,35 +242,147 @@ def read_box(terms: list[IndexTerm], cranges) -> list[tuple[sympy.Expr, sympy.Ex
     return box
 
 
-def eager_unsound(sdfg, state, data: str, concat: ConcatAnalysis, boxes, facts) -> Optional[str]:
-    """Why evaluating every branch at every read index could fault, or None if it cannot.
+@dataclasses.dataclass(frozen=True)
+class EagerVerdict:
+    """Whether evaluating every branch of a concat node at every read index is proven
+    memory safe (`reason is None`), and if not, the first access that is not.
+
+    Attributes:
+        reason: why eager evaluation is not proven sound; `None` if it is.
+        branch: the branch (index into `ConcatAnalysis.branches`) whose access fails.
+        data: the array it reads.
+        dim: the dimension of `data` in which the access is not proven in bounds.
+        index: the index read in that dimension, in `index_symbol(d)`.
+        bounds: lowest and highest value of `index` over the read boxes (array indices),
+            for the first box that fails.
+        extent: the size of `data` in `dim`.
+        side: `"low"` (`bounds[0] >= 0` not proven) or `"high"` (`bounds[1] < extent`).
+        field: the GTIR annotation of `data` in `dim` (`{"covers": [lo, hi] | None,
+            "origin": o, "name": dimension}`, program indices, `annotations.field_dim`),
+            if `data` is an annotated program field.
+        inferred: what gt4py's domain inference says this branch reads of `data` in `dim`
+            (`[lo, hi]`, program indices, recorded on the concat node), if known.
+        selected: the annotated range (array indices of the concat node) where the
+            branch is selected, if known.
+        margin: the expression that is not proven `>= 0` (`bounds[0]`, or
+            `extent - 1 - bounds[1]`), and `facts` the facts the proof had (the reads
+            run, program fields cover what the program reads): `witness()` searches for
+            arguments that satisfy the facts and make the margin negative.
+    """
+
+    reason: Optional[str] = None
+    branch: Optional[int] = None
+    data: Optional[str] = None
+    dim: Optional[int] = None
+    index: Optional[sympy.Expr] = None
+    bounds: Optional[tuple[sympy.Expr, sympy.Expr]] = None
+    extent: Optional[sympy.Expr] = None
+    side: Optional[str] = None
+    field: Optional[dict] = None
+    inferred: Optional[list] = None
+    selected: Optional[list] = None
+    margin: Optional[sympy.Expr] = None
+    facts: tuple = ()
+
+    @property
+    def sound(self) -> bool:
+        return self.reason is None
+
+    def witness(self) -> Optional[dict]:
+        """Symbol values under which eager evaluation reads this access out of bounds
+        although every fact holds: then eager is not merely unproven but wrong for those
+        arguments. `None` if the search finds none (`find_witness`; it is not run by the
+        analysis itself, only by reports)."""
+        return None if self.margin is None else find_witness(self.margin, self.facts)
+
+
+def eager_verdict(sdfg, state, data: str, concat: ConcatAnalysis, boxes, facts) -> EagerVerdict:
+    """Whether evaluating every branch at every read index is proven not to fault.
 
     Eager evaluation runs all branches and selects one result afterwards; the other
     results are discarded, so only memory safety matters: every element any branch
     reads, at every index in `boxes` (the read boxes of the intermediate), must lie in
     its array. Program fields are only known to be that large through the annotations
     carried from GTIR (`analysis.annotations`); without them this is not provable.
-    Branches must be simple: tasklets and scalars reading single elements.
+    Branches must be simple: tasklets and scalars reading single elements. Pure; never
+    raises on a graph it does not understand (that is a verdict with a reason).
     """
     from gt4py_dace_xforms.analysis import annotations
 
-    if annotations.concat_annotation(sdfg, data) is None:
-        return "no concat annotation from GTIR for this node"
+    ann = annotations.concat_annotation(sdfg, data)
+    if ann is None:
+        recorded = annotations.read(sdfg.arrays[data]) or {}
+        if recorded.get("kind") == "concat":
+            return EagerVerdict("the concat annotation from GTIR was recorded for another shape of this node")
+        return EagerVerdict("no concat annotation from GTIR for this node")
     data_read = {i.data for b in concat.branches for i in b.inputs}
     facts = list(facts) + annotations.field_facts(sdfg, data_read)
+    ann_branches = annotations.concat_branches(ann, concat.branches)
     for n, br in enumerate(concat.branches):
         accesses = _branch_accesses(sdfg, state, br)
         if isinstance(accesses, str):
-            return f"branch {n}: {accesses}"
+            return EagerVerdict(f"branch {n}: {accesses}", branch=n)
+        info = ann_branches[n] if ann_branches else None
         for name, index in accesses:
             shape = sdfg.arrays[name].shape
             for box in boxes:
                 for d, (expr, size) in enumerate(zip(index, shape)):
                     lo, hi = _index_bounds(expr, box)
+                    field = annotations.field_dim(sdfg, name, d)
+                    where = dict(
+                        branch=n, data=name, dim=d, index=expr, extent=to_sympy(size), field=field,
+                        inferred=annotations.branch_reads(info, field, name),
+                        selected=info.get("selected") if info else None,
+                    )
                     if lo is None:
-                        return f"branch {n}: index {expr} of '{name}' is not the intermediate's index plus a constant"
-                    if not (prove_nonnegative_given(lo, facts) and prove_nonnegative_given(to_sympy(size) - 1 - hi, facts)):
-                        return f"branch {n} may read '{name}' out of bounds in dimension {d} outside its region"
+                        return EagerVerdict(
+                            f"branch {n}: index {expr} of '{name}' is not the intermediate's index plus a constant",
+                            **where,
+                        )
+                    side = None
+                    if not prove_nonnegative_given(lo, facts):
+                        side, margin = "low", lo
+                    elif not prove_nonnegative_given(to_sympy(size) - 1 - hi, facts):
+                        side, margin = "high", to_sympy(size) - 1 - hi
+                    if side:
+                        return EagerVerdict(
+                            f"branch {n} may read '{name}' out of bounds in dimension {d} outside its region",
+                            bounds=(lo, hi), side=side, margin=margin, facts=tuple(facts), **where,
+                        )
+    return EagerVerdict()
+
+
+def find_witness(expr, facts, samples: int = 3000, seed: int = 0) -> Optional[dict]:
+    """Integer values of the symbols for which every fact is `>= 0` and `expr < 0`; `None`
+    if the search finds none (it proves nothing then).
+
+    A symbol that only one fact bounds, with coefficient +-1 (a field's range start or
+    end: `covers_lo - origin >= 0`), is set to its tightest value, the field exactly as
+    large as the program reads; the other symbols are drawn at random from small values,
+    nonnegative ones first (seeded, deterministic)."""
+    expr = to_sympy(expr)
+    facts = [sympy.expand(to_sympy(f)) for f in facts]
+    symbols = sorted(expr.free_symbols.union(*(f.free_symbols for f in facts)), key=str)
+    tight: dict = {}  # symbol -> (coefficient, the fact's rest)
+    for sym in symbols:
+        holding = [f for f in facts if sym in f.free_symbols]
+        if len(holding) == 1:
+            coeff = holding[0].coeff(sym)
+            rest = sympy.expand(holding[0] - coeff * sym)
+            if coeff in (1, -1) and sym not in rest.free_symbols and not (rest.free_symbols & set(tight)):
+                tight[sym] = (coeff, rest)
+    free = [x for x in symbols if x not in tight]
+    rng = random.Random(seed)
+    for n in range(samples):
+        values = {x: rng.randint(0 if n < samples // 2 else -2, 16) for x in free}
+        try:
+            for sym, (coeff, rest) in tight.items():
+                # coeff * sym + rest >= 0, tightest: sym = -rest (coeff 1) or rest (coeff -1)
+                values[sym] = int(-coeff * rest.subs(values))
+            if expr.subs(values) < 0 and all(f.subs(values) >= 0 for f in facts):
+                return {str(x): v for x, v in values.items()}
+        except (ArithmeticError, TypeError, ValueError):
+            continue
     return None
 
 
@@ -289,7 +402,7 @@ def _branch_accesses(sdfg, state, br: Branch):
             if any(not prove_nonnegative(0 - (to_sympy(hi) - to_sympy(lo))) for lo, hi, _ in sub.ndrange()):
                 return "reads more than one element per evaluation"
             result.append((e.data.data, tuple(to_sympy(lo).subs(mapping) for lo, _, _ in sub.ndrange())))
-    return result
+    return sorted(result, key=lambda access: (access[0], str(access[1])))  # reports name the same one each run
 
 
 def _index_bounds(expr, box):

@@ -158,17 +158,26 @@ def cmd_census(args: argparse.Namespace) -> int:
             raise CliError("no programs found: is icon4py installed? (make venv installs it)")
     if args.json:
         _check_writable(args.json)
-    print(f"census of {len(refs)} programs ({args.jobs} processes)", file=sys.stderr)
+    print(f"census{' (eager)' if args.eager else ''} of {len(refs)} programs ({args.jobs} processes)", file=sys.stderr)
 
     def progress(r) -> None:
-        print(f"  {r.short_name}: {r.seconds:.0f} s" + (f" ERROR {r.error}" if r.error else ""), file=sys.stderr, flush=True)
+        name = r.program.rpartition(":")[2]
+        print(f"  {name}: {r.seconds:.0f} s" + (f" ERROR {r.error}" if r.error else ""), file=sys.stderr, flush=True)
 
-    results = census.run_census(refs, jobs=args.jobs, transients=not args.no_transients, final=args.final,
-                                progress=progress)
-    print(census.table(results))
+    if args.eager:
+        from gt4py_dace_xforms.integration import eager
+
+        results = census.map_programs(eager.eager_program, refs, jobs=args.jobs, progress=progress)
+        print(eager.table(results))
+        dump = eager.to_json
+    else:
+        results = census.run_census(refs, jobs=args.jobs, transients=not args.no_transients, final=args.final,
+                                    progress=progress)
+        print(census.table(results))
+        dump = census.to_json
     if args.json:
         with open(args.json, "w") as f:
-            f.write(census.to_json(results))
+            f.write(dump(results))
     return 1 if any(r.error for r in results) else 0
 
 
@@ -200,6 +209,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="skip the three gt_auto_optimize runs that count transients (faster)")
     cen.add_argument("--final", action="store_true",
                      help="also count transients in the final SDFGs (runs gt_auto_optimize to the end: slower)")
+    cen.add_argument("--eager", action="store_true",
+                     help="instead: per concat node, whether evaluating all branches eagerly is proven sound, "
+                          "and if not, the access that is not proven in bounds (one lowering per program)")
     cen.set_defaults(func=cmd_census)
     exp = sub.add_parser("explain", help="which temporaries of a gt4py program the stock backend keeps, "
                                          "and whether the library removes them (no compilation)")

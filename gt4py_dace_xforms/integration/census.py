@@ -132,17 +132,22 @@ def _census_one(args) -> ProgramCensus:
 def run_census(refs: Iterable[ProgramRef], *, jobs: int = 1, transients: bool = True, final: bool = False,
                progress: Optional[Callable[[ProgramCensus], None]] = None) -> list[ProgramCensus]:
     """`census_program` for every program, in `jobs` processes (results in input order)."""
-    work = [(r, transients, final) for r in refs]
-    results: list[ProgramCensus] = []
+    return map_programs(_census_one, [(r, transients, final) for r in refs], jobs=jobs, progress=progress)
+
+
+def map_programs(fn: Callable, work: list, *, jobs: int = 1, progress: Optional[Callable] = None) -> list:
+    """`fn(w)` for every `w` in `work` (module-level `fn`, never raising), in `jobs`
+    forked processes; results in input order, `progress` called with each as it ends."""
+    results: list = []
     if jobs <= 1:
         for w in work:
-            results.append(_census_one(w))
+            results.append(fn(w))
             if progress:
                 progress(results[-1])
         return results
     with futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-        pending = {pool.submit(_census_one, w): i for i, w in enumerate(work)}
-        done: dict[int, ProgramCensus] = {}
+        pending = {pool.submit(fn, w): i for i, w in enumerate(work)}
+        done: dict[int, Any] = {}
         for fut in futures.as_completed(pending):
             done[pending[fut]] = fut.result()
             if progress:

@@ -27,6 +27,7 @@ from hypothesis import currently_in_test_context, given, note, settings, strateg
 
 import gt4py_dace_xforms
 from gt4py_dace_xforms.integration.compare import Build, inline_build, stock_build
+from gt4py_dace_xforms.integration.poison import poison_unread
 from fuzzing.reduce import reduce
 from fuzzing.strategy import C2C_TABLE, NC, NL, SENTINEL, Prog, evaluate_numpy, programs, tolerance
 
@@ -120,12 +121,20 @@ def _as_gt4py(prog: Prog, args: dict) -> dict:
     return out
 
 
+#: Suffix of the outputs of a second call on poisoned inputs (`integration.poison`).
+POISONED = "+poisoned"
+
+
 def run_builds(prog: Prog, args: dict, builds: tuple[str, ...]) -> Outcome:
-    """Compile and run with each of `builds` ("stock" or keys of `LIBRARY_BUILDS`)."""
+    """Compile and run with each of `builds` ("stock" or keys of `LIBRARY_BUILDS`); then,
+    where a library build is among them, call every build again on inputs that are NaN
+    wherever gt4py's domain inference says the program does not read them (taken from
+    the library build's annotations): outputs under `name + POISONED`."""
     program = load(prog)
     outcome = Outcome({}, {})
+    made = {}
     for name in builds:
-        build = stock_build() if name == "stock" else LIBRARY_BUILDS[name]()
+        build = made[name] = stock_build() if name == "stock" else LIBRARY_BUILDS[name]()
         a = _as_gt4py(prog, args)
         start = time.perf_counter()
         try:
@@ -139,6 +148,16 @@ def run_builds(prog: Prog, args: dict, builds: tuple[str, ...]) -> Outcome:
             outcome.applied[name] = len(report.applied)
             if report.records and currently_in_test_context():
                 note(f"{name} build, inlining report:\n{report.table()}")
+    annotated = next((b.sdfg for n, b in made.items() if n != "stock"), None)
+    if annotated is None:
+        return outcome
+    for name, build in made.items():
+        a = poison_unread(annotated, _as_gt4py(prog, args))
+        try:
+            program.with_backend(build.backend)(**a, offset_provider=offset_provider(prog))
+        except Exception as e:
+            raise BuildFailed(name, e) from e  # on poisoned inputs
+        outcome.outputs[name + POISONED] = [a[f"out{i}"].asnumpy() for i in range(len(prog.outputs))]
     return outcome
 
 
@@ -154,7 +173,8 @@ def run_cached(prog: Prog, data_seed: int, builds: tuple[str, ...]) -> Outcome:
     reuse = os.environ.get("FUZZ_REUSE", "1") != "0"
     if reuse and path.exists():
         with np.load(path) as z:
-            outputs = {b: [z[f"{b}/{i}"] for i in range(len(prog.outputs))] for b in builds}
+            names = {k.rpartition("/")[0] for k in z.files if not k.startswith("applied/")}
+            outputs = {b: [z[f"{b}/{i}"] for i in range(len(prog.outputs))] for b in names}
             applied = {b: int(z[f"applied/{b}"]) for b in builds if b != "stock"}
             return Outcome(outputs, applied, reused=True)
     outcome = run_builds(prog, prog.call_args(data_seed), builds)
@@ -169,22 +189,25 @@ def run_cached(prog: Prog, data_seed: int, builds: tuple[str, ...]) -> Outcome:
 
 def compare(prog: Prog, args: dict, outcome: Outcome) -> None:
     """Every build equals the numpy reference inside the domain (up to the rounding bound)
-    and left the sentinel outside; library builds equal stock up to the same bound."""
+    and left the sentinel outside; library builds equal stock up to the same bound. Calls
+    on poisoned inputs (`POISONED`) too: a value read outside what the program reads
+    turns an output into NaN."""
     ref = evaluate_numpy(prog, args)
     tol = tolerance(prog, args)
     (c0, c1), (k0, k1) = prog.cell_domain, prog.k_domain
     inside = np.zeros((NC, NL), dtype=bool)
     inside[c0:c1, k0:k1] = True
     for name, outs in outcome.outputs.items():
+        build = name.removesuffix(POISONED)
         for i, got in enumerate(outs):
             what = f"{name} build, out{i}"
             outside = got[~inside]
             if not np.all(outside == SENTINEL):
                 idx = np.argwhere(~inside & (got != SENTINEL))[:5].tolist()
-                raise Mismatch(f"{what}: written outside the domain, at (cell, k) {idx}", (name,))
-            _close(got, ref[i], tol[i], inside, f"{what} vs numpy", (name,))
+                raise Mismatch(f"{what}: written outside the domain, at (cell, k) {idx}", (build,))
+            _close(got, ref[i], tol[i], inside, f"{what} vs numpy", (build,))
             if name != "stock" and "stock" in outcome.outputs:
-                _close(got, outcome.outputs["stock"][i], 2 * tol[i], inside, f"{what} vs stock", ("stock", name))
+                _close(got, outcome.outputs["stock"][i], 2 * tol[i], inside, f"{what} vs stock", ("stock", build))
 
 
 def _close(got, want, atol, inside, what, builds) -> None:
