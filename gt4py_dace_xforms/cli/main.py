@@ -186,11 +186,8 @@ def _census_compare(refs, args: argparse.Namespace) -> int:
     print(f"comparing {len(refs)} programs with stock ({args.jobs} processes; {settings['n_horizontal']} "
           f"per horizontal dimension x {settings['n_levels']} levels, seed {settings['seed']})", file=sys.stderr)
 
-    def progress(r) -> None:
-        runs = [r.runs.get(b) for b in cc.BUILDS]
-        what = "ERROR " + "; ".join(r.errors) if r.errors else ("equal" if r.equal else "DIFFERS")
-        inl = "/".join(str(b.inlines) if b else "-" for b in runs[1:])
-        print(f"  {r.short_name}: {what}, inlines model/sound {inl}, {r.seconds:.0f} s", file=sys.stderr, flush=True)
+    def progress(r) -> None:  # the program's whole row as soon as it is done (the run takes hours)
+        print("  " + cc.table([r]).splitlines()[2], file=sys.stderr, flush=True)
 
     with quiet_third_party():
         results = cc.run_comparison(refs, jobs=args.jobs, progress=progress, **settings)
