@@ -202,6 +202,11 @@ class ProgramComparison:
     runs: dict[str, BuildRun] = dataclasses.field(default_factory=dict)
     diffs: list[FieldDiff] = dataclasses.field(default_factory=list)
     stock_repeatable: bool = True
+    #: fields stock's run changed (the outputs it wrote on these inputs: none would make
+    #: the comparison vacuous)
+    written: list[str] = dataclasses.field(default_factory=list)
+    #: field arguments (each compared per library build)
+    fields: int = 0
     seconds: float = 0.0
     error: Optional[str] = None
 
@@ -216,8 +221,8 @@ class ProgramComparison:
 
     @property
     def equal(self) -> bool:
-        """Every build compiled, stock is repeatable, every field within tolerance."""
-        return (not self.errors and self.stock_repeatable and len(self.runs) == len(BUILDS)
+        """Every build compiled, stock is repeatable and writes something, every field within tolerance."""
+        return (not self.errors and self.stock_repeatable and bool(self.written) and len(self.runs) == len(BUILDS)
                 and all(d.within_tolerance for d in self.diffs))
 
     @property
@@ -276,6 +281,9 @@ def compare_program(ref: ProgramRef, *, n_horizontal: int = N_HORIZONTAL, n_leve
             build_run.inlines = len(build.report.applied)
             build_run.transients = len(two_d_transients(build.sdfg))
             if label == "stock":
+                result.fields = len(outputs["stock"])
+                result.written = sorted(k for k, v in outputs["stock"].items()
+                                        if not diff_field(k, "input", v, args[k].asnumpy()).bitwise)
                 again = run(build.backend)
                 result.stock_repeatable = all(
                     diff_field(k, "stock", again[k], v).bitwise for k, v in outputs["stock"].items())
@@ -311,7 +319,7 @@ def _fmt(x: float) -> str:
 def table(results: list[ProgramComparison]) -> str:
     """Per program: equal to stock, largest differences, inlines and 2-D transients per
     build, seconds per build; then every field that is not bitwise equal, and the errors."""
-    head = ("program", "equal", "bitwise", "max abs model/sound", "max rel model/sound",
+    head = ("program", "equal", "bitwise", "written", "max abs model/sound", "max rel model/sound",
             "inlines model/sound", "2-D tr stock/model/sound", "s stock/model/sound")
     rows = []
     for r in results:
@@ -320,6 +328,7 @@ def table(results: list[ProgramComparison]) -> str:
             r.short_name,
             "ERROR" if r.errors else ("yes" if r.equal else "NO"),
             "yes" if r.bitwise else "no",
+            f"{len(r.written)}/{r.fields}",
             f"{_fmt(r.max_abs('model'))}/{_fmt(r.max_abs('sound'))}",
             f"{_fmt(r.max_rel('model'))}/{_fmt(r.max_rel('sound'))}",
             f"{runs[1].inlines}/{runs[2].inlines}",
@@ -336,6 +345,8 @@ def table(results: list[ProgramComparison]) -> str:
         for d in r.differing():
             lines.append(f"  {r.short_name} {d.build} {d.field}: not bitwise equal, max abs {d.max_abs:.3e}, "
                          f"max rel {d.max_rel:.3e}, {'within' if d.within_tolerance else 'OUTSIDE'} tolerance")
+        if not r.written and not r.errors:
+            lines.append(f"  {r.short_name}: stock's run changed no field (nothing compared)")
         if not r.stock_repeatable:
             lines.append(f"  {r.short_name}: two stock runs differ (not deterministic on these inputs)")
         for e in r.errors:
