@@ -186,8 +186,9 @@ def _census_compare(refs, args: argparse.Namespace) -> int:
     print(f"comparing {len(refs)} programs with stock ({args.jobs} processes; {settings['n_horizontal']} "
           f"per horizontal dimension x {settings['n_levels']} levels, seed {settings['seed']})", file=sys.stderr)
 
-    def progress(r) -> None:  # the program's whole row as soon as it is done (the run takes hours)
-        print("  " + cc.table([r]).splitlines()[2], file=sys.stderr, flush=True)
+    def progress(r) -> None:  # the program's row and notes as soon as it is done (the run takes hours)
+        lines = cc.table([r]).splitlines()
+        print("\n".join(["  " + lines[2]] + lines[5:]), file=sys.stderr, flush=True)
 
     with quiet_third_party():
         results = cc.run_comparison(refs, jobs=args.jobs, progress=progress, **settings)
