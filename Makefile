@@ -19,7 +19,7 @@ CUDA_WHEELS := nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==1
 	nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85
 GPU_STAMP := $(VENV)/.gpu-tools-13.0.88
 
-.PHONY: venv demo test test-fast fixtures bench fuzz census clean gpu-tools gpu-check device-wheels device-dry-run
+.PHONY: venv demo test test-fast fixtures bench fuzz census census-compare clean gpu-tools gpu-check device-wheels device-dry-run
 
 venv: $(STAMP)
 
@@ -58,6 +58,13 @@ bench: $(STAMP)
 CENSUS_ARGS ?= --jobs 2
 census: $(STAMP)
 	$(VENV)/bin/gt4py-dace-xforms census $(CENSUS_ARGS) --json bench/census.json | tee bench/census.txt
+
+# The same programs compiled stock, with the default backend and with everything sound, run on
+# the same random inputs, outputs compared (compiles 3 builds per program: hours on 2 cores).
+CENSUS_COMPARE_ARGS ?= --concat-only --jobs 2
+census-compare: $(STAMP)
+	set -o pipefail; $(VENV)/bin/gt4py-dace-xforms census --compare $(CENSUS_COMPARE_ARGS) --json bench/census_compare.json \
+		| tee bench/census_compare.txt
 
 # Generated gt4py programs, stock vs library vs numpy, for FUZZ_SECONDS (tests/fuzzing/).
 fuzz: $(STAMP)

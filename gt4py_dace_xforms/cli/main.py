@@ -158,6 +158,10 @@ def cmd_census(args: argparse.Namespace) -> int:
             raise CliError("no programs found: is icon4py installed? (make venv installs it)")
     if args.json:
         _check_writable(args.json)
+    if args.compare:
+        if args.eager:
+            raise CliError("--compare and --eager are separate runs: pass one of them")
+        return _census_compare(refs, args)
     print(f"census{' (eager)' if args.eager else ''} of {len(refs)} programs ({args.jobs} processes)", file=sys.stderr)
 
     def progress(r) -> None:
@@ -179,6 +183,31 @@ def cmd_census(args: argparse.Namespace) -> int:
         with open(args.json, "w") as f:
             f.write(dump(results))
     return 1 if any(r.error for r in results) else 0
+
+
+def _census_compare(refs, args: argparse.Namespace) -> int:
+    """`census --compare`: compile every program stock, with the default backend and with
+    everything sound, run them on the same random inputs and compare the outputs.
+    Exit status 1 if any program differs from stock or fails to build."""
+    from gt4py_dace_xforms.cli.demo import quiet_third_party
+    from gt4py_dace_xforms.integration import census_compare as cc
+
+    settings = {"n_horizontal": args.cells or cc.N_HORIZONTAL, "n_levels": args.levels or cc.N_LEVELS,
+                "seed": cc.SEED if args.seed is None else args.seed}
+    print(f"comparing {len(refs)} programs with stock ({args.jobs} processes; {settings['n_horizontal']} "
+          f"per horizontal dimension x {settings['n_levels']} levels, seed {settings['seed']})", file=sys.stderr)
+
+    def progress(r) -> None:  # the program's row and notes as soon as it is done (the run takes hours)
+        lines = cc.table([r]).splitlines()
+        print("\n".join(["  " + lines[2]] + lines[5:]), file=sys.stderr, flush=True)
+
+    with quiet_third_party():
+        results = cc.run_comparison(refs, jobs=args.jobs, progress=progress, **settings)
+    print(cc.table(results))
+    if args.json:
+        with open(args.json, "w") as f:
+            f.write(cc.to_json(results, settings))
+    return 0 if all(r.equal for r in results) else 1
 
 
 def _check_writable(out: str) -> None:
@@ -212,6 +241,12 @@ def build_parser() -> argparse.ArgumentParser:
     cen.add_argument("--eager", action="store_true",
                      help="instead: per concat node, whether evaluating all branches eagerly is proven sound, "
                           "and if not, the access that is not proven in bounds (one lowering per program)")
+    cen.add_argument("--compare", action="store_true",
+                     help="instead: compile every program stock, with the default backend and with everything "
+                          "sound, run all three on the same random inputs and compare their outputs (slow)")
+    cen.add_argument("--cells", type=int, help="--compare: elements per horizontal dimension (default 64)")
+    cen.add_argument("--levels", type=int, help="--compare: model levels (default 12)")
+    cen.add_argument("--seed", type=int, help="--compare: seed of the inputs and neighbor tables (default 0)")
     cen.set_defaults(func=cmd_census)
     exp = sub.add_parser("explain", help="which temporaries of a gt4py program the stock backend keeps, "
                                          "and whether the library removes them (no compilation)")

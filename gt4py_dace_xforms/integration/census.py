@@ -21,7 +21,7 @@ import multiprocessing
 import re
 import time
 from concurrent import futures
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional, TypeVar
 
 from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
 
@@ -36,6 +36,7 @@ from gt4py_dace_xforms.transformations.inline_fusion_pass import find_candidates
 
 _STEP = (GT4PyAutoOptHook.TopLevelDataFlowStep, 1)
 _POST = (GT4PyAutoOptHook.TopLevelDataFlowPost, 1)
+T = TypeVar("T")
 
 
 @dataclasses.dataclass
@@ -129,16 +130,11 @@ def _census_one(args) -> ProgramCensus:
     return census_program(ref, transients=transients, final=final)
 
 
-def run_census(refs: Iterable[ProgramRef], *, jobs: int = 1, transients: bool = True, final: bool = False,
-               progress: Optional[Callable[[ProgramCensus], None]] = None) -> list[ProgramCensus]:
-    """`census_program` for every program, in `jobs` processes (results in input order)."""
-    return map_programs(_census_one, [(r, transients, final) for r in refs], jobs=jobs, progress=progress)
-
-
-def map_programs(fn: Callable, work: list, *, jobs: int = 1, progress: Optional[Callable] = None) -> list:
-    """`fn(w)` for every `w` in `work` (module-level `fn`, never raising), in `jobs`
-    forked processes; results in input order, `progress` called with each as it ends."""
-    results: list = []
+def map_programs(fn: Callable[[Any], T], work: list, *, jobs: int = 1,
+                 progress: Optional[Callable[[T], None]] = None) -> list[T]:
+    """`fn` on every item of `work`, in `jobs` forked processes (results in input order;
+    `progress` sees each result as it comes). Shared by the census and its comparison run."""
+    results: list[T] = []
     if jobs <= 1:
         for w in work:
             results.append(fn(w))
@@ -147,12 +143,18 @@ def map_programs(fn: Callable, work: list, *, jobs: int = 1, progress: Optional[
         return results
     with futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
         pending = {pool.submit(fn, w): i for i, w in enumerate(work)}
-        done: dict[int, Any] = {}
+        done: dict[int, T] = {}
         for fut in futures.as_completed(pending):
             done[pending[fut]] = fut.result()
             if progress:
                 progress(done[pending[fut]])
     return [done[i] for i in range(len(work))]
+
+
+def run_census(refs: Iterable[ProgramRef], *, jobs: int = 1, transients: bool = True, final: bool = False,
+               progress: Optional[Callable[[ProgramCensus], None]] = None) -> list[ProgramCensus]:
+    """`census_program` for every program, in `jobs` processes (results in input order)."""
+    return map_programs(_census_one, [(r, transients, final) for r in refs], jobs=jobs, progress=progress)
 
 
 def totals(results: list[ProgramCensus]) -> ProgramCensus:
