@@ -98,8 +98,6 @@ def analyse_selected_writers(
                 return Decline(f"if/else condition '{cond.as_string}' reads data")
     branches = []
     for (st, node), (_, n) in sorted(zip(writers, placed), key=lambda w: w[1][1]):
-        if st.out_degree(node) > 0:
-            return Decline("the intermediate is read inside the if/else that writes it")
         found = analyse_concat(sdfg, st, node, users)
         if isinstance(found, Decline):
             return Decline(f"if/else branch {n}: {found.reason}")

@@ -44,10 +44,7 @@ def build_producer_sdfg(
     copies: dict[dn.Node, dn.Node] = {}
     inner_maps: dict[dn.Map, dn.Map] = {}
 
-    for inp in prod.inputs:
-        desc = copy.deepcopy(sdfg.arrays[inp.data])
-        desc.transient = False
-        nsdfg.add_datadesc(inp.data, desc)
+    _add_inputs(nsdfg, sdfg, [inp.data for inp in prod.inputs])
     input_nodes = {inp.data: nstate.add_access(inp.data) for inp in prod.inputs}
 
     for node in prod.nodes:
@@ -148,13 +145,8 @@ def build_concat_sdfg(sdfg: dace.SDFG, cand: InlineCandidate) -> dace.SDFG:
     parameters bound to the index; a read branch copies one element of its source.
     """
     name = cand.intermediate.data
-    nsdfg = dace.SDFG(f"inlined_concat_{name}")
-    for data in _inputs(cand):
-        desc = copy.deepcopy(sdfg.arrays[data])
-        desc.transient = False
-        nsdfg.add_datadesc(data, desc)
+    nsdfg = _element_sdfg(sdfg, f"inlined_concat_{name}", cand)
     dtype = sdfg.arrays[name].dtype
-    nsdfg.add_datadesc(INLINE_OUTPUT, dace.data.Scalar(dtype, transient=False))
 
     branches = cand.concat.branches
     if len(branches) == 1:
@@ -188,6 +180,23 @@ def build_concat_sdfg(sdfg: dace.SDFG, cand: InlineCandidate) -> dace.SDFG:
     return nsdfg
 
 
+def _add_inputs(nsdfg: dace.SDFG, sdfg: dace.SDFG, names) -> None:
+    """`sdfg`'s descriptors of `names`, as non-transient data of the nested `nsdfg`."""
+    for data in names:
+        desc = copy.deepcopy(sdfg.arrays[data])
+        desc.transient = False
+        nsdfg.add_datadesc(data, desc)
+
+
+def _element_sdfg(sdfg: dace.SDFG, label: str, cand: InlineCandidate) -> dace.SDFG:
+    """An empty SDFG for one element of `cand`'s intermediate: its inputs and the
+    `INLINE_OUTPUT` scalar."""
+    nsdfg = dace.SDFG(label)
+    _add_inputs(nsdfg, sdfg, _inputs(cand))
+    nsdfg.add_datadesc(INLINE_OUTPUT, dace.data.Scalar(sdfg.arrays[cand.intermediate.data].dtype, transient=False))
+    return nsdfg
+
+
 def build_selected_sdfg(sdfg: dace.SDFG, cand: InlineCandidate) -> dace.SDFG:
     """A nested SDFG computing element `(__concat_idx_0, ...)` of an intermediate written
     in the branches of an if/else (`cand.selected`).
@@ -197,13 +206,7 @@ def build_selected_sdfg(sdfg: dace.SDFG, cand: InlineCandidate) -> dace.SDFG:
     inside the branch) through the lazy concat SDFG of `build_concat_sdfg`.
     """
     name = cand.intermediate.data
-    nsdfg = dace.SDFG(f"inlined_selected_{name}")
-    inputs = _inputs(cand)
-    for data in inputs:
-        desc = copy.deepcopy(sdfg.arrays[data])
-        desc.transient = False
-        nsdfg.add_datadesc(data, desc)
-    nsdfg.add_datadesc(INLINE_OUTPUT, dace.data.Scalar(sdfg.arrays[name].dtype, transient=False))
+    nsdfg = _element_sdfg(sdfg, f"inlined_selected_{name}", cand)
     ndim = len(sdfg.arrays[name].shape)
     index_names = {str(index_symbol(d)) for d in range(ndim)}
     cond_block = ConditionalBlock("select_writer")
@@ -433,10 +436,8 @@ def _insert_nested_copies(sdfg, state, consumer, template, read: NestedRead, in_
     (state, index) there, evaluated where the element is read (in a scan: inside the
     loop, at the level read). The array itself leaves the nested SDFG."""
     node, inner = read.node, read.node.sdfg
+    _add_inputs(inner, sdfg, in_conns)
     for data, conn in in_conns.items():
-        desc = copy.deepcopy(sdfg.arrays[data])
-        desc.transient = False
-        inner.add_datadesc(data, desc)
         node.add_in_connector(data)
         state.add_edge(consumer, conn, node, data, dace.Memlet.from_array(data, sdfg.arrays[data]))
     params = {p for p, _, _ in cand.producer.param_ranges} if cand.producer is not None else set()
