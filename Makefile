@@ -19,7 +19,7 @@ CUDA_WHEELS := nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==1
 	nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85
 GPU_STAMP := $(VENV)/.gpu-tools-13.0.88
 
-.PHONY: venv demo test test-fast fixtures bench fuzz census census-compare clean gpu-tools gpu-check device-wheels device-dry-run
+.PHONY: venv demo test test-fast fixtures bench oracle fuzz census census-compare clean gpu-tools gpu-check device-wheels device-dry-run
 
 venv: $(STAMP)
 
@@ -53,6 +53,11 @@ fixtures: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/bench.py $(BENCH_ARGS)
+
+# One program's decision sets timed against each other: the cost model's regret (bench/README.md).
+ORACLE_ARGS ?= --program target
+oracle: $(STAMP)
+	$(PY) bench/oracle.py $(ORACLE_ARGS)
 
 # How much of icon4py's programs the inliner reaches (no compilation; CENSUS_ARGS: see --help).
 CENSUS_ARGS ?= --jobs 2

@@ -70,3 +70,31 @@ class InlineWhereSound:
         if self.skip_pointwise and fusable and n == 1 and all(s == "0" for s in candidate.groups[0].shift):
             return Decision(False, "pointwise read only: left to vertical Map fusion")
         return Decision(True, "sound", force_lazy=not self.allow_eager)
+
+
+@dataclasses.dataclass(frozen=True)
+class InlineOnly:
+    """Accept the sound candidates of the named intermediates, decline every other.
+
+    For experiments that pin a decision set (the oracle, `bench/oracle.py`, builds one
+    variant per set): every reader of a named intermediate is inlined where sound, so the
+    intermediate goes away when all its readers can be; nothing else is touched.
+
+    Attributes:
+        intermediates: names of the intermediate arrays whose reads are inlined.
+        max_distinct_offsets: as in `InlineWhereSound`.
+        allow_eager: as in `InlineWhereSound`.
+    """
+
+    intermediates: tuple[str, ...] = ()
+    max_distinct_offsets: int = 8
+    allow_eager: bool = True
+
+    def decide(self, sdfg: dace.SDFG, candidate: InlineCandidate) -> Decision:
+        name = candidate.intermediate.data
+        if name not in self.intermediates:
+            return Decision(False, f"{name} is not among the intermediates to inline")
+        too_many = too_many_copies(candidate, self.max_distinct_offsets)
+        if too_many:
+            return Decision(False, too_many)
+        return Decision(True, f"{name} is named", force_lazy=not self.allow_eager)
