@@ -1,14 +1,14 @@
 """gt4py_dace_xforms: DaCe SDFG transformations for GT4Py.
 
-Importing the package registers `InlineFuser` with DaCe's pattern matcher, so that
-`SDFGOptimizer` (and the DaCe VS Code viewer) list it. Backends: `gt4py_dace_xforms.backends`.
+Importing the package registers `InlineFuser` and `WriteBackToMap` with DaCe's pattern
+matcher, so that `SDFGOptimizer` (and the DaCe VS Code viewer) list them. Backends: `gt4py_dace_xforms.backends`.
 """
 
 from gt4py_dace_xforms.integration.hooks import optimization_hooks
 from gt4py_dace_xforms.integration.install import install, uninstall
 from gt4py_dace_xforms.policy import CostModel, Decision, InlinePolicy, InlineWhereSound
 from gt4py_dace_xforms.report import InlineRecord, InlineReport
-from gt4py_dace_xforms.transformations import InlineFuser, gt_inline_fusion
+from gt4py_dace_xforms.transformations import InlineFuser, WriteBackToMap, gt_inline_fusion
 
 __all__ = [
     "CostModel",
@@ -22,5 +22,6 @@ __all__ = [
     "install",
     "optimization_hooks",
     "uninstall",
+    "WriteBackToMap",
 ]
 __version__ = "0.1.0"

@@ -3,4 +3,4 @@
 command at this file. Importing the package registers `InlineFuser` with DaCe's pattern
 matcher, so the extension's Transformations list shows it."""
 
-from gt4py_dace_xforms import InlineFuser  # noqa: F401
+from gt4py_dace_xforms import InlineFuser, WriteBackToMap  # noqa: F401

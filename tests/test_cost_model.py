@@ -173,3 +173,26 @@ def test_copy_fed_concat_read_in_place_is_left_to_gt4py():
     cand = _candidate(sdfg)
     assert all(b.slice is None for b in cand.concat.branches)
     assert "concat_where replacement" in _model().decide(sdfg, cand).reason
+
+
+def test_unknown_horizontal_extent_is_taken_as_the_known_one():
+    """gt4py knows the size of a dimension reached through a neighbor table (its temporaries
+    there have constant extents) while the program's domain stays symbolic: an unknown
+    horizontal extent then counts as the largest known one, not as `default_extent`, so
+    saved traffic and recomputation are priced on the same scale."""
+    from gt4py_dace_xforms.policy.cost_model import known_horizontal_extent
+
+    h, v = "i_Cell_gtx_horizontal", "i_K_gtx_vertical"
+    sdfg = producer_consumer("sizes", params=(h, v), producer_ranges={h: "0:N", v: "0:K"},
+                             consumer_ranges={h: "0:N", v: "0:K-1"}, write=f"{h}, {v}", reads=[f"{h}, {v} + 1"])  # fmt: skip
+    model = gx.CostModel()
+    assert known_horizontal_extent(sdfg) is None
+    assert model.estimate(sdfg, _candidate(sdfg))["points"] == 80.0 * 80
+    # a Map over 1000 vertices elsewhere (gt4py's temporaries reached through a table)
+    sdfg.add_array("vtx", ["1000"], dace.float64, transient=True)
+    sdfg.add_state_after(sdfg.states()[0]).add_mapped_tasklet(
+        "vertices", {"i_Vertex_gtx_horizontal": "0:1000"}, {}, "__o = 1.0",
+        {"__o": dace.Memlet("vtx[i_Vertex_gtx_horizontal]")}, external_edges=True)
+    assert known_horizontal_extent(sdfg) == 1000.0
+    fig = model.estimate(sdfg, _candidate(sdfg))
+    assert fig["points"] == 1000.0 * 80 and {"N", "K"} <= set(fig["assumed"])

@@ -101,11 +101,14 @@ def test_kept_intermediate_that_map_splitter_cannot_split_is_declined():
     report = gx.gt_inline_fusion(sdfg, cost_model=gx.InlineWhereSound())
     assert not report.applied and "MapSplitter" in report.declined[0].reason, report.table()
     sdfg.apply_transformations_repeated(MapSplitter)  # what gt_auto_optimize runs next
-    # With constant bounds MapSplitter can split the producer: nothing to avoid.
+    # With constant bounds nothing needs avoiding: the copy into `out1` is written as a
+    # Map and inlined too (docs/writeback.md), so `tmp` goes and no producer is left to split.
     sdfg = _kept_for_a_copy(3, 12)
     report = gx.gt_inline_fusion(sdfg, cost_model=gx.InlineWhereSound())
-    assert [r.removed_intermediate for r in report.applied] == [False], report.table()
-    assert sdfg.apply_transformations_repeated(MapSplitter) == 1
+    assert [(r.consumer, r.removed_intermediate) for r in report.applied] == [
+        ("consumer_map", False), ("writeback_tmp_out1_map", True)], report.table()
+    assert "tmp" not in sdfg.arrays
+    assert sdfg.apply_transformations_repeated(MapSplitter) == 0
 
 
 @pytest.mark.compile
@@ -175,3 +178,21 @@ def test_generated_concat_on_an_interior_domain_agrees_on_poisoned_inputs():
     outcome = check(prog, 0, ("stock", "sound"))
     assert outcome.applied["sound"] >= 1
     assert {"stock" + POISONED, "sound" + POISONED} <= set(outcome.outputs)
+
+
+@pytest.mark.compile
+def test_generated_local_that_is_also_an_output():
+    """The fuzzer's second output `t0` itself, which the first output reads shifted: gt4py
+    computes `t0` on one level more than `out1` receives and copies it back (a write-back
+    copy). Stock, the library's builds and numpy agree, and "everything sound" inlines the
+    copy too (written as a Map), so `t0` goes away."""
+    from fuzzing.runner import check
+    from fuzzing.strategy import NC, NL, Bin, Cond, Lit, Prog, Read, Where
+
+    t0 = Where(Cond("<", 3), Bin("*", Read("a"), Lit(2.0)), Bin("+", Read("a"), Read("b")))
+    out = Bin("-", Read("t0", 1), Read("b"))
+    prog = Prog(dtype="float64", fields=("a", "b"), cells=(), scalars=(), levels=(), locals=(("t0", t0),),
+                outputs=(out, Read("t0")), cell_domain=(0, NC), k_domain=(0, NL - 1), runtime_k_domain=False)
+    assert "return t0(K + 1) - b, t0" in prog.source()
+    outcome = check(prog, 0, ("stock", "sound", "cost_model"))
+    assert outcome.applied["sound"] >= 2

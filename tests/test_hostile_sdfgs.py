@@ -1302,6 +1302,51 @@ def read_before_write_same_state():
 
 #: Declined, with a reason (from the pass's report or, for matches the pass does not
 #: enumerate, from `can_be_applied`'s analysis) that contains the text given.
+def _writeback(name, *, clobber: bool = False, strided: bool = False, tasklet_reader: bool = False):
+    """`_basic`, plus a later state that copies `tmp[:, 1:K]` into the global `g` (a
+    write-back copy: `tmp` covers more than `g` receives, for the shifted reader)."""
+    sdfg = _basic(name)
+    sdfg.add_array("g", ["N", "K"], dace.float64)
+    st = sdfg.states()[0]
+    s2 = sdfg.add_state_after(st, "write_back")
+    if clobber:  # the producer's input changes before the copy: the copy cannot recompute
+        s2.add_mapped_tasklet("clobber", {"i": "0:N"}, {}, "__o = 7.0", {"__o": dace.Memlet("a[i, 2]")},
+                              external_edges=True)
+    t2, g = s2.add_access("tmp"), s2.add_access("g")
+    subset = "tmp[0:N:2, 1:K]" if strided else "tmp[0:N, 1:K]"
+    other = "0:N:2, 1:K" if strided else "0:N, 1:K"
+    s2.add_edge(t2, None, g, None, dace.Memlet(subset, other_subset=other))
+    if tasklet_reader:  # a reader that is neither a Map nor a write-back copy
+        s3 = sdfg.add_state_after(s2, "peek")
+        t3, o3 = s3.add_access("tmp"), s3.add_access("out")
+        tl = s3.add_tasklet("peek", {"__t"}, {"__o"}, "__o = __t")
+        s3.add_edge(t3, None, tl, "__t", dace.Memlet("tmp[0, 0]"))
+        s3.add_edge(tl, "__o", o3, None, dace.Memlet("out[0, K - 1]"))
+    return sdfg
+
+
+def writeback_copy_later_state():
+    """`tmp` is read shifted by a Map and copied into `g` in a later state: written as a
+    Map, the copy is a reader too, and every reader inlined removes `tmp`."""
+    return _writeback("writeback_copy_later_state")
+
+
+def writeback_copy_input_clobbered():
+    """As above, but the producer's input `a` is written before the copy: the copy stays
+    a copy (and `tmp` with it); the shifted reader is still inlined."""
+    return _writeback("writeback_copy_input_clobbered", clobber=True)
+
+
+def writeback_copy_strided():
+    """A strided write-back copy: not written as a Map."""
+    return _writeback("writeback_copy_strided", strided=True)
+
+
+def writeback_copy_and_tasklet_reader():
+    """`tmp` is also read by a tasklet: converting the copy could not remove it."""
+    return _writeback("writeback_copy_and_tasklet_reader", tasklet_reader=True)
+
+
 DECLINES = {
     "view_read_by_consumer": "intermediate is a View",
     "view_written_by_producer": "concat branch copy has no explicit subsets",
@@ -1396,6 +1441,10 @@ APPLIES = {
     "if_elif_else_writers": (dict(SYMS, f=1), None),
     "if_elif_else_writers_else_taken": (dict(SYMS, f=7), None),
     "nested_loop_reads_column": (SYMS, None),
+    "writeback_copy_later_state": (SYMS, None),
+    "writeback_copy_input_clobbered": (SYMS, None),
+    "writeback_copy_strided": (SYMS, None),
+    "writeback_copy_and_tasklet_reader": (SYMS, None),
 }
 
 
@@ -1757,3 +1806,25 @@ def test_random_edits_of_icon4py_fixture_structure(data):
     _, report, _ = check(sdfg, viewer=False)
     event("applied" if report.applied else "declined")
 
+
+
+# ---- write-back copies (analysis/writeback.py) -----------------------------------------
+
+
+def _copies(sdfg):
+    return [(st.label, e.src.data, e.dst.data) for st in sdfg.states() for e in st.edges()
+            if isinstance(e.src, dace.nodes.AccessNode) and isinstance(e.dst, dace.nodes.AccessNode)]
+
+
+@pytest.mark.parametrize("case, converted", [
+    ("writeback_copy_later_state", True),
+    ("writeback_copy_input_clobbered", False),
+    ("writeback_copy_strided", False),
+    ("writeback_copy_and_tasklet_reader", False),
+])  # fmt: skip
+def test_writeback_copy_becomes_a_reader_only_where_the_intermediate_then_goes(case, converted):
+    work, report, _ = check(globals()[case]())
+    assert ("tmp" not in work.arrays) == converted, report.table()
+    assert bool(_copies(work)) != converted
+    consumers = {r.consumer for r in report.applied}
+    assert ("writeback_tmp_g_map" in consumers) == converted and "consumer_map" in consumers

@@ -13,6 +13,7 @@ from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.policy import CostModel, Decision, InlinePolicy
 from gt4py_dace_xforms.report import InlineRecord, InlineReport
 from gt4py_dace_xforms.transformations import rewrite
+from gt4py_dace_xforms.transformations.writeback import convert_writeback_copies
 
 
 def find_candidates(sdfg: dace.SDFG) -> Iterator[tuple[dace.SDFGState, dn.AccessNode, dn.MapEntry]]:
@@ -111,6 +112,9 @@ def gt_inline_fusion(
     # Intermediates whose readers the policy accepted as a group: the gain needs every
     # one of them inlined, so the rest are not second-guessed one by one.
     committed: set[str] = set()
+    # Write-back copies become Map readers where that lets the whole group go; the
+    # group was accepted on the trial, so its members are not judged one by one.
+    committed.update(convert_writeback_copies(sdfg, chosen))
     while True:
         # Declines are re-derived each round; the final round's are the ones reported.
         last_decline: dict[tuple, InlineRecord] = {}

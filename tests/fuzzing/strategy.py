@@ -470,7 +470,15 @@ def programs(draw, max_locals: int = 3, max_depth: int = 3) -> Prog:
     first = Bin(draw(st.sampled_from(["+", "-", "*"])), Read(gen.locals[-1], gen.shift()), gen.expr(draw(st.integers(0, max_depth)), False))
     if dtype == "float64" and draw(st.integers(0, 3)) == 0:
         first = Scan(first)  # a column the scan reads level by level
-    outputs = (first,) + tuple(gen.expr(draw(st.integers(0, max_depth)), True) for _ in range(draw(st.integers(0, 1))))
+    # A second output: none, an expression, or the last local itself, which the first
+    # output also reads shifted (gt4py copies it into the output: a write-back copy).
+    second = draw(st.integers(0, 2))
+    if second == 1:
+        outputs = (first, gen.expr(draw(st.integers(0, max_depth)), True))
+    elif second == 2:
+        outputs = (first, Read(gen.locals[-1]))
+    else:
+        outputs = (first,)
 
     prog = prune(
         Prog(
