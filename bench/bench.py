@@ -3,7 +3,7 @@
 2-D transients, optimization time.
 
     .venv/bin/python bench/bench.py [--quick] [--gpu] [--only NAME[,NAME...]] [--rounds N]
-                                    [--threads 1,2] [--modes default,persistent]
+                                    [--max-rounds N] [--threads 1,2] [--modes default,persistent]
 
 See bench/README.md for what is measured and how.
 """
@@ -193,22 +193,32 @@ def compare_outputs(got: dict[str, np.ndarray], ref: dict[str, np.ndarray]) -> d
 
 
 def time_config(case_name: str, callers: dict, args: dict, offset_provider: dict, *, rounds: int,
-                threads: int | None, sync) -> dict:  # fmt: skip
+                threads: int | None, sync, max_rounds: int | None = None) -> dict:  # fmt: skip
     """The builds of one memory mode at `threads` OpenMP threads (None: left as they are, the
     GPU's case): per-round times, ratios to stock with their intervals, the A/A floor and
     the inlined build's verdict."""
-    from gt4py_dace_xforms.integration.timing import Timing, omp_threads, time_rounds, verdict
+    from gt4py_dace_xforms.integration.timing import Timing, omp_threads, time_rounds, undecided, verdict
 
     got = None if threads is None else omp_threads(threads)
     calls = {label: (lambda a, run=run: run(**a, offset_provider=offset_provider)) for label, run in callers.items()}
     for call in calls.values():  # untimed warm-up at this thread count
         call(copy_args(args))
     times = time_rounds(calls, args, rounds, sync=sync)
-    timing = {label: Timing(label, tuple(t), tuple(times["stock"])) for label, t in times.items()}
-    v = verdict(timing["inlined"].ratio, timing["A/A"].ratio)
+    while True:
+        timing = {label: Timing(label, tuple(t), tuple(times["stock"])) for label, t in times.items()}
+        v = verdict(timing["inlined"].ratio, timing["A/A"].ratio)
+        done = len(times["stock"])
+        if not undecided(timing["inlined"].ratio, timing["A/A"].ratio) or done + rounds > (max_rounds or rounds):
+            break
+        # The interval straddles an edge of the floor: another batch of rounds (balanced
+        # orders again) narrows both intervals until the verdict is clear or the limit.
+        log(f"{case_name}: {threads or '-'} thread(s): undecided after {done} rounds ({v.ratio.text()}, "
+            f"floor ±{100 * v.floor:.1f}%): {rounds} more")  # fmt: skip
+        for label, t in time_rounds(calls, args, rounds, sync=sync).items():
+            times[label] += t
     out = {
         "threads": got,
-        "rounds": rounds,
+        "rounds": len(times["stock"]),
         "median_ms": {label: t.median_ms for label, t in timing.items()},
         "times_ms": {label: [round(1e3 * x, 4) for x in t.seconds] for label, t in timing.items()},
         "ratio": {label: dataclasses.asdict(timing[label].ratio) for label in ("A/A", "inlined")},
@@ -222,7 +232,7 @@ def time_config(case_name: str, callers: dict, args: dict, offset_provider: dict
 
 
 def run_mode(case: bench_cases.Case, program, mode: str, args: dict, offset_provider: dict, *, gpu: bool,
-             rounds: int, threads: list[int | None]) -> tuple[dict, dict]:  # fmt: skip
+             rounds: int, threads: list[int | None], max_rounds: int | None = None) -> tuple[dict, dict]:  # fmt: skip
     """Stock, a second stock (A/A) and the inlined build with memory mode `mode`: compiled,
     outputs compared with stock, timed at each thread count. Returns (results, builds)."""
     from gt4py_dace_xforms.integration.compare import inline_build, stock_build
@@ -260,14 +270,15 @@ def run_mode(case: bench_cases.Case, program, mode: str, args: dict, offset_prov
     res["aa_vs_stock"] = compare_outputs(results["A/A"], results["stock"])
     del results
     res["timings"] = [
-        time_config(f"{case.name} [{mode}]", callers, args, offset_provider, rounds=rounds, threads=n, sync=sync)
+        time_config(f"{case.name} [{mode}]", callers, args, offset_provider, rounds=rounds, threads=n, sync=sync,
+                    max_rounds=max_rounds)
         for n in threads
     ]
     return res, builds
 
 
 def run_case(case: bench_cases.Case, *, quick: bool, gpu: bool, rounds: int, threads: list[int | None],
-             modes: list[str]) -> dict:  # fmt: skip
+             modes: list[str], max_rounds: int | None = None) -> dict:  # fmt: skip
     from gt4py_dace_xforms.integration.compare import two_d_transients
 
     sizes = case.sizes(quick)
@@ -283,7 +294,8 @@ def run_case(case: bench_cases.Case, *, quick: bool, gpu: bool, rounds: int, thr
         row["modes"] = {}
         for mode in modes:
             stage = f"memory mode {mode}"
-            res, builds = run_mode(case, program, mode, args, offset_provider, gpu=gpu, rounds=rounds, threads=threads)
+            res, builds = run_mode(case, program, mode, args, offset_provider, gpu=gpu, rounds=rounds, threads=threads,
+                                   max_rounds=max_rounds)
             row["modes"][mode] = res
             bad = [f"{who} {k}" for who in ("inlined_vs_stock", "aa_vs_stock")
                    for k, v in res[who]["outputs"].items() if not v["allclose"]]  # fmt: skip
@@ -432,6 +444,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default="", help="comma-separated program names: " + ", ".join(c.name for c in bench_cases.CASES))
     p.add_argument("--rounds", type=int, default=None,
                    help="timing rounds, every build once per round (default 12, --quick 6; a multiple of 6 runs all orders equally often)")
+    p.add_argument("--max-rounds", type=int, default=None,
+                   help="while a ratio's interval straddles an edge of the A/A floor, add --rounds more, up to this"
+                   " many (default 3 x --rounds; --quick: no extension)")
     p.add_argument("--threads", type=_int_list, default=None,
                    help=f"comma-separated OpenMP thread counts to time at (default 1,{machine}: 1 and this machine's)")
     p.add_argument("--modes", default=None,
@@ -448,6 +463,7 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"unknown program(s) {unknown}; choose from {[c.name for c in selected]}")
         selected = [c for c in selected if c.name in wanted]
     rounds = opts.rounds or (6 if opts.quick else 12)
+    max_rounds = opts.max_rounds or (rounds if opts.quick else 3 * rounds)
     threads: list[int | None] = opts.threads or ([1] if opts.quick else sorted({1, machine}))
     modes = [m.strip() for m in (opts.modes or ("default" if opts.quick else "default,persistent")).split(",") if m.strip()]
     if unknown := [m for m in modes if m not in MEMORY_MODES]:
@@ -472,7 +488,8 @@ def main(argv: list[str] | None = None) -> int:
     for case in selected:
         log(f"== {case.name}: {case.what}, sizes {case.sizes(opts.quick)}")
         t0 = time.perf_counter()
-        row = run_case(case, quick=opts.quick, gpu=opts.gpu, rounds=rounds, threads=threads, modes=modes)
+        row = run_case(case, quick=opts.quick, gpu=opts.gpu, rounds=rounds, threads=threads, modes=modes,
+                       max_rounds=max_rounds)
         row["case_wall_s"] = time.perf_counter() - t0
         rows.append(row)
     wall = time.perf_counter() - t_start
@@ -490,7 +507,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "host": platform.node(), "python": platform.python_version(), "cpus": os.cpu_count(),
-        "device": "gpu" if opts.gpu else "cpu", "quick": opts.quick, "rounds": rounds, "threads": threads,
+        "device": "gpu" if opts.gpu else "cpu", "quick": opts.quick, "rounds": rounds, "max_rounds": max_rounds, "threads": threads,
         "modes": modes, "rtol": RTOL, "wall_s": wall, "argv": sys.argv[1:],
         "load_average": os.getloadavg(),
     }  # fmt: skip

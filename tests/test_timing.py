@@ -106,6 +106,43 @@ def test_verdict_needs_the_whole_interval_beyond_the_floor():
     assert timing.verdict(_iv(1.0, 0.5, 1.5), aa).word == timing.NO_DIFFERENCE
 
 
+def test_undecided_when_the_interval_straddles_an_edge_of_the_floor():
+    aa = _iv(1.0, 0.97, 1.02)  # floor 3%
+    assert timing.undecided(_iv(0.95, 0.93, 0.975), aa)  # reaches across 0.97
+    assert timing.undecided(_iv(1.05, 1.02, 1.08), aa)  # across 1.03
+    assert not timing.undecided(_iv(0.90, 0.85, 0.96), aa)  # clearly faster
+    assert not timing.undecided(_iv(0.99, 0.98, 1.01), aa)  # clearly inside
+    assert timing.undecided(_iv(1.0, 0.5, 1.5), aa)  # far too wide: both edges
+
+
+def test_bench_adds_rounds_while_undecided_up_to_the_limit(monkeypatch):
+    """bench.time_config: a batch whose inlined interval straddles the floor's edge gets
+    another batch; a clear one stops; the limit holds."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent / "bench"))
+    import bench
+
+    batches = []
+
+    def scripted(calls, args, rounds, *, sync=None):
+        # stock 1.0; A/A within ±2 %; inlined 0.95 +- 0.03 in the first batch (straddles
+        # 0.98), then exactly 0.95 (clear).
+        n = len(batches)
+        batches.append(rounds)
+        spread = [0.92, 0.99, 0.93, 0.97, 0.94, 0.96] * (rounds // 6) if n == 0 else [0.95] * rounds
+        aa = [0.99, 1.01, 0.98, 1.02, 1.0, 1.0] * (rounds // 6)
+        return {"stock": [1.0] * rounds, "A/A": aa, "inlined": spread}
+
+    monkeypatch.setattr(timing, "time_rounds", scripted)
+    callers = {k: (lambda **kw: None) for k in ("stock", "A/A", "inlined")}
+    out = bench.time_config("fake", callers, {}, {}, rounds=6, threads=None, sync=None, max_rounds=18)
+    assert batches == [6, 6] and out["rounds"] == 12 and out["verdict"] == timing.FASTER
+    batches.clear()
+    out = bench.time_config("fake", callers, {}, {}, rounds=6, threads=None, sync=None, max_rounds=6)
+    assert batches == [6] and out["rounds"] == 6 and out["verdict"] == timing.NO_DIFFERENCE
+
+
 def test_verdict_text_names_the_floor():
     aa = _iv(1.0, 0.97, 1.02)
     assert timing.verdict(_iv(0.8, 0.78, 0.82), aa).text() == (

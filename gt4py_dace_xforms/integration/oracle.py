@@ -213,6 +213,7 @@ class ThreadResult:
     best: str
     regret: Interval  # model / best, per round
     greedy: list[GreedyStep]
+    seconds: dict[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)  # per round
 
     @property
     def regret_ok(self) -> bool:
@@ -260,6 +261,7 @@ class OracleResult:
                 "threads": r.threads, "rounds": r.rounds, "median_ms": r.median_ms, "floor": r.floor, "best": r.best,
                 "ratio": {k: dataclasses.asdict(v) for k, v in r.ratio.items()}, "verdict": r.verdict,
                 "regret": dataclasses.asdict(r.regret), "regret_ok": r.regret_ok,
+                "times_ms": {k: [round(1e3 * x, 4) for x in v] for k, v in r.seconds.items()},
                 "greedy": [{"kept": sorted(s.kept), "kept_ratio": s.kept_ratio,
                             "tried": [[sorted(t), x] for t, x in s.tried],
                             "accepted": sorted(s.accepted) if s.accepted else None} for s in r.greedy],
@@ -344,12 +346,14 @@ def run_oracle(
         ratio = {lab: Timing(lab, t, ref).ratio for lab, t in times.items() if lab != STOCK}
         aa = ratio[AA]
         medians_ms = {lab: 1e3 * statistics.median(t) for lab, t in times.items()}
-        # best: the lowest median ratio among the variants (stock itself is the set "nothing")
-        best = min([STOCK, *labels], key=lambda lab: 1.0 if lab == STOCK else ratio[lab].median)
+        # best: the lowest median ratio among the decision sets (stock is the set "nothing";
+        # A/A is stock again, the noise floor, not a candidate)
+        best = min([STOCK, *(lab for lab in labels if lab != AA)],
+                   key=lambda lab: 1.0 if lab == STOCK else ratio[lab].median)  # fmt: skip
         regret = median_interval([m / b for m, b in zip(times[MODEL], times[best])])
         results.append(ThreadResult(n, rounds, medians_ms, ratio, noise_floor(aa),
                                     {lab: verdict(r, aa).word for lab, r in ratio.items() if lab != AA}, best, regret,
-                                    steps))  # fmt: skip
+                                    steps, dict(times)))  # fmt: skip
         log(f"{n} thread(s): best {best}, regret {regret.text()}")
     seen, variants = set(), []
     for v in o.variants.values():

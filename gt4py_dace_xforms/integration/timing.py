@@ -16,7 +16,8 @@ Used by `make bench` (bench/bench.py) and the demo. The measurement:
 - The noise floor is the A/A pair: stock against a second, separately built stock
   backend, timed in the same rounds. `noise_floor`: how far from 1 the A/A interval
   reaches. `verdict`: "faster" / "slower" only when the build's whole interval lies
-  beyond the floor, otherwise "no measurable difference".
+  beyond the floor, otherwise "no measurable difference". `undecided`: the interval
+  straddles an edge of the floor (the bench then adds rounds, up to a limit).
 - `omp_threads`: the OpenMP thread count of the compiled programs already loaded
   (`omp_set_num_threads` of the process's OpenMP runtime, the setting OMP_NUM_THREADS
   gives at start-up).
@@ -183,6 +184,16 @@ def verdict(ratio: Interval, aa: Interval) -> Verdict:
     else:
         word = NO_DIFFERENCE
     return Verdict(word, ratio, floor)
+
+
+def undecided(ratio: Interval, aa: Interval) -> bool:
+    """Whether `ratio`'s interval straddles a boundary of the A/A floor (1 - floor or
+    1 + floor): more rounds could still move its verdict either way. A bench that stops
+    there reports a coin toss: two runs disagreed exactly on such a configuration (the
+    target at 2 threads: 0.969 [0.896..1.032] within ±5.7 %, then 0.905 [0.875..0.943]
+    beyond ±4.3 %)."""
+    floor = noise_floor(aa)
+    return any(ratio.lo < edge < ratio.hi for edge in (1.0 - floor, 1.0 + floor))
 
 
 # --- threads -------------------------------------------------------------------------------

@@ -77,6 +77,13 @@ class CostModel:
             consumers that still read the array hindered gt4py's later fusion; measured
             1.49x slower on icon4py's compute_diagnostics_from_normal_wind). Readers that
             together remove the intermediate are judged as a group regardless.
+        writeback_copies: let `gt_inline_fusion` write a write-back copy as a Map so that
+            a group including it can remove the intermediate (docs/writeback.md). Off by
+            default: on the CPU each of the four such groups of icon4py's
+            compute_perturbed_quantities_and_interpolation was measured slower than
+            stock or no faster alone (bench/oracle/target.txt: 1.03x-1.16x at 1 thread),
+            the four together with the rest 1.37x, where the two groups without a copy
+            are the fastest set. Unmeasured on the GPU.
     """
 
     target: str = "cpu"
@@ -88,6 +95,7 @@ class CostModel:
     representative_sizes: tuple[tuple[str, int], ...] = ()
     prefer_eager: bool = True
     allow_partial: bool = False
+    writeback_copies: bool = False
 
     def __post_init__(self):
         if self.target not in _BALANCE:

@@ -130,7 +130,10 @@ def group_problem(sdfg: dace.SDFG, name: str, policy: InlinePolicy) -> Optional[
 
 def convert_writeback_copies(sdfg: dace.SDFG, policy: InlinePolicy) -> list[str]:
     """Write the write-back copies of every transient as Maps where `group_problem` finds
-    none (the policy accepts inlining the whole group). Returns those transients."""
+    none (the policy accepts inlining the whole group). Returns those transients. A policy
+    with `writeback_copies = False` (the cost model's default) opts out."""
+    if not getattr(policy, "writeback_copies", True):
+        return []
     converted = []
     for name in sorted(n for n, d in sdfg.arrays.items() if d.transient):
         if not writeback_copies(sdfg, name) or group_problem(sdfg, name, policy) is not None:
