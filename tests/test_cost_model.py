@@ -196,3 +196,23 @@ def test_unknown_horizontal_extent_is_taken_as_the_known_one():
     assert known_horizontal_extent(sdfg) == 1000.0
     fig = model.estimate(sdfg, _candidate(sdfg))
     assert fig["points"] == 1000.0 * 80 and {"N", "K"} <= set(fig["assumed"])
+
+
+def test_group_of_gathering_readers_pays_for_the_gathers():
+    """The group above, with a producer that gathers (a neighbor interpolation): every copy
+    of every reader repeats the gathers, so the group is declined (icon4py's
+    apply_diffusion_to_vn `gtir_tmp_82`, measured 1.28x slower when accepted)."""
+    sdfg = producer_consumer("group_gather", producer_ranges={"i": "0:N", "k": "0:K"},
+                             consumer_ranges={"i": "0:N", "k": "0:K-1"}, write="i, k", reads=["i, k + 1"],
+                             input_index="0:N, k",
+                             producer_code="__out = __a[(7 * i) % N] + __a[(3 * i) % N] + __a[(5 * i) % N]")  # fmt: skip
+    sdfg.add_array("out2", ["N", "K"], dace.float64)
+    st = sdfg.states()[0]
+    tmp = next(n for n in st.data_nodes() if n.data == "tmp")
+    st.add_mapped_tasklet("second", {"i": "0:N", "k": "0:K-1"}, {"__t": dace.Memlet("tmp[i, k + 1]")}, "__o = -__t",
+                          {"__o": dace.Memlet("out2[i, k]")}, external_edges=True, input_nodes={"tmp": tmp})
+    sdfg.validate()
+    before = sdfg.hash_sdfg()
+    report = gx.gt_inline_fusion(sdfg, cost_model=_model())
+    assert not report.applied and "no gain for all 2 readers together" in report.declined[0].reason, report.table()
+    assert sdfg.hash_sdfg() == before
