@@ -149,17 +149,22 @@ def test_target_must_be_cpu_or_gpu():
         gx.CostModel(target="tpu")
 
 
-def test_group_of_readers_is_judged_together():
-    """Two consumers read `tmp` at k+1; neither alone removes it, both together do."""
-    sdfg = producer_consumer("group", producer_ranges={"i": "0:N", "k": "0:K"},
-                             consumer_ranges={"i": "0:N", "k": "0:K-1"}, write="i, k", reads=["i, k + 1"],
-                             producer_code="__out = __a * __a + 1.0")
+def _add_second_reader(sdfg):
+    """A second consumer Map reading `tmp` at k+1 into `out2`."""
     sdfg.add_array("out2", ["N", "K"], dace.float64)
     st = sdfg.states()[0]
     tmp = next(n for n in st.data_nodes() if n.data == "tmp")
     st.add_mapped_tasklet("second", {"i": "0:N", "k": "0:K-1"}, {"__t": dace.Memlet("tmp[i, k + 1]")}, "__o = -__t",
                           {"__o": dace.Memlet("out2[i, k]")}, external_edges=True, input_nodes={"tmp": tmp})
     sdfg.validate()
+
+
+def test_group_of_readers_is_judged_together():
+    """Two consumers read `tmp` at k+1; neither alone removes it, both together do."""
+    sdfg = producer_consumer("group", producer_ranges={"i": "0:N", "k": "0:K"},
+                             consumer_ranges={"i": "0:N", "k": "0:K-1"}, write="i, k", reads=["i, k + 1"],
+                             producer_code="__out = __a * __a + 1.0")
+    _add_second_reader(sdfg)
     first = _candidate(sdfg)
     assert not first.removes_intermediate and not _model(allow_partial=True).decide(sdfg, first).accept
     report = gx.gt_inline_fusion(sdfg, cost_model=_model())
@@ -206,12 +211,7 @@ def test_group_of_gathering_readers_pays_for_the_gathers():
                              consumer_ranges={"i": "0:N", "k": "0:K-1"}, write="i, k", reads=["i, k + 1"],
                              input_index="0:N, k",
                              producer_code="__out = __a[(7 * i) % N] + __a[(3 * i) % N] + __a[(5 * i) % N]")  # fmt: skip
-    sdfg.add_array("out2", ["N", "K"], dace.float64)
-    st = sdfg.states()[0]
-    tmp = next(n for n in st.data_nodes() if n.data == "tmp")
-    st.add_mapped_tasklet("second", {"i": "0:N", "k": "0:K-1"}, {"__t": dace.Memlet("tmp[i, k + 1]")}, "__o = -__t",
-                          {"__o": dace.Memlet("out2[i, k]")}, external_edges=True, input_nodes={"tmp": tmp})
-    sdfg.validate()
+    _add_second_reader(sdfg)
     before = sdfg.hash_sdfg()
     report = gx.gt_inline_fusion(sdfg, cost_model=_model())
     assert not report.applied and "no gain for all 2 readers together" in report.declined[0].reason, report.table()
