@@ -60,7 +60,7 @@ def test_every_reader_inlined_removes_the_temporary(step, policy):
 
 
 def test_the_default_cpu_model_leaves_write_back_copies_alone(step):
-    """Measured slower on the CPU (bench/oracle/target.txt): off unless asked for."""
+    """Measured slower on the CPU (bench/oracle/target_before.txt): off unless asked for."""
     sdfg = copy.deepcopy(step)
     before = sdfg.hash_sdfg()
     report = gx.gt_inline_fusion(sdfg, cost_model=gx.CostModel("cpu"))

@@ -81,7 +81,7 @@ class CostModel:
             a group including it can remove the intermediate (docs/writeback.md). Off by
             default: on the CPU each of the four such groups of icon4py's
             compute_perturbed_quantities_and_interpolation was measured slower than
-            stock or no faster alone (bench/oracle/target.txt: 1.03x-1.16x at 1 thread),
+            stock or no faster alone (bench/oracle/target_before.txt: 1.03x-1.16x at 1 thread),
             the four together with the rest 1.37x, where the two groups without a copy
             are the fastest set. Unmeasured on the GPU.
     """
@@ -141,7 +141,7 @@ class CostModel:
         # Gathers (loads through a neighbor table) are repeated by every copy of every
         # reader: left out here, a group of two readers of a 48-operation neighbor
         # interpolation was accepted in icon4py's apply_diffusion_to_vn and measured
-        # 1.28x slower alone (bench/oracle/apply_diffusion_to_vn.txt).
+        # 1.28x slower alone (bench/oracle/apply_diffusion_to_vn_before.txt).
         cost = sum(f["extra_work_bytes"] + f["gather_bytes"] for f in figs) - producer_work
         fig = dict(own, group_size=len(group), group_saved_bytes=saved,
                    group_extra_work_bytes=cost, gain_bytes=saved - cost)
