@@ -84,19 +84,25 @@ def writeback_copies(sdfg: dace.SDFG, name: str) -> Union[list[WriteBackCopy], D
     return found
 
 
+def _reads(sdfg: dace.SDFG, name: str):
+    """(state, AccessNode, edge) for every edge leaving an AccessNode of `name`."""
+    for state in sdfg.states():
+        for node in state.data_nodes():
+            if node.data == name:
+                for e in state.out_edges(node):
+                    yield state, node, e
+
+
+def map_readers(sdfg: dace.SDFG, name: str) -> list[tuple[SDFGState, dn.AccessNode, dn.MapEntry]]:
+    """(state, AccessNode, MapEntry) for every top-level Map that reads `name`."""
+    return [(st, node, e.dst) for st, node, e in _reads(sdfg, name)
+            if isinstance(e.dst, dn.MapEntry) and st.scope_dict()[node] is None]  # fmt: skip
+
+
 def other_readers(sdfg: dace.SDFG, name: str) -> list[tuple[SDFGState, dn.AccessNode, object]]:
     """Edges that read `name` and are neither a Map consumer nor a write-back copy
     (another transient, a tasklet, a nested SDFG at the top level): with any of them,
     converting the copies cannot make `name` disappear."""
-    out = []
-    for state in sdfg.states():
-        for node in state.data_nodes():
-            if node.data != name:
-                continue
-            for e in state.out_edges(node):
-                if isinstance(e.dst, dn.MapEntry):
-                    continue
-                if isinstance(e.dst, dn.AccessNode) and not sdfg.arrays[e.dst.data].transient:
-                    continue
-                out.append((state, node, e))
-    return out
+    return [(st, node, e) for st, node, e in _reads(sdfg, name)
+            if not isinstance(e.dst, dn.MapEntry)
+            and not (isinstance(e.dst, dn.AccessNode) and not sdfg.arrays[e.dst.data].transient)]  # fmt: skip

@@ -19,7 +19,7 @@ from dace.sdfg import nodes as dn, utils as sdutil
 
 from gt4py_dace_xforms.analysis.candidate import analyse_candidate
 from gt4py_dace_xforms.analysis.producer import Decline
-from gt4py_dace_xforms.analysis.writeback import WriteBackCopy, other_readers, writeback_copies
+from gt4py_dace_xforms.analysis.writeback import WriteBackCopy, map_readers, other_readers, writeback_copies
 from gt4py_dace_xforms.policy import InlinePolicy, InlineWhereSound
 
 
@@ -88,17 +88,6 @@ def writeback_labels(copies: list[WriteBackCopy]) -> list[str]:
     return [b if base.count(b) == 1 else f"{b}_{base[:i].count(b)}" for i, b in enumerate(base)]
 
 
-def _map_readers(sdfg: dace.SDFG, name: str):
-    """(state, AccessNode, MapEntry) for every top-level Map that reads `name`."""
-    for st in sdfg.states():
-        scope = st.scope_dict()
-        for node in st.data_nodes():
-            if node.data == name and scope[node] is None:
-                for e in st.out_edges(node):
-                    if isinstance(e.dst, dn.MapEntry):
-                        yield st, node, e.dst
-
-
 def group_problem(sdfg: dace.SDFG, name: str, policy: InlinePolicy) -> Optional[str]:
     """Why writing the write-back copies of `name` as Maps would not let every reader of
     `name` be inlined under `policy`, or None. Never mutates `sdfg`: the decisive check
@@ -112,7 +101,7 @@ def group_problem(sdfg: dace.SDFG, name: str, policy: InlinePolicy) -> Optional[
         return f"'{name}' has no write-back copy"
     if other_readers(sdfg, name):
         return f"'{name}' has readers other than Maps and write-back copies"
-    for st, node, entry in _map_readers(sdfg, name):
+    for st, node, entry in map_readers(sdfg, name):
         verdict = analyse_candidate(sdfg, st, node, entry)
         if isinstance(verdict, Decline):
             return f"reader {entry.map.label}: {verdict.reason}"
@@ -136,9 +125,9 @@ def convert_writeback_copies(sdfg: dace.SDFG, policy: InlinePolicy) -> list[str]
         return []
     converted = []
     for name in sorted(n for n, d in sdfg.arrays.items() if d.transient):
-        if not writeback_copies(sdfg, name) or group_problem(sdfg, name, policy) is not None:
-            continue
         copies = writeback_copies(sdfg, name)
+        if not copies or isinstance(copies, Decline) or group_problem(sdfg, name, policy) is not None:
+            continue
         for c, lab in zip(copies, writeback_labels(copies)):
             copy_to_map(sdfg, c, lab)
         converted.append(name)
