@@ -168,6 +168,30 @@ def _diagnostics_scalars(s: dict) -> dict:
     }  # fmt: skip
 
 
+# ---------------------------------------------------------------------------------------
+# 4. census programs where the default backend inlines the most (inputs exactly as
+#    `census --compare` makes them, at the bench's sizes; every horizontal dimension has
+#    the Cell count)
+
+
+def _census_program(ref: str):
+    return lambda: programs.ProgramRef(*ref.split(":", 1)).load()
+
+
+def _census_inputs(ref: str):
+    def make(sizes: dict, seed: int):
+        from gt4py_dace_xforms.integration import census_compare
+
+        return census_compare.census_inputs(_census_program(ref)(), n_horizontal=sizes["Cell"],
+                                            n_levels=sizes["K"], seed=seed)  # fmt: skip
+
+    return make
+
+
+_APPLY_DIFFUSION = "icon4py.model.atmosphere.diffusion.stencils.apply_diffusion_to_vn:apply_diffusion_to_vn"
+_EXNER_EXFAC = "icon4py.model.common.metrics.metric_fields:compute_exner_exfac"
+
+
 CASES: list[Case] = [
     Case(
         "target",
@@ -232,6 +256,21 @@ CASES: list[Case] = [
             "horizontal_advection_of_w_at_edges_on_half_levels",
         ),
         horizontal="Edge",
+    ),
+    Case(
+        "apply_diffusion_to_vn",
+        "icon4py apply_diffusion_to_vn (Edge x K; E2C2V, 14 reads inlined; census inputs)",
+        _census_program(_APPLY_DIFFUSION),
+        _census_inputs(_APPLY_DIFFUSION),
+        ("vn",),
+        horizontal="Edge",
+    ),
+    Case(
+        "exner_exfac",
+        "icon4py compute_exner_exfac (Cell x K; census inputs)",
+        _census_program(_EXNER_EXFAC),
+        _census_inputs(_EXNER_EXFAC),
+        ("exner_exfac",),
     ),
 ]
 

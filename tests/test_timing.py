@@ -113,6 +113,12 @@ def test_undecided_when_the_interval_straddles_an_edge_of_the_floor():
     assert not timing.undecided(_iv(0.90, 0.85, 0.96), aa)  # clearly faster
     assert not timing.undecided(_iv(0.99, 0.98, 1.01), aa)  # clearly inside
     assert timing.undecided(_iv(1.0, 0.5, 1.5), aa)  # far too wide: both edges
+    # A noisy A/A pair (floor ±12.8 %): "no difference" against it is not a result yet.
+    noisy = _iv(1.036, 0.948, 1.128)
+    assert timing.verdict(_iv(0.990, 0.899, 1.029), noisy).word == timing.NO_DIFFERENCE
+    assert timing.undecided(_iv(0.990, 0.899, 1.029), noisy)
+    assert not timing.undecided(_iv(0.80, 0.78, 0.82), noisy)  # faster even so
+    assert not timing.undecided(_iv(0.990, 0.899, 1.029), noisy, wide=0.15)
 
 
 def test_bench_adds_rounds_while_undecided_up_to_the_limit(monkeypatch):
