@@ -29,7 +29,8 @@ class Case:
     what: str
     program: Callable[[], Any]
     make_inputs: Callable[[dict, int], tuple[dict, dict]]
-    outputs: tuple[str, ...]
+    #: the fields compared with stock (or a function returning them, called lazily)
+    outputs: tuple[str, ...] | Callable[[], tuple[str, ...]]
     #: horizontal dimension name of the outputs (for the transient-bytes fallback)
     horizontal: str = "Cell"
     #: fixed sizes overriding FULL/QUICK (e.g. the demo's 64-cell domain)
@@ -190,6 +191,12 @@ def _census_inputs(ref: str):
 
 _APPLY_DIFFUSION = "icon4py.model.atmosphere.diffusion.stencils.apply_diffusion_to_vn:apply_diffusion_to_vn"
 _EXNER_EXFAC = "icon4py.model.common.metrics.metric_fields:compute_exner_exfac"
+_SOLVER = ("icon4py.model.atmosphere.dycore.stencils.vertically_implicit_dycore_solver:"
+           "vertically_implicit_solver_at_predictor_step")
+
+
+def _census_outputs(ref: str) -> tuple[str, ...]:
+    return programs.program_outputs(_census_program(ref)())
 
 
 CASES: list[Case] = [
@@ -198,7 +205,7 @@ CASES: list[Case] = [
         "icon4py compute_perturbed_quantities_and_interpolation (Cell x K)",
         _target_program,
         _target_inputs,
-        (),  # filled lazily: icon4py_target.OUTPUTS
+        _target_outputs,
     ),
     Case(
         "seed_demo",
@@ -272,8 +279,22 @@ CASES: list[Case] = [
         _census_inputs(_EXNER_EXFAC),
         ("exner_exfac",),
     ),
+    Case(
+        "scan",
+        "bench scan of a computed temporary over all cells (decay(a * b + c / (a + 1)))",
+        _bench_program("scan_of_computed_program"),
+        _with_ncells(_ck_inputs(("a", "b", "c"), 0)),
+        ("out",),
+    ),
+    Case(
+        "solver_predictor",
+        "icon4py vertically_implicit_solver_at_predictor_step (Cell x K; scans; census inputs)",
+        _census_program(_SOLVER),
+        _census_inputs(_SOLVER),
+        lambda: _census_outputs(_SOLVER),  # the program's out= parameters
+    ),
 ]
 
 
 def outputs_of(case: Case) -> tuple[str, ...]:
-    return case.outputs or _target_outputs()
+    return case.outputs() if callable(case.outputs) else case.outputs

@@ -80,7 +80,7 @@ def test_partial_inline_declined_when_inputs_cost_more_to_load():
     assert gx.InlineWhereSound().decide(sdfg, cand).accept  # sound, just not worth it
 
 
-def test_intermediate_feeding_a_scan_is_declined():
+def test_intermediate_feeding_a_scan_is_declined_where_guarded():
     sdfg = producer_consumer("scan_fed", producer_ranges={"i": "0:N", "k": "0:K"},
                              consumer_ranges={"i": "0:N", "k": "0:K-1"}, write="i, k", reads=["i, k + 1"])
     # `out` feeds a column loop (how gt4py lowers a scan): a nested SDFG with a LoopRegion.
@@ -101,8 +101,15 @@ def test_intermediate_feeding_a_scan_is_declined():
     st.add_memlet_path(out, me, node, dst_conn="col", memlet=dace.Memlet("out[i, 0:K]"))
     st.add_memlet_path(node, mx, st.add_access("scanned"), src_conn="res", memlet=dace.Memlet("scanned[i, 0:K]"))
     sdfg.validate()
-    decision = _model().decide(sdfg, _candidate(sdfg))
-    assert not decision.accept and "scan" in decision.reason
+    cand = _candidate(sdfg)
+    for guarded in (gx.CostModel("gpu"), gx.CostModel("cpu", scan_guard=True)):
+        decision = guarded.decide(sdfg, cand)
+        assert not decision.accept and "feeds a scan" in decision.reason
+    # The CPU's default: the estimate decides (one copy per consumer iteration, `tmp`
+    # removed: nothing is recomputed, its write and read are saved).
+    decision = gx.CostModel("cpu").decide(sdfg, cand)
+    assert decision.accept and decision.figures["gain_bytes"] > 0, decision
+    assert gx.CostModel("gpu", scan_guard=False).decide(sdfg, cand).accept
 
 
 def _annotated_concat():

@@ -1,7 +1,8 @@
 """Temporaries read inside a nested SDFG of the consumer: the columns a scan reads level by
 level (`analysis.nested_reads`). gt4py passes the column whole into the scan's nested SDFG;
 the copies evaluate the producer inside the scan's loop, at the level read. Lowered from
-gt4py, compiled with "everything sound" (the cost model declines what feeds a scan), and
+gt4py, compiled with "everything sound" (and with the CPU cost model, which prices a scan's
+reads per level; `scan_guard` declines what feeds a scan), and
 compared with stock and numpy."""
 
 import copy
@@ -80,14 +81,28 @@ def test_scan_column_is_a_nested_read(scan_step):
     assert len(cand.nested) == 1 and len(cand.nested[0].groups) == 1  # one level read per iteration
 
 
-def test_cost_model_declines_what_feeds_a_scan_and_sound_inlines_it(scan_step):
-    model = gt_inline_fusion(copy.deepcopy(scan_step), cost_model=CostModel("cpu"))
+def test_scan_guard_declines_what_feeds_a_scan_and_sound_inlines_it(scan_step):
+    model = gt_inline_fusion(copy.deepcopy(scan_step), cost_model=CostModel("cpu", scan_guard=True))
     assert any("feeds a scan" in r.reason for r in model.declined), model.table()
     sdfg = copy.deepcopy(scan_step)
     before = two_d_transients(sdfg)
     report = gt_inline_fusion(sdfg, cost_model=InlineWhereSound(), validate=True)
     assert any(r.shifts and r.shifts[0][0].startswith("scan") for r in report.applied), report.table()
     assert len(two_d_transients(sdfg)) == len(before) - 1
+
+
+def test_cpu_cost_model_prices_a_scan_read_per_level(scan_step):
+    """Without the guard (the CPU's default) the estimate decides: the scan reads one level
+    per iteration of its loop, so the copy runs on every element of the temporary (the
+    Map over the columns alone would undercount by the 12 levels); `a * 2 + b` read once
+    per level removes the temporary with nothing recomputed."""
+    [cand] = _nested(scan_step)
+    decision = CostModel("cpu").decide(scan_step, cand)
+    volume = 16 * 12
+    assert decision.accept and decision.figures["points"] >= volume, decision
+    sdfg = copy.deepcopy(scan_step)
+    report = gt_inline_fusion(sdfg, cost_model=CostModel("cpu"))
+    assert any(r.shifts and r.shifts[0][0].startswith("scan") for r in report.applied), report.table()
 
 
 def test_nested_sdfg_writing_the_column_is_declined(scan_step):
@@ -110,8 +125,9 @@ def test_nested_sdfg_writing_the_column_is_declined(scan_step):
 
 
 @pytest.mark.compile
-def test_scans_of_temporaries_match_stock_and_numpy():
-    stock, inlined = stock_build(), inline_build(policy=InlineWhereSound())
+@pytest.mark.parametrize("policy", [InlineWhereSound(), CostModel("cpu")], ids=["sound", "cpu_model"])
+def test_scans_of_temporaries_match_stock_and_numpy(policy):
+    stock, inlined = stock_build(), inline_build(policy=policy)
     a, b = (gtx.as_field([Cell, K], RNG.random((NC, NL))) for _ in range(2))
     an, bn = a.asnumpy(), b.asnumpy()
     cases = [

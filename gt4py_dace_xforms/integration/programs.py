@@ -67,6 +67,25 @@ def load_program(spec: str) -> Any:
     return obj
 
 
+def program_outputs(program: Any) -> tuple[str, ...]:
+    """The parameters a program writes: every `out=` of its calls (tuples and slices
+    included), in order, each once."""
+    from gt4py.next.ffront import program_ast as past
+
+    def names(expr) -> list[str]:
+        if isinstance(expr, past.Name):
+            return [str(expr.id)]
+        if isinstance(expr, past.TupleExpr):
+            return [n for e in expr.elts for n in names(e)]
+        if isinstance(expr, past.Subscript):
+            return names(expr.value)
+        return []
+
+    found = [n for stmt in program.past_stage.past_node.body if isinstance(stmt, past.Call)
+             for n in names(stmt.kwargs.get("out"))]  # fmt: skip
+    return tuple(dict.fromkeys(found))
+
+
 def discover(packages: Iterable[str] = ICON4PY_PACKAGES) -> list[ProgramRef]:
     """Every `gtx.program` defined (not just imported) in the modules of `packages`;
     packages that are not installed are skipped."""

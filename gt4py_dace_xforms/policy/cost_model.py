@@ -22,9 +22,16 @@ copies (gt4py's `ConcatWhereCopyToMap` turns every point read of it, at any shif
 select, cheaper than a nested SDFG), and a concat branch that reads such a node (the
 nested SDFG would hide the inner node from that replacement; both inlined on icon4py's
 `compute_advection_in_predictor_vertical_momentum` measured 1.35x slower), gain <= 0, more copies
-than `max_distinct_offsets`, more operations per copy than `max_ops_per_copy`, and
-intermediates that transitively feed a scan (a scan argument is materialized anyway,
-so copies buy nothing; ignoring this was measured as a net model-level regression).
+than `max_distinct_offsets` and more operations per copy than `max_ops_per_copy`.
+
+Scans: a read inside a scan's loop (a nested read, `analysis/nested_reads.py`) is
+evaluated once per level, so it counts the intermediate's volume of points, not the
+horizontal Map's. Whether an intermediate that transitively feeds a scan is inlined is
+`scan_guard`: off on the CPU, where the estimate decides per case (the solvers'
+coefficients, each read once per level, remove their arrays; see docs/cost_model.md for
+the measurement), on by default on the GPU, where upstream measured such bindings as a
+net model-level regression (a scan argument is materialized anyway, so no kernel
+boundary goes) and this library has not measured them yet.
 
 Symbolic sizes are evaluated with `representative_sizes` (symbol -> value); an extent
 (one dimension of a Map range or array shape) that still has unknown symbols is taken
@@ -77,6 +84,9 @@ class CostModel:
             consumers that still read the array hindered gt4py's later fusion; measured
             1.49x slower on icon4py's compute_diagnostics_from_normal_wind). Readers that
             together remove the intermediate are judged as a group regardless.
+        scan_guard: decline every intermediate whose data transitively reaches a scan
+            (a nested SDFG with a loop), whatever the estimate. None: by target (GPU on,
+            CPU off; see the module docstring).
         writeback_copies: let `gt_inline_fusion` write a write-back copy as a Map so that
             a group including it can remove the intermediate (docs/writeback.md). Off by
             default: on the CPU each of the four such groups of icon4py's
@@ -96,10 +106,15 @@ class CostModel:
     prefer_eager: bool = True
     allow_partial: bool = False
     writeback_copies: bool = False
+    scan_guard: Optional[bool] = None
 
     def __post_init__(self):
         if self.target not in _BALANCE:
             raise ValueError(f"CostModel target must be 'cpu' or 'gpu', not {self.target!r}")
+
+    @property
+    def _guards_scans(self) -> bool:
+        return self.scan_guard if self.scan_guard is not None else self.target == "gpu"
 
     @property
     def balance(self) -> float:
@@ -169,8 +184,8 @@ class CostModel:
         too_many = too_many_copies(cand, self.max_distinct_offsets)
         if too_many:
             return Decision(False, too_many)
-        if feeds_scan(sdfg, cand):
-            return Decision(False, "intermediate feeds a scan: it is materialized for the scan anyway")
+        if self._guards_scans and feeds_scan(sdfg, cand):
+            return Decision(False, "intermediate feeds a scan: it is materialized for the scan anyway (scan_guard)")
         if not cand.removes_intermediate and not partial_ok:
             return Decision(False, "the intermediate stays for other readers (partial inlines are off)")
         return None
@@ -191,6 +206,10 @@ class CostModel:
         item = desc.dtype.bytes
         volume = self._points(desc.shape, sdfg, assumed)
         points = self._points(_extents(cand.consumer.map), sdfg, assumed, params=cand.consumer.map.params)
+        if any(_has_loop(n.node.sdfg) for n in cand.nested):
+            # A scan's loop reads (and a copy evaluates) one element per level and column:
+            # the Map over the columns alone undercounts by the levels.
+            points = max(points, volume)
         copies = cand.copies
 
         saved = (2 * volume if cand.removes_intermediate else points) * item
@@ -285,8 +304,9 @@ def known_horizontal_extent(sdfg: dace.SDFG) -> Optional[float]:
     priced 80 times too low (measured 1.5x slower, `compute_diagnostics_from_normal_wind`)."""
     best = None
     for state in sdfg.states():
+        scopes = state.scope_dict()  # once per state: `entry_node` per node is quadratic
         for node in state.nodes():
-            if not isinstance(node, dn.MapEntry) or state.entry_node(node) is not None:
+            if not isinstance(node, dn.MapEntry) or scopes[node] is not None:
                 continue
             for p, extent in zip(node.map.params, _extents(node.map)):
                 if "gtx_horizontal" not in p:
