@@ -34,6 +34,8 @@ class InlineReport:
     """The decisions of one `gt_inline_fusion()` run, in the order they were taken."""
 
     records: list[InlineRecord] = dataclasses.field(default_factory=list)
+    #: arrays the hook's proven copy-chain removal folded before this run (`gt_remove_copy_chains`)
+    copy_chains_removed: int = 0
 
     @property
     def applied(self) -> list[InlineRecord]:

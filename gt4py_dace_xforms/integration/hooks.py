@@ -9,6 +9,7 @@ from gt4py.next.program_processors.runners.dace.transformations.auto_optimize im
 
 from gt4py_dace_xforms.policy import CostModel, InlinePolicy
 from gt4py_dace_xforms.report import InlineReport
+from gt4py_dace_xforms.transformations.copy_chain import gt_remove_copy_chains
 from gt4py_dace_xforms.transformations.inline_fusion_pass import gt_inline_fusion
 
 HookFun = Callable[[dace.SDFG], None]
@@ -29,14 +30,23 @@ def default_policy(gpu: bool = False) -> InlinePolicy:
 
 
 def make_inline_hook(
-    cost_model: Optional[InlinePolicy] = None, reports: Optional[list[InlineReport]] = None, *, gpu: bool = False
+    cost_model: Optional[InlinePolicy] = None,
+    reports: Optional[list[InlineReport]] = None,
+    *,
+    gpu: bool = False,
+    copy_chains: bool = True,
 ) -> HookFun:
     """A hook function running `gt_inline_fusion` with `cost_model` (any policy; default:
-    `default_policy(gpu)`); reports are appended to `reports`."""
+    `default_policy(gpu)`); reports are appended to `reports`. `copy_chains`: first fold
+    the copy chains whose coverage gt4py cannot prove (`gt_remove_copy_chains`,
+    docs/copy_chains.md): nothing is recomputed, and a branch folded into its concat
+    node is a Map writer the inliner takes like any other."""
     policy = cost_model or default_policy(gpu)
 
     def _inline_hook(sdfg: dace.SDFG) -> None:
+        folded = gt_remove_copy_chains(sdfg) if copy_chains else 0
         report = gt_inline_fusion(sdfg, cost_model=policy, validate=False)
+        report.copy_chains_removed = folded
         if reports is not None:
             reports.append(report)
 
@@ -60,6 +70,7 @@ def optimization_hooks(
     gpu: bool = False,
     user_hooks: Optional[Mapping[GT4PyAutoOptHook, Callable]] = None,
     reports: Optional[list[InlineReport]] = None,
+    copy_chains: bool = True,
 ) -> dict[GT4PyAutoOptHook, Callable]:
     """The `optimization_hooks` argument for `gt_auto_optimize` that runs the pass.
 
@@ -71,7 +82,7 @@ def optimization_hooks(
     checks) are passed through untouched.
     """
     hooks: dict[GT4PyAutoOptHook, Callable] = dict(user_hooks or {})
-    inline = make_inline_hook(cost_model, reports, gpu=gpu)
+    inline = make_inline_hook(cost_model, reports, gpu=gpu, copy_chains=copy_chains)
     for stage in INLINE_STAGES:
         hooks[stage] = chain_hooks(inline, hooks.get(stage))
     return hooks

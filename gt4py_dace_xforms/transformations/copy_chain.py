@@ -1,0 +1,93 @@
+"""`ProvenCopyChainRemover`: gt4py's `CopyChainRemover`, with the coverage it asks for
+proven over every value of the symbols (analysis/copy_cover.py; docs/copy_chains.md).
+
+gt4py lowers a nested `concat_where` to chains of copies between temporaries: a branch
+is computed into its own array and copied into the concat node, which is copied into the
+next one, and the last into the output. Its `CopyChainRemover` folds such a pair
+`A1 -> A2` into one array when the copy moves all of `A1` (`PULL`: `A1`'s writers write
+`A2` at the copy's offset) or writes all of `A2` (`PUSH`: `A2`'s readers read `A1`). It
+asks `Range.covers`, which cannot compare `Max(0, ve - Max(1, vs))` elements with a copy
+over `[0 : Max(1, vs, ve) - Max(1, vs)]` without knowing `vs <= ve` (its own TODO), so on
+icon4py the chains stay: `compute_wgtfac_c` keeps 10 two-dimensional temporaries to the
+end, where 2 are left with the proof.
+
+This class changes only that question: a pair gt4py's check accepts is accepted as is;
+otherwise `copy_covers_array` decides. Every other condition and the rewrite itself are
+gt4py's (top-level AccessNodes of the same rank, neither a view, same storage, one copy
+edge between them, no other path that would become a cycle, the removed array a
+single-use transient).
+
+Restrictions: as gt4py's, plus exact coverage (the copy starts at 0 and ends at the last
+element in every dimension, unit stride, or the array is empty). Single-use data is
+computed once per `gt_remove_copy_chains` call (as gt4py's pass does) or, for a
+transformation constructed without it (the viewer, `apply_transformations`), once per
+SDFG it is matched on. `can_be_applied` returns False on anything unexpected.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import dace
+from dace.sdfg import nodes as dn
+from dace.transformation.passes import analysis as dace_analysis
+from gt4py.next.program_processors.runners.dace.transformations import redundant_array_removers as gt_rar
+
+from gt4py_dace_xforms.analysis.copy_cover import copy_covers_array
+
+_Mode = gt_rar.CopyChainRemoverMode
+
+
+@dace.properties.make_properties
+class ProvenCopyChainRemover(gt_rar.CopyChainRemover):
+    """Fold a copy `A1 -> A2` between top-level AccessNodes into one array where the copy
+    provably moves all of `A1` or writes all of `A2`; see the module docstring."""
+
+    def __init__(self, *args: Any, single_use_data: Optional[dict] = None, **kwargs: Any) -> None:
+        super().__init__(*args, single_use_data=single_use_data or {}, **kwargs)
+        self._given = single_use_data is not None
+
+    def _single_use(self, sdfg: dace.SDFG) -> None:
+        if not self._given and sdfg not in self._single_use_data:
+            self._single_use_data = dace_analysis.FindSingleUseData().apply_pass(sdfg.root_sdfg, None)
+
+    def can_be_applied(self, graph, expr_index: int, sdfg: dace.SDFG, permissive: bool = False) -> bool:
+        try:
+            self._single_use(sdfg)
+            if sdfg not in self._single_use_data:
+                return False
+            return bool(super().can_be_applied(graph, expr_index, sdfg, permissive))
+        except Exception:  # noqa: BLE001  # gt_auto_optimize turns a raise into a failed compilation
+            return False
+
+    def _get_copy_chain_mode(self, sdfg: dace.SDFG, state) -> Any:
+        mode = super()._get_copy_chain_mode(sdfg, state)
+        if mode != _Mode.NONE:
+            return mode
+        a1, a2 = self.node_a1, self.node_a2
+        edges = [e for e in state.out_edges(a1) if isinstance(e.dst, dn.AccessNode) and e.dst.data == a2.data]
+        if len(edges) != 1:
+            return _Mode.NONE
+        edge = edges[0]
+        d1, d2 = a1.desc(sdfg), a2.desc(sdfg)
+        src = edge.data.get_src_subset(edge, state)
+        dst = edge.data.get_dst_subset(edge, state)
+        if src is None or dst is None:
+            return _Mode.NONE
+        if d1.transient and self.is_single_use_data(sdfg, a1) and copy_covers_array(src, d1.shape):
+            return _Mode.PULL
+        if d2.transient and self.is_single_use_data(sdfg, a2) and copy_covers_array(dst, d2.shape):
+            return _Mode.PUSH
+        return _Mode.NONE
+
+
+def gt_remove_copy_chains(sdfg: dace.SDFG, *, validate: bool = False) -> int:
+    """Apply `ProvenCopyChainRemover` to a fixed point; returns the number of arrays
+    removed (gt4py's `gt_remove_copy_chain` with the proven coverage)."""
+    for state in sdfg.states():
+        for edge in state.edges():
+            edge.data.try_initialize(sdfg, state, edge)  # src/dst subsets of copies (dace#1703)
+    single_use = dace_analysis.FindSingleUseData().apply_pass(sdfg, None)
+    return sdfg.apply_transformations_repeated(
+        ProvenCopyChainRemover(single_use_data=single_use), validate=validate, print_report=False
+    )
