@@ -1,14 +1,20 @@
 """gt4py_dace_xforms: DaCe SDFG transformations for GT4Py.
 
-Importing the package registers `InlineFuser` and `WriteBackToMap` with DaCe's pattern
-matcher, so that `SDFGOptimizer` (and the DaCe VS Code viewer) list them. Backends: `gt4py_dace_xforms.backends`.
+Importing the package registers `InlineFuser`, `WriteBackToMap` and
+`ProvenCopyChainRemover` with DaCe's pattern matcher, so that `SDFGOptimizer` (and the DaCe VS Code viewer) list them. Backends: `gt4py_dace_xforms.backends`.
 """
 
 from gt4py_dace_xforms.integration.hooks import optimization_hooks
 from gt4py_dace_xforms.integration.install import install, uninstall
 from gt4py_dace_xforms.policy import CostModel, Decision, InlinePolicy, InlineWhereSound
 from gt4py_dace_xforms.report import InlineRecord, InlineReport
-from gt4py_dace_xforms.transformations import InlineFuser, WriteBackToMap, gt_inline_fusion
+from gt4py_dace_xforms.transformations import (
+    InlineFuser,
+    ProvenCopyChainRemover,
+    WriteBackToMap,
+    gt_inline_fusion,
+    gt_remove_copy_chains,
+)
 
 __all__ = [
     "CostModel",
@@ -18,7 +24,9 @@ __all__ = [
     "InlineRecord",
     "InlineReport",
     "InlineWhereSound",
+    "ProvenCopyChainRemover",
     "gt_inline_fusion",
+    "gt_remove_copy_chains",
     "install",
     "optimization_hooks",
     "uninstall",

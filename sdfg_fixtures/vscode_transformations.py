@@ -1,6 +1,7 @@
 """For the DaCe VS Code extension: point its custom-transformations setting
 (`dace.optimization.customTransformationsPaths`) or its "Load Custom Transformations"
-command at this file. Importing the package registers `InlineFuser` with DaCe's pattern
-matcher, so the extension's Transformations list shows it."""
+command at this file. Importing the package registers `InlineFuser`, `WriteBackToMap` and
+`ProvenCopyChainRemover` with DaCe's pattern
+matcher, so the extension's Transformations list shows them."""
 
-from gt4py_dace_xforms import InlineFuser, WriteBackToMap  # noqa: F401
+from gt4py_dace_xforms import InlineFuser, ProvenCopyChainRemover, WriteBackToMap  # noqa: F401

@@ -1,7 +1,16 @@
-"""Transformations: `InlineFuser`, `WriteBackToMap` and the pass that drives them."""
+"""Transformations: `InlineFuser`, `WriteBackToMap`, `ProvenCopyChainRemover` and the
+passes that drive them."""
 
+from gt4py_dace_xforms.transformations.copy_chain import ProvenCopyChainRemover, gt_remove_copy_chains
 from gt4py_dace_xforms.transformations.inline_fuser import InlineFuser
 from gt4py_dace_xforms.transformations.inline_fusion_pass import find_candidates, gt_inline_fusion
 from gt4py_dace_xforms.transformations.writeback import WriteBackToMap
 
-__all__ = ["InlineFuser", "WriteBackToMap", "find_candidates", "gt_inline_fusion"]
+__all__ = [
+    "InlineFuser",
+    "ProvenCopyChainRemover",
+    "WriteBackToMap",
+    "find_candidates",
+    "gt_inline_fusion",
+    "gt_remove_copy_chains",
+]
