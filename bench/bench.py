@@ -462,6 +462,9 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             p.error(f"unknown program(s) {unknown}; choose from {[c.name for c in selected]}")
         selected = [c for c in selected if c.name in wanted]
+    else:
+        # A heavy case (builds take many minutes each) runs only when named.
+        selected = [c for c in selected if not c.heavy]
     rounds = opts.rounds or (6 if opts.quick else 12)
     max_rounds = opts.max_rounds or (rounds if opts.quick else 3 * rounds)
     threads: list[int | None] = opts.threads or ([1] if opts.quick else sorted({1, machine}))

@@ -35,6 +35,8 @@ class Case:
     horizontal: str = "Cell"
     #: fixed sizes overriding FULL/QUICK (e.g. the demo's 64-cell domain)
     fixed: dict = dataclasses.field(default_factory=dict)
+    #: only with `--only NAME`: each build takes many minutes (a full run would double)
+    heavy: bool = False
 
     def sizes(self, quick: bool) -> dict:
         return {**(QUICK if quick else FULL), **self.fixed}
@@ -292,6 +294,7 @@ CASES: list[Case] = [
         _census_program(_SOLVER),
         _census_inputs(_SOLVER),
         lambda: _census_outputs(_SOLVER),  # the program's out= parameters
+        heavy=True,
     ),
 ]
 
