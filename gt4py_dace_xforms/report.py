@@ -55,6 +55,7 @@ class InlineReport:
 
     def extend(self, other: "InlineReport") -> None:
         self.records.extend(other.records)
+        self.copy_chains_removed += other.copy_chains_removed
 
     def to_json(self) -> list[dict]:
         return [r.to_json() for r in self.records]

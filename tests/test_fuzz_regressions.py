@@ -196,3 +196,21 @@ def test_generated_local_that_is_also_an_output():
     assert "return t0(K + 1) - b, t0" in prog.source()
     outcome = check(prog, 0, ("stock", "sound", "cost_model"))
     assert outcome.applied["sound"] >= 2
+
+
+@pytest.mark.compile
+def test_generated_nested_concat_on_a_runtime_domain_folds_its_copy_chain():
+    """The fuzzer's nested `concat_where` on a K domain passed at run time (`k_start`,
+    `k_stop`): gt4py sizes the branches `Max(0, k_stop - Max(3, k_start))` and its
+    `CopyChainRemover` cannot prove the copies whole; the library's builds fold the chain
+    (docs/copy_chains.md), and stock, both library builds and numpy agree."""
+    from fuzzing.runner import check
+    from fuzzing.strategy import NC, NL, Bin, Cond, Lit, Prog, Read, Where
+
+    inner = Where(Cond("<", 6), Bin("+", Read("a"), Read("b")), Bin("*", Read("b"), Lit(0.5)))
+    t0 = Where(Cond("<", 3), Bin("*", Read("a"), Lit(2.0)), inner)
+    prog = Prog(dtype="float64", fields=("a", "b"), cells=(), scalars=(), levels=(), locals=(("t0", t0),),
+                outputs=(Read("t0"),), cell_domain=(0, NC), k_domain=(1, NL - 2), runtime_k_domain=True)
+    assert "concat_where(K < 3, a * 2.0, concat_where(K < 6, a + b, b * 0.5))" in prog.source()
+    outcome = check(prog, 0, ("stock", "sound", "cost_model"))
+    assert outcome.folded["cost_model"] >= 1 and outcome.folded["sound"] >= 1, outcome.folded

@@ -94,6 +94,7 @@ class Outcome:
     outputs: dict[str, list[np.ndarray]]
     applied: dict[str, int]
     reused: bool = False
+    folded: dict[str, int] = dataclasses.field(default_factory=dict)  # copy-chain arrays per library build
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)  # compile and run
 
 
@@ -146,6 +147,7 @@ def run_builds(prog: Prog, args: dict, builds: tuple[str, ...]) -> Outcome:
         if name != "stock":
             report = build.report
             outcome.applied[name] = len(report.applied)
+            outcome.folded[name] = report.copy_chains_removed
             if report.records and currently_in_test_context():
                 note(f"{name} build, inlining report:\n{report.table()}")
     annotated = next((b.sdfg for n, b in made.items() if n != "stock"), None)
