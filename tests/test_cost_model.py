@@ -11,7 +11,7 @@ import gt4py_dace_xforms as gx
 from builders import producer_consumer
 from gt4py_dace_xforms.analysis.candidate import analyse_candidate
 from gt4py_dace_xforms.integration.lowering import KEY
-from test_concat_handbuilt import _concat_sdfg
+from test_concat_handbuilt import TWO, _concat_sdfg
 
 SIZES = (("N", 20480), ("K", 80))
 
@@ -223,3 +223,24 @@ def test_group_of_gathering_readers_pays_for_the_gathers():
     report = gx.gt_inline_fusion(sdfg, cost_model=_model())
     assert not report.applied and "no gain for all 2 readers together" in report.declined[0].reason, report.table()
     assert sdfg.hash_sdfg() == before
+
+
+def test_branch_copying_a_map_written_concat_node_is_left_to_gt4py():
+    """A branch copied from another concat node, one whose writers are Maps (as the
+    copy-chain folding leaves it), is declined: inlining it hides the inner node from
+    gt4py's replacement (icon4py's predictor_w_adv `gtir_tmp_95`, measured 0.970 vs 0.904
+    of stock at 1 thread when accepted)."""
+    sdfg = _concat_sdfg("nested_concat_node", regions=TWO, copy_surface=True)
+    state = sdfg.states()[0]
+    inner = next(n for n in state.data_nodes() if n.data == "surface")
+    sdfg.arrays["surface"].transient = True
+    sdfg.add_array("src", ["N"], dace.float64)
+    for name, irange, code in (("west", "0:1", "__o = 4.0 * __x"), ("east", "1:N", "__o = __x - 1.0")):
+        state.add_mapped_tasklet(name, {"i": irange}, {"__x": dace.Memlet("src[i]")}, code,
+                                 {"__o": dace.Memlet("surface[i, 0]")}, external_edges=True,
+                                 output_nodes={"surface": inner})
+    sdfg.validate()
+    cand = _candidate(sdfg)
+    assert cand.concat is not None and any(b.source is not None for b in cand.concat.branches)
+    decision = _model().decide(sdfg, cand)
+    assert not decision.accept and "branch reads concat node 'surface'" in decision.reason
