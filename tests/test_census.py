@@ -111,6 +111,14 @@ def test_cli_census_bad_program_is_one_line_error(capsys):
     assert err.startswith("gt4py-dace-xforms: error:") and "\n" not in err
 
 
+def test_cli_census_exact_without_compare_is_one_line_error(capsys):
+    # --exact changes how builds compile; without --compare nothing compiles.
+    assert main(["census", THREE_LEVEL, "--exact"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("gt4py-dace-xforms: error:") and "--exact only applies to --compare" in err
+    assert "\n" not in err
+
+
 def test_cli_census_writes_json(tmp_path, capsys):
     out = tmp_path / "c.json"
     assert main(["census", THREE_LEVEL, "--no-transients", "--json", str(out)]) == 0

@@ -142,6 +142,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_census(args: argparse.Namespace) -> int:
     from gt4py_dace_xforms.integration import census, programs
 
+    if args.exact and not args.compare:
+        raise CliError("--exact only applies to --compare (it changes how the builds compile)")
     if args.programs:
         refs = []
         for spec in args.programs:
@@ -193,7 +195,7 @@ def _census_compare(refs, args: argparse.Namespace) -> int:
     from gt4py_dace_xforms.integration import census_compare as cc
 
     settings = {"n_horizontal": args.cells or cc.N_HORIZONTAL, "n_levels": args.levels or cc.N_LEVELS,
-                "seed": cc.SEED if args.seed is None else args.seed}
+                "seed": cc.SEED if args.seed is None else args.seed, "exact": args.exact}
     print(f"comparing {len(refs)} programs with stock ({args.jobs} processes; {settings['n_horizontal']} "
           f"per horizontal dimension x {settings['n_levels']} levels, seed {settings['seed']})", file=sys.stderr)
 
@@ -247,6 +249,9 @@ def build_parser() -> argparse.ArgumentParser:
     cen.add_argument("--cells", type=int, help="--compare: elements per horizontal dimension (default 64)")
     cen.add_argument("--levels", type=int, help="--compare: model levels (default 12)")
     cen.add_argument("--seed", type=int, help="--compare: seed of the inputs and neighbor tables (default 0)")
+    cen.add_argument("--exact", action="store_true",
+                     help="--compare: build with gt4py's flags plus -ffp-contract=off and require bitwise equality "
+                          "(no FMA contraction to excuse a difference)")
     cen.set_defaults(func=cmd_census)
     exp = sub.add_parser("explain", help="which temporaries of a gt4py program the stock backend keeps, "
                                          "and whether the library removes them (no compilation)")

@@ -17,7 +17,11 @@ two). A field is "equal" if it is bitwise equal or every element is within
 `RTOL * |stock| + ATOL_SCALE * max|stock|` (the bound `tests/test_icon4py.py` uses for
 the target: rounding, relative to the field's magnitude, since differences of O(1)
 values can cancel). Each field's bitwise verdict and largest differences are reported
-too, so a rounding-level difference is visible as such.
+too, so a rounding-level difference is visible as such. With `exact=True` (`census
+--compare --exact`) every build is compiled with gt4py's own flags plus
+`-ffp-contract=off` (`exact_cxxflags()`, passed through `CXXFLAGS`, which gt4py reads),
+and a field must be bitwise equal: without contraction the inlined expression rounds
+exactly as the materialized one, so any difference is a change of what is computed.
 
 Inputs: every horizontal dimension gets `n_horizontal` elements (random tables need no
 real grid, and every start/end index then fits every dimension), every K field
@@ -30,10 +34,12 @@ values in the shape icon4py's own drivers call the programs with, chosen so that
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import os
 import time
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Any, Callable, Iterable, Iterator, Mapping, Optional
 
 import numpy as np
 
@@ -54,6 +60,9 @@ RTOL = 1e-13
 ATOL_SCALE = 1e-14
 #: Default input sizes: small enough to compile and run quickly, large enough that every
 #: region the scalars below delimit holds several elements.
+#: Added to gt4py's compiler flags by `exact`: no fusing of a multiply and an add across
+#: what stock keeps as two statements.
+NO_CONTRACTION = "-ffp-contract=off"
 N_HORIZONTAL = 64
 N_LEVELS = 12
 SEED = 0
@@ -174,8 +183,9 @@ class FieldDiff:
     max_rel: float
 
 
-def diff_field(field: str, build: str, value: np.ndarray, reference: np.ndarray) -> FieldDiff:
-    """`value` against `reference` (NaN equals NaN at the same place; infinities must match)."""
+def diff_field(field: str, build: str, value: np.ndarray, reference: np.ndarray, *, exact: bool = False) -> FieldDiff:
+    """`value` against `reference` (NaN equals NaN at the same place; infinities must match).
+    `exact`: within tolerance only if bitwise equal (builds without FP contraction)."""
     if value.shape != reference.shape:
         return FieldDiff(field, build, False, False, float("inf"), float("inf"))
     bitwise = bool(np.array_equal(value, reference, equal_nan=value.dtype.kind == "f"))
@@ -189,7 +199,7 @@ def diff_field(field: str, build: str, value: np.ndarray, reference: np.ndarray)
     max_abs = float(err.max()) if err.size else 0.0
     max_rel = float((err / np.where(ref > 0, ref, np.inf)).max()) if err.size else 0.0
     scale = float(ref.max()) if ref.size else 0.0
-    close = bool(np.all(err <= RTOL * ref + ATOL_SCALE * scale))
+    close = not exact and bool(np.all(err <= RTOL * ref + ATOL_SCALE * scale))
     return FieldDiff(field, build, False, same_nan and same_inf and close, max_abs, max_rel)
 
 
@@ -209,6 +219,8 @@ class ProgramComparison:
     fields: int = 0
     seconds: float = 0.0
     error: Optional[str] = None
+    #: built without floating-point contraction and compared bitwise (`exact_cxxflags`)
+    exact: bool = False
 
     @property
     def short_name(self) -> str:
@@ -245,6 +257,37 @@ def _one_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text.splitlines()[0] if text else ''}"
 
 
+def exact_cxxflags() -> str:
+    """The C++ flags gt4py compiles CPU programs with (its `CXXFLAGS` if set, else the ones
+    its `set_dace_config` chooses), plus `NO_CONTRACTION`."""
+    import dace
+    from gt4py._core import definitions as core_defs
+    from gt4py.next.program_processors.runners.dace.workflow import common as gtx_dace_common
+
+    flags = os.environ.get("CXXFLAGS")
+    if not flags:
+        with dace.config.temporary_config():
+            gtx_dace_common.set_dace_config(core_defs.DeviceType.CPU)
+            flags = str(dace.Config.get("compiler.cpu.args"))
+    return flags if NO_CONTRACTION in flags.split() else f"{flags} {NO_CONTRACTION}"
+
+
+@contextlib.contextmanager
+def _cxxflags(flags: Optional[str]) -> Iterator[None]:
+    """`CXXFLAGS` set to `flags` while the builds compile (None: left as it is)."""
+    before = os.environ.get("CXXFLAGS")
+    if flags is not None:
+        os.environ["CXXFLAGS"] = flags
+    try:
+        yield
+    finally:
+        if flags is not None:
+            if before is None:
+                os.environ.pop("CXXFLAGS", None)
+            else:
+                os.environ["CXXFLAGS"] = before
+
+
 def _make_build(label: str) -> Build:
     if label == "stock":
         return stock_build()
@@ -252,15 +295,17 @@ def _make_build(label: str) -> Build:
 
 
 def compare_program(ref: ProgramRef, *, n_horizontal: int = N_HORIZONTAL, n_levels: int = N_LEVELS,
-                    seed: int = SEED) -> ProgramComparison:
+                    seed: int = SEED, exact: bool = False) -> ProgramComparison:
     """Compile `ref` stock, with the cost model and with everything sound, run each on
     fresh copies of the same inputs, compare every field with stock's (never raises:
-    failures are recorded)."""
-    result = ProgramComparison(ref.spec)
+    failures are recorded). `exact`: compile without floating-point contraction and
+    require bitwise equality (module doc)."""
+    result = ProgramComparison(ref.spec, exact=exact)
     start = time.perf_counter()
     try:
         program = ref.load()
         args, provider = census_inputs(program, n_horizontal=n_horizontal, n_levels=n_levels, seed=seed)
+        flags = exact_cxxflags() if exact else None
     except Exception as err:  # noqa: BLE001  # one broken program must not end the comparison
         result.error = _one_line(err)
         result.seconds = time.perf_counter() - start
@@ -277,7 +322,8 @@ def compare_program(ref: ProgramRef, *, n_horizontal: int = N_HORIZONTAL, n_leve
         build_run = result.runs[label] = BuildRun(label)
         try:
             build = _make_build(label)
-            outputs[label] = run(build.backend)
+            with _cxxflags(flags):  # gt4py reads CXXFLAGS when it compiles, at the first call
+                outputs[label] = run(build.backend)
             build_run.inlines = len(build.report.applied)
             build_run.transients = len(two_d_transients(build.sdfg))
             if label == "stock":
@@ -293,7 +339,8 @@ def compare_program(ref: ProgramRef, *, n_horizontal: int = N_HORIZONTAL, n_leve
     if "stock" in outputs:
         for label in BUILDS[1:]:
             if label in outputs:
-                result.diffs += [diff_field(k, label, outputs[label][k], v) for k, v in outputs["stock"].items()]
+                result.diffs += [diff_field(k, label, outputs[label][k], v, exact=exact)
+                                 for k, v in outputs["stock"].items()]
     result.seconds = time.perf_counter() - start
     return result
 
@@ -339,8 +386,9 @@ def table(results: list[ProgramComparison]) -> str:
     fmt = "  ".join(f"{{:<{w}}}" if i == 0 else f"{{:>{w}}}" for i, w in enumerate(widths))
     lines = [fmt.format(*head), fmt.format(*("-" * w for w in widths))] + [fmt.format(*row) for row in rows]
     n_equal = sum(r.equal for r in results)
-    lines += ["", f"{n_equal} of {len(results)} programs equal to stock "
-                  f"(tolerance {RTOL:g} x |stock| + {ATOL_SCALE:g} x max|stock|, per element)"]
+    criterion = (f"bitwise, built with {NO_CONTRACTION}" if results and all(r.exact for r in results) else
+                 f"tolerance {RTOL:g} x |stock| + {ATOL_SCALE:g} x max|stock|, per element")
+    lines += ["", f"{n_equal} of {len(results)} programs equal to stock ({criterion})"]
     for r in results:
         for d in r.differing():
             lines.append(f"  {r.short_name} {d.build} {d.field}: not bitwise equal, max abs {d.max_abs:.3e}, "
