@@ -63,6 +63,24 @@ def test_exact_flags_are_gt4pys_plus_no_contraction(monkeypatch):
     assert os.environ["CXXFLAGS"] == "-O2 -ffp-contract=off"  # restored
 
 
+def test_diff_field_tells_bitwise_rounding_and_real_differences_apart():
+    ref = np.array([[1.0, 2.0, np.nan], [0.5, -3.0, 4.0]])
+    assert cc.diff_field("f", "model", ref.copy(), ref).bitwise
+    ulp = ref.copy()
+    ulp[0, 1] = np.nextafter(2.0, 3.0)
+    d = cc.diff_field("f", "model", ulp, ref)
+    assert not d.bitwise and d.within_tolerance and d.max_abs == pytest.approx(np.spacing(2.0))
+    off = ref.copy()
+    off[1, 2] = 4.001
+    d = cc.diff_field("f", "sound", off, ref)
+    assert not d.within_tolerance and d.max_abs == pytest.approx(1e-3) and d.max_rel == pytest.approx(2.5e-4)
+    moved_nan = ref.copy()
+    moved_nan[0, 2], moved_nan[0, 0] = 1.0, np.nan
+    assert not cc.diff_field("f", "model", moved_nan, ref).within_tolerance
+    ints = np.arange(6, dtype=np.int32).reshape(2, 3)
+    assert not cc.diff_field("i", "model", ints + (ints == 4), ints).within_tolerance
+
+
 def test_exact_turns_a_rounding_difference_into_a_failure():
     reference = np.array([1.0, 2.0])
     ulp = np.array([1.0, np.nextafter(2.0, 3.0)])

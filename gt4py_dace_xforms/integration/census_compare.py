@@ -58,11 +58,11 @@ BUILDS = ("stock", "model", "sound")
 #: Per element: |build - stock| <= RTOL * |stock| + ATOL_SCALE * max|stock| (see module doc).
 RTOL = 1e-13
 ATOL_SCALE = 1e-14
-#: Default input sizes: small enough to compile and run quickly, large enough that every
-#: region the scalars below delimit holds several elements.
 #: Added to gt4py's compiler flags by `exact`: no fusing of a multiply and an add across
 #: what stock keeps as two statements.
 NO_CONTRACTION = "-ffp-contract=off"
+#: Default input sizes: small enough to compile and run quickly, large enough that every
+#: region the scalars below delimit holds several elements.
 N_HORIZONTAL = 64
 N_LEVELS = 12
 SEED = 0
