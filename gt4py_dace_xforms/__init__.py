@@ -1,6 +1,6 @@
 """gt4py_dace_xforms: DaCe SDFG transformations for GT4Py.
 
-Importing the package registers `InlineFuser`, `WriteBackToMap` and
+Importing the package registers `InlineFuser`, `WriteBackToMap`, `WriteBackRetarget` and
 `ProvenCopyChainRemover` with DaCe's pattern matcher, so that `SDFGOptimizer` (and the DaCe VS Code viewer) list them. Backends: `gt4py_dace_xforms.backends`.
 """
 
@@ -11,9 +11,11 @@ from gt4py_dace_xforms.report import InlineRecord, InlineReport
 from gt4py_dace_xforms.transformations import (
     InlineFuser,
     ProvenCopyChainRemover,
+    WriteBackRetarget,
     WriteBackToMap,
     gt_inline_fusion,
     gt_remove_copy_chains,
+    gt_retarget_writebacks,
 )
 
 __all__ = [
@@ -27,9 +29,11 @@ __all__ = [
     "ProvenCopyChainRemover",
     "gt_inline_fusion",
     "gt_remove_copy_chains",
+    "gt_retarget_writebacks",
     "install",
     "optimization_hooks",
     "uninstall",
+    "WriteBackRetarget",
     "WriteBackToMap",
 ]
 __version__ = "0.1.0"
