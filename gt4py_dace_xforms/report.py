@@ -36,6 +36,8 @@ class InlineReport:
     records: list[InlineRecord] = dataclasses.field(default_factory=list)
     #: arrays the hook's proven copy-chain removal folded before this run (`gt_remove_copy_chains`)
     copy_chains_removed: int = 0
+    #: transients whose writers now write their write-back target (`gt_retarget_writebacks`)
+    writebacks_retargeted: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def applied(self) -> list[InlineRecord]:
@@ -56,6 +58,7 @@ class InlineReport:
     def extend(self, other: "InlineReport") -> None:
         self.records.extend(other.records)
         self.copy_chains_removed += other.copy_chains_removed
+        self.writebacks_retargeted.extend(other.writebacks_retargeted)
 
     def to_json(self) -> list[dict]:
         return [r.to_json() for r in self.records]

@@ -96,9 +96,9 @@ def check(
     failed = [r.reason for r in report.declined if r.reason.startswith("analysis failed")]
     assert not failed, failed
     if work.hash_sdfg() == h:
-        assert not report.applied, report.table()
+        assert not report.applied and not report.writebacks_retargeted, report.table()
     else:
-        assert report.applied, "declined but changed the SDFG"
+        assert report.applied or report.writebacks_retargeted, "declined but changed the SDFG"
         _same_results(sdfg, work, symbols, arrays, reject_uncompilable=reject_uncompilable)
 
     if not viewer:
@@ -1302,13 +1302,31 @@ def read_before_write_same_state():
 
 #: Declined, with a reason (from the pass's report or, for matches the pass does not
 #: enumerate, from `can_be_applied`'s analysis) that contains the text given.
-def _writeback(name, *, clobber: bool = False, strided: bool = False, tasklet_reader: bool = False):
+def _writeback(name, *, clobber: bool = False, strided: bool = False, tasklet_reader: bool = False,
+               g_read_between: bool = False, g_read_first: bool = False, conditional: bool = False):
     """`_basic`, plus a later state that copies `tmp[:, 1:K]` into the global `g` (a
-    write-back copy: `tmp` covers more than `g` receives, for the shifted reader)."""
+    write-back copy: `tmp` covers more than `g` receives, for the shifted reader).
+    The `g_*` and `conditional` variants forbid writing `g` early (docs/retarget.md)."""
     sdfg = _basic(name)
     sdfg.add_array("g", ["N", "K"], dace.float64)
     st = sdfg.states()[0]
-    s2 = sdfg.add_state_after(st, "write_back")
+    if g_read_first:  # `g`'s old value read in the producer's state
+        st.add_nedge(st.add_access("g"), st.add_access("h"), dace.Memlet("g[0:N, 0:K]"))
+    if g_read_between:  # and in a state between the producer's and the copy's
+        mid = sdfg.add_state_after(st, "between")
+        mid.add_nedge(mid.add_access("g"), mid.add_access("h"), dace.Memlet("g[0:N, 0:K]"))
+        st = mid
+    if g_read_first or g_read_between:
+        sdfg.add_array("h", ["N", "K"], dace.float64)
+    if conditional:  # the copy runs only where `f > 0`
+        sdfg.add_symbol("f", dace.int32)
+        s2 = sdfg.add_state("write_back")
+        end = sdfg.add_state("end")
+        sdfg.add_edge(st, s2, dace.InterstateEdge("f > 0"))
+        sdfg.add_edge(st, end, dace.InterstateEdge("f <= 0"))
+        sdfg.add_edge(s2, end, dace.InterstateEdge())
+    else:
+        s2 = sdfg.add_state_after(st, "write_back")
     if clobber:  # the producer's input changes before the copy: the copy cannot recompute
         s2.add_mapped_tasklet("clobber", {"i": "0:N"}, {}, "__o = 7.0", {"__o": dace.Memlet("a[i, 2]")},
                               external_edges=True)
@@ -1345,6 +1363,22 @@ def writeback_copy_strided():
 def writeback_copy_and_tasklet_reader():
     """`tmp` is also read by a tasklet: converting the copy could not remove it."""
     return _writeback("writeback_copy_and_tasklet_reader", tasklet_reader=True)
+
+
+def writeback_output_read_between():
+    """`g` is read between the producer's state and the copy's: the producer cannot
+    write it early (not retargeted; the copy is written as a Map instead)."""
+    return _writeback("writeback_output_read_between", g_read_between=True)
+
+
+def writeback_output_read_by_producer_state():
+    """`g`'s old value is read in the producer's state: not retargeted."""
+    return _writeback("writeback_output_read_by_producer_state", g_read_first=True)
+
+
+def writeback_copy_conditional():
+    """The copy runs only on one branch: writing `g` early would change it on the other."""
+    return _writeback("writeback_copy_conditional", conditional=True)
 
 
 DECLINES = {
@@ -1445,6 +1479,9 @@ APPLIES = {
     "writeback_copy_input_clobbered": (SYMS, None),
     "writeback_copy_strided": (SYMS, None),
     "writeback_copy_and_tasklet_reader": (SYMS, None),
+    "writeback_output_read_between": (SYMS, None),
+    "writeback_output_read_by_producer_state": (SYMS, None),
+    "writeback_copy_conditional": (dict(SYMS, f=1), None),
 }
 
 
@@ -1816,15 +1853,26 @@ def _copies(sdfg):
             if isinstance(e.src, dace.nodes.AccessNode) and isinstance(e.dst, dace.nodes.AccessNode)]
 
 
-@pytest.mark.parametrize("case, converted", [
-    ("writeback_copy_later_state", True),
-    ("writeback_copy_input_clobbered", False),
-    ("writeback_copy_strided", False),
-    ("writeback_copy_and_tasklet_reader", False),
+@pytest.mark.parametrize("case, retargeted, converted", [
+    ("writeback_copy_later_state", True, True),
+    ("writeback_copy_input_clobbered", True, False),
+    ("writeback_copy_strided", False, False),
+    ("writeback_copy_and_tasklet_reader", False, False),
+    ("writeback_output_read_between", False, True),
+    ("writeback_output_read_by_producer_state", False, True),
+    ("writeback_copy_conditional", False, True),
 ])  # fmt: skip
-def test_writeback_copy_becomes_a_reader_only_where_the_intermediate_then_goes(case, converted):
+def test_writeback_copy_becomes_a_reader_only_where_the_intermediate_then_goes(case, retargeted, converted):
+    """With retargeting (the default) the producer writes `g` where that is unobservable
+    (docs/retarget.md); elsewhere, and with it off, the copy is written as a Map where
+    it can recompute the producer (docs/writeback.md)."""
     work, report, _ = check(globals()[case]())
-    assert ("tmp" not in work.arrays) == converted, report.table()
-    assert bool(_copies(work)) != converted
+    gone = retargeted or converted
+    assert ("tmp" not in work.arrays) == gone, report.table()
+    assert report.writebacks_retargeted == (["tmp"] if retargeted else [])
+    assert bool([c for c in _copies(work) if c[1] == "tmp"]) != gone
     consumers = {r.consumer for r in report.applied}
-    assert ("writeback_tmp_g_map" in consumers) == converted and "consumer_map" in consumers
+    assert ("writeback_tmp_g_map" in consumers) == (converted and not retargeted) and "consumer_map" in consumers
+    off = copy.deepcopy(globals()[case]())
+    report = gx.gt_inline_fusion(off, cost_model=gx.InlineWhereSound(writeback_retarget=False))
+    assert report.writebacks_retargeted == [] and ("tmp" not in off.arrays) == converted

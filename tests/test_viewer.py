@@ -14,17 +14,22 @@ from gt4py_dace_xforms.integration.compare import two_d_transients
 
 
 def _listed(sdfg):
-    return [m for m in SDFGOptimizer(sdfg).get_pattern_matches() if isinstance(m, (gx.InlineFuser, gx.WriteBackToMap))]
+    return [m for m in SDFGOptimizer(sdfg).get_pattern_matches() if isinstance(m, (gx.InlineFuser, gx.WriteBackToMap, gx.WriteBackRetarget))]
 
 
 def click_through(sdfg, pick: int) -> list[str]:
-    """Apply the listed InlineFuser or WriteBackToMap match at position `pick` (0: top,
-    -1: bottom) until none is left, as the viewer does; returns the intermediates (and
-    `writeback:T` for a converted copy), in click order."""
+    """Apply the listed InlineFuser, WriteBackToMap or WriteBackRetarget match at position
+    `pick` (0: top, -1: bottom) until none is left, as the viewer does; returns the
+    intermediates (`writeback:T` for a converted copy, `retarget:T` for a retargeted
+    buffer), in click order."""
     clicked = []
     while matches := _listed(sdfg):
         match = matches[pick]
-        clicked.append(match.intermediate.data if isinstance(match, gx.InlineFuser) else f"writeback:{match.source.data}")
+        if isinstance(match, gx.InlineFuser):
+            clicked.append(match.intermediate.data)
+        else:
+            kind = "writeback" if isinstance(match, gx.WriteBackToMap) else "retarget"
+            clicked.append(f"{kind}:{match.source.data}")
         rebuilt = dace.serialize.from_json(match.to_json())
         rebuilt._sdfg = sdfg
         rebuilt.apply_pattern()
@@ -56,8 +61,9 @@ def test_upstream_match_is_listed_before_its_downstream_one(multi_offset):
     clicked = click_through(sdfg, 0)
     # The first intermediate of the chain is clicked before the one its producer feeds.
     assert clicked.index("gtir_tmp_2") < clicked.index("gtir_tmp_8"), clicked
-    # the last one, copied into the output, goes through WriteBackToMap (docs/writeback.md)
-    assert two_d_transients(sdfg) == [] and any(c.startswith("writeback:") for c in clicked), clicked
+    # the last one, copied into the output, is retargeted once its Map reader is inlined
+    # (docs/retarget.md)
+    assert two_d_transients(sdfg) == [] and any(c.startswith("retarget:") for c in clicked), clicked
 
 
 def test_downstream_first_nests_the_upstream_copy(multi_offset):

@@ -48,6 +48,9 @@ class ProgramCensus:
     sound: int = 0
     applied_sound: int = 0
     applied_model: int = 0
+    #: write-back buffers whose writers now write the output (docs/retarget.md), at the first Step
+    retargeted_sound: int = 0
+    retargeted_model: int = 0
     transients_stock: int = 0
     transients_model: int = 0
     transients_sound: int = 0
@@ -108,9 +111,12 @@ def census_program(ref: ProgramRef, *, grid: Any = None, cost_model: Optional[In
             else:
                 result.sound += 1
         result.declines = dict(declines.most_common())
-        result.applied_sound = len(gt_inline_fusion(copy.deepcopy(step), cost_model=InlineWhereSound(), validate=False).applied)
+        sound_report = gt_inline_fusion(copy.deepcopy(step), cost_model=InlineWhereSound(), validate=False)
+        result.applied_sound = len(sound_report.applied)
+        result.retargeted_sound = len(sound_report.writebacks_retargeted)
         model_report = gt_inline_fusion(copy.deepcopy(step), cost_model=cost_model or CostModel("cpu"), validate=False)
         result.applied_model = len(model_report.applied)
+        result.retargeted_model = len(model_report.writebacks_retargeted)
         result.model_declines = dict(collections.Counter(reason_class(r.reason) for r in model_report.declined).most_common())
         if transients:
             result.transients_stock = len(two_d_transients(taken[_POST]))
@@ -165,7 +171,7 @@ def totals(results: list[ProgramCensus]) -> ProgramCensus:
     for r in results:
         if r.error:
             continue
-        for f in ("candidates", "sound", "applied_sound", "applied_model",
+        for f in ("candidates", "sound", "applied_sound", "applied_model", "retargeted_sound", "retargeted_model",
                   "transients_stock", "transients_model", "transients_sound",
                   "final_stock", "final_model", "final_sound", "seconds"):
             setattr(total, f, getattr(total, f) + getattr(r, f))
@@ -180,14 +186,15 @@ def totals(results: list[ProgramCensus]) -> ProgramCensus:
 
 def table(results: list[ProgramCensus]) -> str:
     """The per-program table, the totals, and the decline histograms."""
-    head = ("program", "cand", "sound", "appl sound", "appl model", "2-D tr Post stock/model/sound",
-            "2-D tr final stock/model/sound", "s")
+    head = ("program", "cand", "sound", "appl sound", "appl model", "retarget model/sound",
+            "2-D tr Post stock/model/sound", "2-D tr final stock/model/sound", "s")
     rows = []
     for r in results + [totals(results)]:
         if r.error:
-            rows.append((r.short_name, "error: " + r.error, "", "", "", "", "", f"{r.seconds:.0f}"))
+            rows.append((r.short_name, "error: " + r.error, "", "", "", "", "", "", f"{r.seconds:.0f}"))
             continue
         rows.append((r.short_name, r.candidates, r.sound, r.applied_sound, r.applied_model,
+                     f"{r.retargeted_model}/{r.retargeted_sound}",
                      f"{r.transients_stock}/{r.transients_model}/{r.transients_sound}",
                      f"{r.final_stock}/{r.final_model}/{r.final_sound}" if r.final_stock >= 0 else "-",
                      f"{r.seconds:.0f}"))

@@ -94,6 +94,17 @@ class CostModel:
             stock or no faster alone (bench/oracle/target_before.txt: 1.03x-1.16x at 1 thread),
             the four together with the rest 1.37x, where the two groups without a copy
             are the fastest set. Unmeasured on the GPU.
+        writeback_retarget: a write-back copy whose buffer's writers can write the
+            output directly once the Maps reading the buffer are inlined
+            (`WriteBackRetarget`, docs/retarget.md) does not keep the buffer: its Map
+            readers are priced as a group, with the copied points still computed.
+        writeback_max_offsets: such a group is taken only where every reader reads the
+            buffer at no more than this many offsets. The producer keeps writing the
+            copied points, so each extra offset is pure recomputation, and on the CPU
+            the oracle measured it dearer than the estimate (target, retargeted,
+            `bench/oracle/target_retarget.txt`: `gtir_tmp_10`, read at 2 + 3 offsets,
+            1.15x / 1.14x stock alone at 1 / 2 threads; `gtir_tmp_14`, 2 + 3 + 1,
+            1.02x / 1.10x; `gtir_tmp_49`, one reader at one offset, 1.01x / 1.00x).
     """
 
     target: str = "cpu"
@@ -106,6 +117,8 @@ class CostModel:
     prefer_eager: bool = True
     allow_partial: bool = False
     writeback_copies: bool = False
+    writeback_retarget: bool = True
+    writeback_max_offsets: int = 1
     scan_guard: Optional[bool] = None
 
     def __post_init__(self):
@@ -136,30 +149,46 @@ class CostModel:
                             figures=fig)
         return Decision(True, f"gain {fig['gain_bytes']:.3g} B", figures=fig, force_lazy=not self.prefer_eager)
 
-    def decide_group(self, sdfg: dace.SDFG, cand: InlineCandidate, group: list) -> Decision:
+    def decide_group(self, sdfg: dace.SDFG, cand: InlineCandidate, group: list,
+                     writeback_points: Optional[tuple] = None) -> Decision:
         """`cand` as one of `group`, all readers of an intermediate, all inlinable: inlining
         them all removes the intermediate, so its write and every read pass are saved, and
-        the producer's own work and loads go away; every reader's copies are paid."""
+        the producer's own work and loads go away; every reader's copies are paid.
+
+        `writeback_points`: the extents of a write-back copy that is then retargeted (its
+        writers write the output): the producer keeps computing those points, and the
+        copy's read of the intermediate is saved too."""
         for other in group:
             limit = self._limits(sdfg, other, partial_ok=True)
             if limit is not None:
                 return limit
+        if writeback_points is not None:
+            many = max(group, key=lambda c: c.copies)
+            if many.copies > self.writeback_max_offsets:
+                return Decision(False, f"write-back buffer read at {many.copies} offsets by {many.consumer.map.label}: "
+                                       f"more than writeback_max_offsets={self.writeback_max_offsets} recomputations "
+                                       f"of points its producer still writes")
         figs = [self.estimate(sdfg, c) for c in group]
         desc = sdfg.arrays[cand.intermediate.data]
         volume = self._points(desc.shape, sdfg, set())
         saved = volume * desc.dtype.bytes + sum(f["saved_bytes"] for f in figs)
+        kept = 0.0
+        if writeback_points is not None:
+            kept = min(volume, self._points(writeback_points, sdfg, set()))
+            saved += kept * desc.dtype.bytes
         own = next(f for f, c in zip(figs, group) if c is cand)
         if own["ops_per_copy"] > self.max_ops_per_copy:
             return Decision(False, f"{own['ops_per_copy']:.0f} operations per copy exceed {self.max_ops_per_copy}",
                             figures=own)
-        producer_work = own["ops_per_copy"] * volume * self.balance
+        producer_work = own["ops_per_copy"] * (volume - kept) * self.balance
         # Gathers (loads through a neighbor table) are repeated by every copy of every
         # reader: left out here, a group of two readers of a 48-operation neighbor
         # interpolation was accepted in icon4py's apply_diffusion_to_vn and measured
         # 1.28x slower alone (bench/oracle/apply_diffusion_to_vn_before.txt).
         cost = sum(f["extra_work_bytes"] + f["gather_bytes"] for f in figs) - producer_work
         fig = dict(own, group_size=len(group), group_saved_bytes=saved,
-                   group_extra_work_bytes=cost, gain_bytes=saved - cost)
+                   group_extra_work_bytes=cost, gain_bytes=saved - cost,
+                   writeback_retarget=writeback_points is not None)
         if saved - cost <= 0:
             return Decision(False, f"no gain for all {len(group)} readers together: saves {saved:.3g} B, "
                                    f"costs {cost:.3g} B work", figures=fig)

@@ -55,11 +55,15 @@ class InlineWhereSound:
             in a later state are never Map fusion's, so those are still inlined.
         allow_eager: in concat mode, evaluate all branches and select where that is
             proven memory safe (no control flow: better for vectorization and GPUs).
+        writeback_retarget: once a write-back buffer's only reader is its copy, let its
+            writers write the output directly (`WriteBackRetarget`, docs/retarget.md);
+            where that holds, its copy is not written as a Map.
     """
 
     max_distinct_offsets: int = 8
     skip_pointwise: bool = False
     allow_eager: bool = True
+    writeback_retarget: bool = True
 
     def decide(self, sdfg: dace.SDFG, candidate: InlineCandidate) -> Decision:
         n = len(candidate.groups)
@@ -84,11 +88,13 @@ class InlineOnly:
         intermediates: names of the intermediate arrays whose reads are inlined.
         max_distinct_offsets: as in `InlineWhereSound`.
         allow_eager: as in `InlineWhereSound`.
+        writeback_retarget: as in `InlineWhereSound`, for the named intermediates only.
     """
 
     intermediates: tuple[str, ...] = ()
     max_distinct_offsets: int = 8
     allow_eager: bool = True
+    writeback_retarget: bool = True
 
     def decide(self, sdfg: dace.SDFG, candidate: InlineCandidate) -> Decision:
         name = candidate.intermediate.data

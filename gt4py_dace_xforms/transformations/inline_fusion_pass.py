@@ -10,9 +10,11 @@ from dace.sdfg import nodes as dn, utils as sdutil
 
 from gt4py_dace_xforms.analysis.candidate import analyse_candidate
 from gt4py_dace_xforms.analysis.producer import Decline
+from gt4py_dace_xforms.analysis.retarget import retarget_plan
 from gt4py_dace_xforms.policy import CostModel, Decision, InlinePolicy
 from gt4py_dace_xforms.report import InlineRecord, InlineReport
 from gt4py_dace_xforms.transformations import rewrite
+from gt4py_dace_xforms.transformations.retarget import gt_retarget_writebacks
 from gt4py_dace_xforms.transformations.writeback import convert_writeback_copies
 
 
@@ -45,26 +47,41 @@ def find_candidates(sdfg: dace.SDFG) -> Iterator[tuple[dace.SDFGState, dn.Access
 def _decide(sdfg, policy, cand):
     """The policy's decision; for a reader that leaves the intermediate in place, judged
     together with the other readers when all of them can be inlined too (then the
-    intermediate goes away once the last one is, which a one-by-one view cannot see)."""
+    intermediate goes away once the last one is, which a one-by-one view cannot see).
+    A write-back copy whose writers can write the output instead (`retarget_plan`) does
+    not keep the intermediate: the group is priced with the copied points still
+    computed (`writeback_points`)."""
     if cand.removes_intermediate or not hasattr(policy, "decide_group"):
         return policy.decide(sdfg, cand)
-    group = sibling_candidates(sdfg, cand)
+    retargets = getattr(policy, "writeback_retarget", False)
+    group = sibling_candidates(sdfg, cand, retarget=retargets)
     if group is None:
         return policy.decide(sdfg, cand)
-    return policy.decide_group(sdfg, cand, group)
+    plan = retarget_plan(sdfg, cand.intermediate.data, allow_map_readers=True) if retargets else None
+    if plan is None or isinstance(plan, Decline):
+        return policy.decide_group(sdfg, cand, group)
+    return policy.decide_group(sdfg, cand, group, writeback_points=plan.copied_extents)
 
 
-def sibling_candidates(sdfg, cand):
+def sibling_candidates(sdfg, cand, *, retarget: bool = False):
     """Every reader of `cand`'s intermediate as a sound candidate, or None if some reader
-    cannot be inlined (or is no Map consumer)."""
+    cannot be inlined (or is no Map consumer). `retarget`: a write-back copy whose
+    writers can write its output directly once the Maps are inlined is no obstacle."""
     name = cand.intermediate.data
     group = []
+    copy_ok = None
     for st in sdfg.states():
         for node in st.data_nodes():
             if node.data != name:
                 continue
             for e in st.out_edges(node):
                 if not isinstance(e.dst, dn.MapEntry):
+                    if retarget and isinstance(e.dst, dn.AccessNode):
+                        if copy_ok is None:
+                            plan = retarget_plan(sdfg, name, allow_map_readers=True)
+                            copy_ok = not isinstance(plan, Decline) and any(c.edge is e for c in plan.copies)
+                        if copy_ok:
+                            continue
                     return None
                 if any(g.consumer is e.dst for g in group):
                     continue
@@ -72,7 +89,7 @@ def sibling_candidates(sdfg, cand):
                 if isinstance(other, Decline):
                     return None
                 group.append(other)
-    return group
+    return group if group else None
 
 
 def mode_of(candidate) -> str:
@@ -155,6 +172,11 @@ def gt_inline_fusion(
             break
     for rec in last_decline.values():
         report.add(rec)
+    if getattr(chosen, "writeback_retarget", False):
+        # Transients now read only by their write-back copy: the writers write the output.
+        # (`InlineOnly` pins a decision set: only its named intermediates.)
+        names = getattr(chosen, "intermediates", None)
+        report.writebacks_retargeted.extend(gt_retarget_writebacks(sdfg, list(names) if names is not None else None))
     if validate:
         sdfg.validate()
     return report

@@ -19,6 +19,7 @@ from dace.sdfg import nodes as dn, utils as sdutil
 
 from gt4py_dace_xforms.analysis.candidate import analyse_candidate
 from gt4py_dace_xforms.analysis.producer import Decline
+from gt4py_dace_xforms.analysis.retarget import retarget_plan
 from gt4py_dace_xforms.analysis.writeback import WriteBackCopy, map_readers, other_readers, writeback_copies
 from gt4py_dace_xforms.policy import InlinePolicy, InlineWhereSound
 
@@ -123,10 +124,15 @@ def convert_writeback_copies(sdfg: dace.SDFG, policy: InlinePolicy) -> list[str]
     with `writeback_copies = False` (the cost model's default) opts out."""
     if not getattr(policy, "writeback_copies", True):
         return []
+    retargets = getattr(policy, "writeback_retarget", False)
     converted = []
     for name in sorted(n for n, d in sdfg.arrays.items() if d.transient):
         copies = writeback_copies(sdfg, name)
-        if not copies or isinstance(copies, Decline) or group_problem(sdfg, name, policy) is not None:
+        if not copies or isinstance(copies, Decline):
+            continue
+        if retargets and not isinstance(retarget_plan(sdfg, name, allow_map_readers=True), Decline):
+            continue  # the writers will write the output: no need to recompute it in a Map
+        if group_problem(sdfg, name, policy) is not None:
             continue
         for c, lab in zip(copies, writeback_labels(copies)):
             copy_to_map(sdfg, c, lab)
@@ -146,7 +152,9 @@ class WriteBackToMap(transformation.SingleStateTransformation):
     of `T` is a sound `InlineFuser` candidate ("everything sound"; `gt_inline_fusion`
     asks its policy instead, see `convert_writeback_copies`).
 
-    Restrictions (declined, the SDFG untouched): strided, reshaping or WCR copies, copies
+    Restrictions (declined, the SDFG untouched): a copy `WriteBackRetarget` can take once
+    the Map readers are inlined (the writers then write `G`, no recomputation), strided,
+    reshaping or WCR copies, copies
     into a View, a transient read by anything other than Maps and such copies, a copy
     whose Map could not recompute the producer (an input written in between).
     `can_be_applied()` never mutates and never raises.
@@ -167,6 +175,9 @@ class WriteBackToMap(transformation.SingleStateTransformation):
                 return "not a copy of a transient into global data"
             if state.scope_dict()[self.source] is not None:
                 return "the copy is inside a scope"
+            if not isinstance(retarget_plan(sdfg, self.source.data, allow_map_readers=True), Decline):
+                # As in `gt_inline_fusion`: inline the Map readers, then `WriteBackRetarget`.
+                return "the writers can write the output directly once the Maps are inlined (WriteBackRetarget)"
             return group_problem(sdfg, self.source.data, InlineWhereSound())
         except Exception as err:  # noqa: BLE001  # a matcher must decline, never abort compilation
             return f"analysis failed: {type(err).__name__}: {err}"

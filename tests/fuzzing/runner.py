@@ -95,6 +95,7 @@ class Outcome:
     applied: dict[str, int]
     reused: bool = False
     folded: dict[str, int] = dataclasses.field(default_factory=dict)  # copy-chain arrays per library build
+    retargeted: dict[str, int] = dataclasses.field(default_factory=dict)  # write-back buffers per library build
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)  # compile and run
 
 
@@ -148,6 +149,7 @@ def run_builds(prog: Prog, args: dict, builds: tuple[str, ...]) -> Outcome:
             report = build.report
             outcome.applied[name] = len(report.applied)
             outcome.folded[name] = report.copy_chains_removed
+            outcome.retargeted[name] = len(report.writebacks_retargeted)
             if report.records and currently_in_test_context():
                 note(f"{name} build, inlining report:\n{report.table()}")
     annotated = next((b.sdfg for n, b in made.items() if n != "stock"), None)
