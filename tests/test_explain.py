@@ -98,3 +98,13 @@ def test_explain_shows_the_stock_crash_and_the_library_taking_the_node():
     assert expl.counts["post_library"] == 0 and expl.counts["final_library"] == 0
     assert [(r.applied, r.removed_intermediate) for r in expl.report.records] == [(True, True)]
     assert "stock backend FAILS: IndexError" in expl.text()
+
+
+def test_a_retargeted_temporary_says_so():
+    from gt4py_dace_xforms.integration.explain import Temporary
+    from gt4py_dace_xforms.report import InlineRecord
+
+    rec = InlineRecord("s", "gtir_tmp_49", "map_55_fieldop", (("0", "0"),), True, "gain")
+    tmp = Temporary("gtir_tmp_49", True, False, [rec], retargeted=True)
+    assert tmp.why == "inlined into map_55_fieldop; its writers write the output it was copied into (retargeted)"
+    assert Temporary("gtir_tmp_49", True, False, [rec]).why == "inlined into map_55_fieldop"

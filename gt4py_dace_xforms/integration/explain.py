@@ -47,6 +47,7 @@ class Temporary:
     stock: bool  # kept by the stock build (at Post or in the final SDFG)
     library: bool  # kept by the library's build
     records: list[InlineRecord]  # the library's final decision per consumer
+    retargeted: bool = False  # its writers now write its write-back target (docs/retarget.md)
 
     @property
     def status(self) -> str:
@@ -65,10 +66,13 @@ class Temporary:
             if not r.applied:
                 reasons.setdefault(r.reason, []).append(r.consumer)
         parts = [f"inlined into {', '.join(applied)}"] if applied else []
+        if self.retargeted:
+            parts.append("its writers write the output it was copied into (retargeted)")
         parts += [f"declined for {', '.join(sorted(set(c)))}: {reason}" for reason, c in reasons.items()]
         if not self.library:
-            return parts[0] if applied and not reasons else ("; ".join(parts) if parts else
-                                                              "gone after gt4py's passes in the library's build")
+            if applied and not reasons:
+                return "; ".join(p for p in parts if not p.startswith("declined"))
+            return "; ".join(parts) if parts else "gone after gt4py's passes in the library's build"
         if not self.records:
             return "no candidate: no top-level Map reads it where the library's pass runs"
         return "; ".join(parts)
@@ -221,8 +225,9 @@ def explain(
     by_name: dict[str, list[InlineRecord]] = {}
     for rec in final_decisions(report):
         by_name.setdefault(rec.intermediate, []).append(rec)
+    retargeted = set(report.writebacks_retargeted)
     temporaries = [
-        Temporary(tname, tname in stock_kept, tname in lib_kept, by_name.get(tname, []))
+        Temporary(tname, tname in stock_kept, tname in lib_kept, by_name.get(tname, []), tname in retargeted)
         for tname in sorted(stock_kept | lib_kept, key=_natural)
     ]
     counts = {

@@ -153,10 +153,10 @@ class WriteBackToMap(transformation.SingleStateTransformation):
     asks its policy instead, see `convert_writeback_copies`).
 
     Restrictions (declined, the SDFG untouched): a copy `WriteBackRetarget` can take once
-    the Map readers are inlined (the writers then write `G`, no recomputation), strided,
-    reshaping or WCR copies, copies
-    into a View, a transient read by anything other than Maps and such copies, a copy
-    whose Map could not recompute the producer (an input written in between).
+    the Map readers are inlined (the writers then write `G`, no recomputation); strided,
+    reshaping or WCR copies, copies into a View, a transient read by anything other than
+    Maps and such copies, a copy whose Map could not recompute the producer (an input
+    written in between).
     `can_be_applied()` never mutates and never raises.
     """
 
