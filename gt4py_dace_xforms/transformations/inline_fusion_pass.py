@@ -53,35 +53,34 @@ def _decide(sdfg, policy, cand):
     computed (`writeback_points`)."""
     if cand.removes_intermediate or not hasattr(policy, "decide_group"):
         return policy.decide(sdfg, cand)
-    retargets = getattr(policy, "writeback_retarget", False)
-    group = sibling_candidates(sdfg, cand, retarget=retargets)
+    plan = None
+    if getattr(policy, "writeback_retarget", False):
+        plan = retarget_plan(sdfg, cand.intermediate.data, allow_map_readers=True)
+        plan = None if isinstance(plan, Decline) else plan
+    group = sibling_candidates(sdfg, cand, retarget=plan)
     if group is None:
         return policy.decide(sdfg, cand)
-    plan = retarget_plan(sdfg, cand.intermediate.data, allow_map_readers=True) if retargets else None
-    if plan is None or isinstance(plan, Decline):
+    if plan is None:
         return policy.decide_group(sdfg, cand, group)
     return policy.decide_group(sdfg, cand, group, writeback_points=plan.copied_extents)
 
 
-def sibling_candidates(sdfg, cand, *, retarget: bool = False):
+def sibling_candidates(sdfg, cand, *, retarget=None):
     """Every reader of `cand`'s intermediate as a sound candidate, or None if some reader
-    cannot be inlined (or is no Map consumer). `retarget`: a write-back copy whose
-    writers can write its output directly once the Maps are inlined is no obstacle."""
+    cannot be inlined (or is no Map consumer). `retarget`: a `RetargetPlan` for the
+    intermediate; its write-back copies (the writers write the output once the Maps
+    are inlined) are no obstacle."""
     name = cand.intermediate.data
     group = []
-    copy_ok = None
+    copies = [c.edge for c in retarget.copies] if retarget is not None else []
     for st in sdfg.states():
         for node in st.data_nodes():
             if node.data != name:
                 continue
             for e in st.out_edges(node):
                 if not isinstance(e.dst, dn.MapEntry):
-                    if retarget and isinstance(e.dst, dn.AccessNode):
-                        if copy_ok is None:
-                            plan = retarget_plan(sdfg, name, allow_map_readers=True)
-                            copy_ok = not isinstance(plan, Decline) and any(c.edge is e for c in plan.copies)
-                        if copy_ok:
-                            continue
+                    if any(e is c for c in copies):
+                        continue
                     return None
                 if any(g.consumer is e.dst for g in group):
                     continue
