@@ -44,6 +44,7 @@ import cases as bench_cases  # noqa: E402
 from verdicts import configs  # noqa: E402
 
 from gt4py_dace_xforms.integration.programs import copy_args  # noqa: E402
+from gt4py_dace_xforms.integration.timing import ALLOCATORS  # noqa: E402
 
 GOALS = {"target_time_ratio": 0.80, "target_2d_transients": 3, "opt_time_ratio": 1.15}
 RTOL = 1e-12
@@ -193,12 +194,16 @@ def compare_outputs(got: dict[str, np.ndarray], ref: dict[str, np.ndarray]) -> d
 
 
 def time_config(case_name: str, callers: dict, args: dict, offset_provider: dict, *, rounds: int,
-                threads: int | None, sync, max_rounds: int | None = None) -> dict:  # fmt: skip
+                threads: int | None, sync, max_rounds: int | None = None, malloc: str = "glibc") -> dict:  # fmt: skip
     """The builds of one memory mode at `threads` OpenMP threads (None: left as they are, the
-    GPU's case): per-round times, ratios to stock with their intervals, the A/A floor and
-    the inlined build's verdict."""
-    from gt4py_dace_xforms.integration.timing import Timing, omp_threads, time_rounds, undecided, verdict
+    GPU's case) with the allocator pinned to `malloc` (`timing.ALLOCATORS`): per-round
+    times, ratios to stock with their intervals, the A/A floor and the inlined build's
+    verdict."""
+    from gt4py_dace_xforms.integration.timing import (
+        Timing, omp_threads, pin_allocator, reallocation_faults_per_mib, time_rounds, undecided, verdict,
+    )  # fmt: skip
 
+    pin_allocator(malloc)
     got = None if threads is None else omp_threads(threads)
     calls = {label: (lambda a, run=run: run(**a, offset_provider=offset_provider)) for label, run in callers.items()}
     for call in calls.values():  # untimed warm-up at this thread count
@@ -212,12 +217,15 @@ def time_config(case_name: str, callers: dict, args: dict, offset_provider: dict
             break
         # The interval straddles an edge of the floor: another batch of rounds (balanced
         # orders again) narrows both intervals until the verdict is clear or the limit.
-        log(f"{case_name}: {threads or '-'} thread(s): undecided after {done} rounds ({v.ratio.text()}, "
+        log(f"{case_name}: {malloc}: {threads or '-'} thread(s): undecided after {done} rounds ({v.ratio.text()}, "
             f"floor ±{100 * v.floor:.1f}%): {rounds} more")  # fmt: skip
         for label, t in time_rounds(calls, args, rounds, sync=sync).items():
             times[label] += t
     out = {
         "threads": got,
+        "malloc": malloc,
+        # that the pin took: ~256 where each call's blocks get new pages, ~0 where reused
+        "faults_per_mib": round(reallocation_faults_per_mib(), 1),
         "rounds": len(times["stock"]),
         "median_ms": {label: t.median_ms for label, t in timing.items()},
         "times_ms": {label: [round(1e3 * x, 4) for x in t.seconds] for label, t in timing.items()},
@@ -226,13 +234,14 @@ def time_config(case_name: str, callers: dict, args: dict, offset_provider: dict
         "verdict": v.word,
         "verdict_text": v.text(),
     }
-    log(f"{case_name}: {got or '-'} thread(s): stock {out['median_ms']['stock']:.3f} ms, A/A {timing['A/A'].ratio.text()},"
+    log(f"{case_name}: {malloc}: {got or '-'} thread(s): stock {out['median_ms']['stock']:.3f} ms, A/A {timing['A/A'].ratio.text()},"
         f" inlined {timing['inlined'].ratio.text()}: {v.text()}")  # fmt: skip
     return out
 
 
 def run_mode(case: bench_cases.Case, program, mode: str, args: dict, offset_provider: dict, *, gpu: bool,
-             rounds: int, threads: list[int | None], max_rounds: int | None = None) -> tuple[dict, dict]:  # fmt: skip
+             rounds: int, threads: list[int | None], max_rounds: int | None = None,
+             mallocs: tuple[str, ...] = ("glibc",)) -> tuple[dict, dict]:  # fmt: skip
     """Stock, a second stock (A/A) and the inlined build with memory mode `mode`: compiled,
     outputs compared with stock, timed at each thread count. Returns (results, builds)."""
     from gt4py_dace_xforms.integration.compare import inline_build, stock_build
@@ -271,14 +280,15 @@ def run_mode(case: bench_cases.Case, program, mode: str, args: dict, offset_prov
     del results
     res["timings"] = [
         time_config(f"{case.name} [{mode}]", callers, args, offset_provider, rounds=rounds, threads=n, sync=sync,
-                    max_rounds=max_rounds)
+                    max_rounds=max_rounds, malloc=m)
+        for m in mallocs
         for n in threads
     ]
     return res, builds
 
 
 def run_case(case: bench_cases.Case, *, quick: bool, gpu: bool, rounds: int, threads: list[int | None],
-             modes: list[str], max_rounds: int | None = None) -> dict:  # fmt: skip
+             modes: list[str], max_rounds: int | None = None, mallocs: tuple[str, ...] = ("glibc",)) -> dict:  # fmt: skip
     from gt4py_dace_xforms.integration.compare import two_d_transients
 
     sizes = case.sizes(quick)
@@ -295,7 +305,7 @@ def run_case(case: bench_cases.Case, *, quick: bool, gpu: bool, rounds: int, thr
         for mode in modes:
             stage = f"memory mode {mode}"
             res, builds = run_mode(case, program, mode, args, offset_provider, gpu=gpu, rounds=rounds, threads=threads,
-                                   max_rounds=max_rounds)
+                                   max_rounds=max_rounds, mallocs=mallocs)
             row["modes"][mode] = res
             bad = [f"{who} {k}" for who in ("inlined_vs_stock", "aa_vs_stock")
                    for k, v in res[who]["outputs"].items() if not v["allclose"]]  # fmt: skip
@@ -384,7 +394,7 @@ def _iv(d: dict) -> str:
 def timing_table(rows: list[dict]) -> str:
     """Every program x memory mode x thread count: stock's median, the A/A pair's ratio and
     the floor it gives, the inlined build's ratio and its verdict."""
-    head = ("program", "memory", "thr", "stock ms", "A/A ratio [95%]", "floor", "inlined ms", "ratio [95%]", "verdict")
+    head = ("program", "memory/malloc", "thr", "stock ms", "A/A ratio [95%]", "floor", "inlined ms", "ratio [95%]", "verdict")
     lines = [
         (
             prog, mode, t["threads"] or "-", f"{t['median_ms']['stock']:.3f}", _iv(t["ratio"]["A/A"]),
@@ -452,6 +462,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--modes", default=None,
                    help=f"comma-separated transient memory modes, each built separately: {', '.join(MEMORY_MODES)}"
                    " (default: default,persistent)")
+    p.add_argument("--malloc", default=None,
+                   help="comma-separated allocator regimes, each timed in turn: fresh (every large block gets new pages),"
+                   " reuse (freed memory is reused), glibc (not pinned: glibc's history-dependent default; only alone)"
+                   " (default: fresh,reuse; with --gpu: glibc)")
     p.add_argument("--json", default=str(HERE / "results.json"), help="where to write the results (default bench/results.json)")
     opts = p.parse_args(argv)  # fmt: skip
 
@@ -471,6 +485,11 @@ def main(argv: list[str] | None = None) -> int:
     modes = [m.strip() for m in (opts.modes or ("default" if opts.quick else "default,persistent")).split(",") if m.strip()]
     if unknown := [m for m in modes if m not in MEMORY_MODES]:
         p.error(f"unknown memory mode(s) {unknown}; choose from {list(MEMORY_MODES)}")
+    mallocs = tuple(m.strip() for m in (opts.malloc or ("glibc" if opts.gpu else "fresh,reuse")).split(",") if m.strip())
+    if unknown := [m for m in mallocs if m not in ALLOCATORS]:
+        p.error(f"unknown allocator regime(s) {unknown}; choose from {list(ALLOCATORS)}")
+    if "glibc" in mallocs and len(mallocs) > 1:
+        p.error("--malloc glibc cannot be combined with a pinned regime (glibc's adaptive threshold does not come back)")
     if opts.gpu:
         problem = gpu_problem()
         if problem:
@@ -486,13 +505,13 @@ def main(argv: list[str] | None = None) -> int:
 
     t_start = time.perf_counter()
     log(f"{len(selected)} program(s), {'GPU' if opts.gpu else 'CPU'}, {'quick' if opts.quick else 'full'} sizes, {rounds} rounds,"
-        f" threads {threads}, memory modes {modes}; builds per mode: {', '.join(BUILDS)}")
+        f" threads {threads}, memory modes {modes}, allocator {', '.join(mallocs)}; builds per mode: {', '.join(BUILDS)}")
     rows = []
     for case in selected:
         log(f"== {case.name}: {case.what}, sizes {case.sizes(opts.quick)}")
         t0 = time.perf_counter()
         row = run_case(case, quick=opts.quick, gpu=opts.gpu, rounds=rounds, threads=threads, modes=modes,
-                       max_rounds=max_rounds)
+                       max_rounds=max_rounds, mallocs=mallocs)
         row["case_wall_s"] = time.perf_counter() - t0
         rows.append(row)
     wall = time.perf_counter() - t_start
@@ -511,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "host": platform.node(), "python": platform.python_version(), "cpus": os.cpu_count(),
         "device": "gpu" if opts.gpu else "cpu", "quick": opts.quick, "rounds": rounds, "max_rounds": max_rounds, "threads": threads,
-        "modes": modes, "rtol": RTOL, "wall_s": wall, "argv": sys.argv[1:],
+        "modes": modes, "malloc": list(mallocs), "rtol": RTOL, "wall_s": wall, "argv": sys.argv[1:],
         "load_average": os.getloadavg(),
     }  # fmt: skip
     try:

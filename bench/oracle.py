@@ -32,6 +32,8 @@ sys.path.insert(0, str(HERE))
 
 import cases as bench_cases  # noqa: E402
 
+from gt4py_dace_xforms.integration.timing import ALLOCATORS  # noqa: E402
+
 
 def log(msg: str) -> None:
     print(f"[oracle {time.strftime('%H:%M:%S')}] {msg}", flush=True)
@@ -70,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--search-rounds", type=int, default=6, help="rounds of each greedy step's timing (default 6)")
     p.add_argument("--max-builds", type=int, default=24, help="most builds, stock and A/A included (default 24)")
     p.add_argument("--quick", action="store_true", help="the bench's small sizes (a smoke check, not a measurement)")
+    p.add_argument("--malloc", default="fresh", choices=ALLOCATORS,
+                   help="allocator regime of every timing (default fresh: each call's transients get new pages; see bench/README.md)")
     p.add_argument("--out", default=str(HERE / "oracle"), help="folder for <program>.txt/.json (default bench/oracle)")
     opts = p.parse_args(argv)
 
@@ -84,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     sdfg = capture.capture_stages(program, [step], offset_provider=provider)[step]
     threads = [int(x) for x in opts.threads.split(",") if x.strip()]
     result = run_oracle(program, args, provider, sdfg, name=name, sizes=sizes, threads=threads, rounds=opts.rounds,
-                        search_rounds=opts.search_rounds, max_builds=opts.max_builds, log=log)  # fmt: skip
+                        search_rounds=opts.search_rounds, max_builds=opts.max_builds, malloc=opts.malloc, log=log)  # fmt: skip
     text = result.table()
     print("\n" + text, flush=True)
     out = pathlib.Path(opts.out)

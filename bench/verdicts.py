@@ -4,7 +4,7 @@
     .venv/bin/python bench/verdicts.py first.json second.json
 
 Reads two results files written by bench/bench.py (`--json`, default bench/results.json),
-prints one line per program x memory mode x thread count with both verdicts, and exits 1
+prints one line per program x memory mode (and allocator regime) x thread count with both verdicts, and exits 1
 when a verdict differs or a configuration was timed in only one of the runs.
 """
 
@@ -16,11 +16,14 @@ from typing import Any, Iterator
 
 
 def configs(rows: list[dict]) -> Iterator[tuple[str, str, dict]]:
-    """(program, memory mode, timing) for every timed configuration of a bench run's rows."""
+    """(program, memory mode, timing) for every timed configuration of a bench run's rows;
+    the mode reads `default/fresh` where the timing pinned an allocator regime (runs
+    before the regimes timed with glibc's own: `default`)."""
     for r in rows:
         for mode, res in r.get("modes", {}).items():
             for t in res.get("timings", []):
-                yield r["program"], mode, t
+                malloc = t.get("malloc", "glibc")
+                yield r["program"], mode if malloc == "glibc" else f"{mode}/{malloc}", t
 
 
 def agreement(rows_a: list[dict], rows_b: list[dict]) -> list[tuple[str, str, Any, str | None, str | None]]:
@@ -40,7 +43,7 @@ def main(argv: list[str]) -> int:
     lines = agreement(docs[0]["rows"], docs[1]["rows"])
     differ = [line for line in lines if line[3] != line[4]]
     for prog, mode, threads, va, vb in lines:
-        print(f"{'same' if va == vb else 'DIFF'}  {prog:<18} {mode:<11} {threads or '-':>3} thr  {va or '(not timed)'} / {vb or '(not timed)'}")
+        print(f"{'same' if va == vb else 'DIFF'}  {prog:<18} {mode:<18} {threads or '-':>3} thr  {va or '(not timed)'} / {vb or '(not timed)'}")
     print(f"{len(lines) - len(differ)} of {len(lines)} configurations agree")
     return 1 if differ or not lines else 0
 

@@ -166,11 +166,12 @@ def test_omp_threads_says_when_no_openmp_runtime_is_loaded(monkeypatch):
 
 
 def _rows(*configs):
-    """bench results rows: (program, mode, threads, verdict) per timed configuration."""
+    """bench results rows: (program, mode, threads, verdict[, malloc]) per timed configuration."""
     rows: dict = {}
-    for prog, mode, threads, word in configs:
+    for prog, mode, threads, word, *malloc in configs:
         row = rows.setdefault(prog, {"program": prog, "modes": {}})
-        row["modes"].setdefault(mode, {"timings": []})["timings"].append({"threads": threads, "verdict": word})
+        t = {"threads": threads, "verdict": word, **({"malloc": malloc[0]} if malloc else {})}
+        row["modes"].setdefault(mode, {"timings": []})["timings"].append(t)
     return list(rows.values())
 
 
@@ -186,3 +187,56 @@ def test_two_runs_agree_per_program_mode_and_thread_count():
         ("seed", "persistent", 1, "slower", None),
         ("seed", "default", 1, None, "faster"),
     ]
+
+
+def test_allocator_regimes_are_configurations_of_their_own():
+    from verdicts import agreement  # bench/verdicts.py
+
+    a = _rows(("scan", "default", 1, "faster", "fresh"), ("scan", "default", 1, "slower", "reuse"),
+              ("seed", "default", 1, "faster"))  # fmt: skip  (a run from before the regimes: glibc's own)
+    b = _rows(("scan", "default", 1, "faster", "fresh"), ("scan", "default", 1, "slower", "reuse"),
+              ("seed", "default", 1, "faster", "glibc"))  # fmt: skip
+    assert agreement(a, b) == [
+        ("scan", "default/fresh", 1, "faster", "faster"),
+        ("scan", "default/reuse", 1, "slower", "slower"),
+        ("seed", "default", 1, "faster", "faster"),
+    ]
+
+
+_PIN_SCRIPT = """
+import json
+from gt4py_dace_xforms.integration import timing
+out = {"unpinned": timing.reallocation_faults_per_mib()}
+for regime in ("reuse", "fresh", "reuse"):
+    timing.pin_allocator(regime)
+    out[regime] = timing.reallocation_faults_per_mib()
+try:
+    timing.pin_allocator("glibc")
+except RuntimeError as e:
+    out["glibc"] = str(e)
+print(json.dumps(out))
+"""
+
+
+def test_pinned_allocator_decides_whether_a_freed_block_comes_back_with_new_pages():
+    """In a child process (the pin holds for the rest of a process): `fresh` hands every
+    16 MiB block back to the kernel, so the next one faults each 4 KiB page in again;
+    `reuse` keeps it, so re-allocating faults nothing; and glibc's own threshold cannot
+    be asked back once pinned."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _PIN_SCRIPT], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["fresh"] > 200  # 256 pages per MiB, less any the kernel maps in bigger pieces
+    assert got["reuse"] < 8
+    assert "cannot be restored" in got["glibc"]
+
+
+def test_pin_allocator_rejects_an_unknown_regime_without_pinning():
+    before = list(timing._pinned)
+    with pytest.raises(ValueError, match="unknown allocator regime 'heap'"):
+        timing.pin_allocator("heap")
+    assert timing._pinned == before  # nothing pinned by the bad call

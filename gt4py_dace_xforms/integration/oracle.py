@@ -35,7 +35,9 @@ import numpy as np
 
 from gt4py_dace_xforms.integration.compare import Build, inline_build, stock_build, two_d_transients
 from gt4py_dace_xforms.integration.programs import copy_args
-from gt4py_dace_xforms.integration.timing import Interval, Timing, median_interval, noise_floor, omp_threads, time_rounds, verdict
+from gt4py_dace_xforms.integration.timing import (
+    Interval, Timing, median_interval, noise_floor, omp_threads, pin_allocator, time_rounds, verdict,
+)  # fmt: skip
 from gt4py_dace_xforms.policy import CostModel, InlineOnly, InlinePolicy, InlineWhereSound
 
 STOCK, AA, MODEL, SOUND = "stock", "A/A", "model", "sound"
@@ -229,9 +231,10 @@ class OracleResult:
     variants: list[Variant]
     results: list[ThreadResult]
     wall_s: float
+    malloc: str = "glibc"
 
     def table(self) -> str:
-        lines = [f"oracle: {self.program}, sizes {self.sizes}, wall {self.wall_s:.0f} s"]
+        lines = [f"oracle: {self.program}, sizes {self.sizes}, allocator {self.malloc}, wall {self.wall_s:.0f} s"]
         lines.append("predicted at the first TopLevelDataFlowStep: "
                      + "; ".join(f"{k} {sorted(v) or '-'}" for k, v in self.predicted.items()))  # fmt: skip
         head = ("variant", "same build as", "reads/intermediates inlined", "2-D tr", "build s")
@@ -255,6 +258,7 @@ class OracleResult:
     def to_json(self) -> dict:
         return {
             "program": self.program, "sizes": self.sizes, "predicted": self.predicted, "wall_s": self.wall_s,
+            "malloc": self.malloc,
             "variants": [{"labels": v.labels, "applied": sorted(v.applied), "applied_reads": v.applied_reads,
                           "transients": v.transients, "build_s": v.build_s, "mismatch": v.mismatch} for v in self.variants],
             "threads": [{
@@ -292,12 +296,15 @@ def run_oracle(
     rounds: int = 12,
     search_rounds: int = 6,
     max_builds: int = 24,
+    malloc: str = "glibc",
     log: Callable[[str], None] = print,
 ) -> OracleResult:
     """Build and time the variants of `program` (module doc). `first_step_sdfg`: the SDFG
     at the first `TopLevelDataFlowStep`, for predicting decision sets. Builds beyond
-    `max_builds` (stock and A/A included) are not made: the greedy search stops there."""
+    `max_builds` (stock and A/A included) are not made: the greedy search stops there.
+    `malloc`: the allocator regime every timing runs under (`timing.pin_allocator`)."""
     t_start = time.perf_counter()
+    pin_allocator(malloc)
     predicted = predicted_sets(first_step_sdfg)
     log(f"predicted: model {sorted(predicted[MODEL])}, sound {sorted(predicted[SOUND])}")
     o = Oracle(program, args, offset_provider, log=log)
@@ -361,4 +368,4 @@ def run_oracle(
             seen.add(id(v))
             variants.append(v)
     return OracleResult(name, dict(sizes or {}), {k: sorted(v) for k, v in predicted.items()}, variants, results,
-                        time.perf_counter() - t_start)  # fmt: skip
+                        time.perf_counter() - t_start, malloc)  # fmt: skip

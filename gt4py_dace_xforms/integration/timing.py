@@ -22,6 +22,12 @@ Used by `make bench` (bench/bench.py) and the demo. The measurement:
 - `omp_threads`: the OpenMP thread count of the compiled programs already loaded
   (`omp_set_num_threads` of the process's OpenMP runtime, the setting OMP_NUM_THREADS
   gives at start-up).
+- `pin_allocator`: how glibc's malloc serves the large blocks (2-D transients allocated on
+  every call, the per-round input copies), fixed for the rest of the process. Left to
+  itself, glibc moves its mmap threshold to the largest block freed so far, so whether a
+  call's transients get fresh zeroed pages or reuse the last call's memory depends on what
+  ran before it: on the target that swung one build's time by 20-30 % between rounds,
+  and `scan`'s ratio by round parity (0.6 / 1.1), more than any inlining decision.
 """
 
 from __future__ import annotations
@@ -204,6 +210,81 @@ def undecided(ratio: Interval, aa: Interval, wide: float = WIDE_FLOOR) -> bool:
     if any(ratio.lo < edge < ratio.hi for edge in (1.0 - floor, 1.0 + floor)):
         return True
     return floor > wide and verdict(ratio, aa).word == NO_DIFFERENCE
+
+
+# --- the allocator ---------------------------------------------------------------------------
+
+#: `pin_allocator`'s regimes. `fresh`: every block of 128 KiB or more is mapped when
+#: allocated and unmapped when freed, so each call's transients get new pages that the
+#: kernel zeroes (glibc's behaviour before its threshold first moves; the per-call
+#: allocation cost at its highest). `reuse`: blocks up to 32 MiB (glibc's largest
+#: threshold) come from the heap, which is never trimmed, so a call reuses the memory
+#: the last one freed (its cost at its lowest, short of `PERSISTENT`). `glibc`: left as
+#: glibc adapts it (history-dependent; only before anything was pinned).
+ALLOCATORS = ("fresh", "reuse", "glibc")
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+_FRESH_THRESHOLD = 128 * 1024
+_REUSE_THRESHOLD = 32 * 1024 * 1024
+_INT_MAX = 2**31 - 1
+_pinned: list[str] = []
+
+
+def _mallopt() -> Callable[[int, int], int]:
+    try:
+        libc = ctypes.CDLL(None)
+        mallopt, version = libc.mallopt, libc.gnu_get_libc_version
+    except (OSError, AttributeError):
+        raise RuntimeError("cannot pin the allocator: this process's C library is not glibc (no mallopt)") from None
+    version.restype = ctypes.c_char_p
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return mallopt
+
+
+def pin_allocator(regime: str) -> str:
+    """Fix how glibc's malloc serves large blocks in this process (`ALLOCATORS`), for every
+    allocation from now on (numpy's, and the compiled programs' `new`). Once pinned,
+    glibc's adaptive threshold cannot come back: `glibc` after a pin raises. Returns the
+    regime."""
+    if regime not in ALLOCATORS:
+        raise ValueError(f"unknown allocator regime {regime!r}; choose from {', '.join(ALLOCATORS)}")
+    if regime == "glibc":
+        if _pinned:
+            raise RuntimeError(f"glibc's adaptive malloc threshold cannot be restored after pinning {_pinned[-1]!r}: time it in its own process")
+        return regime
+    mallopt = _mallopt()
+    if regime == "fresh":
+        ok = mallopt(_M_MMAP_THRESHOLD, _FRESH_THRESHOLD) and mallopt(_M_TRIM_THRESHOLD, _FRESH_THRESHOLD)
+    else:
+        ok = mallopt(_M_MMAP_THRESHOLD, _REUSE_THRESHOLD) and mallopt(_M_TRIM_THRESHOLD, _INT_MAX)
+    if not ok:
+        raise RuntimeError(f"mallopt refused the {regime!r} settings")
+    _pinned.append(regime)
+    return regime
+
+
+def reallocation_faults_per_mib(mib: int = 16) -> float:
+    """Minor page faults per MiB when a block of `mib` MiB is allocated, written and freed,
+    then allocated and written again: about 256 (every 4 KiB page) where freed blocks go
+    back to the kernel (`fresh`), about 0 where they are reused (`reuse`). What the bench
+    records to show that a pin took."""
+    import resource
+
+    libc = ctypes.CDLL(None)
+    libc.malloc.argtypes, libc.malloc.restype = [ctypes.c_size_t], ctypes.c_void_p
+    libc.free.argtypes = [ctypes.c_void_p]
+    size = mib * 2**20
+
+    def touch() -> None:
+        p = libc.malloc(size)
+        if not p:
+            raise MemoryError(f"malloc({size}) failed")
+        ctypes.memset(p, 1, size)
+        libc.free(p)
+
+    touch()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    touch()
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / mib
 
 
 # --- threads -------------------------------------------------------------------------------
