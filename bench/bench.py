@@ -44,7 +44,7 @@ import cases as bench_cases  # noqa: E402
 from verdicts import configs  # noqa: E402
 
 from gt4py_dace_xforms.integration.programs import copy_args  # noqa: E402
-from gt4py_dace_xforms.integration.timing import ALLOCATORS  # noqa: E402
+from gt4py_dace_xforms.integration.timing import ALLOCATORS, pin_allocator  # noqa: E402
 
 GOALS = {"target_time_ratio": 0.80, "target_2d_transients": 3, "opt_time_ratio": 1.15}
 RTOL = 1e-12
@@ -221,11 +221,14 @@ def time_config(case_name: str, callers: dict, args: dict, offset_provider: dict
             f"floor ±{100 * v.floor:.1f}%): {rounds} more")  # fmt: skip
         for label, t in time_rounds(calls, args, rounds, sync=sync).items():
             times[label] += t
+    faults = round(reallocation_faults_per_mib(), 1)
+    if (malloc == "fresh") != (faults > 128):
+        log(f"{case_name}: warning: {faults} page faults per MiB re-allocated under {malloc!r}: the pin did not hold")
     out = {
         "threads": got,
         "malloc": malloc,
         # that the pin took: ~256 where each call's blocks get new pages, ~0 where reused
-        "faults_per_mib": round(reallocation_faults_per_mib(), 1),
+        "faults_per_mib": faults,
         "rounds": len(times["stock"]),
         "median_ms": {label: t.median_ms for label, t in timing.items()},
         "times_ms": {label: [round(1e3 * x, 4) for x in t.seconds] for label, t in timing.items()},
@@ -241,7 +244,7 @@ def time_config(case_name: str, callers: dict, args: dict, offset_provider: dict
 
 def run_mode(case: bench_cases.Case, program, mode: str, args: dict, offset_provider: dict, *, gpu: bool,
              rounds: int, threads: list[int | None], max_rounds: int | None = None,
-             mallocs: tuple[str, ...] = ("glibc",)) -> tuple[dict, dict]:  # fmt: skip
+             malloc: str = "glibc") -> tuple[dict, dict]:  # fmt: skip
     """Stock, a second stock (A/A) and the inlined build with memory mode `mode`: compiled,
     outputs compared with stock, timed at each thread count. Returns (results, builds)."""
     from gt4py_dace_xforms.integration.compare import inline_build, stock_build
@@ -280,15 +283,14 @@ def run_mode(case: bench_cases.Case, program, mode: str, args: dict, offset_prov
     del results
     res["timings"] = [
         time_config(f"{case.name} [{mode}]", callers, args, offset_provider, rounds=rounds, threads=n, sync=sync,
-                    max_rounds=max_rounds, malloc=m)
-        for m in mallocs
+                    max_rounds=max_rounds, malloc=malloc)
         for n in threads
     ]
     return res, builds
 
 
 def run_case(case: bench_cases.Case, *, quick: bool, gpu: bool, rounds: int, threads: list[int | None],
-             modes: list[str], max_rounds: int | None = None, mallocs: tuple[str, ...] = ("glibc",)) -> dict:  # fmt: skip
+             modes: list[str], max_rounds: int | None = None, malloc: str = "glibc") -> dict:  # fmt: skip
     from gt4py_dace_xforms.integration.compare import two_d_transients
 
     sizes = case.sizes(quick)
@@ -305,7 +307,7 @@ def run_case(case: bench_cases.Case, *, quick: bool, gpu: bool, rounds: int, thr
         for mode in modes:
             stage = f"memory mode {mode}"
             res, builds = run_mode(case, program, mode, args, offset_provider, gpu=gpu, rounds=rounds, threads=threads,
-                                   max_rounds=max_rounds, mallocs=mallocs)
+                                   max_rounds=max_rounds, malloc=malloc)
             row["modes"][mode] = res
             bad = [f"{who} {k}" for who in ("inlined_vs_stock", "aa_vs_stock")
                    for k, v in res[who]["outputs"].items() if not v["allclose"]]  # fmt: skip
@@ -462,10 +464,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--modes", default=None,
                    help=f"comma-separated transient memory modes, each built separately: {', '.join(MEMORY_MODES)}"
                    " (default: default,persistent)")
-    p.add_argument("--malloc", default=None,
-                   help="comma-separated allocator regimes, each timed in turn: fresh (every large block gets new pages),"
-                   " reuse (freed memory is reused), glibc (not pinned: glibc's history-dependent default; only alone)"
-                   " (default: fresh,reuse; with --gpu: glibc)")
+    p.add_argument("--malloc", default=None, choices=ALLOCATORS,
+                   help="allocator regime, pinned for the whole run: fresh (every large block gets new pages, as a"
+                   " production-size grid's transients do), reuse (freed memory is reused), glibc (not pinned: glibc's"
+                   " history-dependent default) (default fresh; with --gpu glibc)")
     p.add_argument("--json", default=str(HERE / "results.json"), help="where to write the results (default bench/results.json)")
     opts = p.parse_args(argv)  # fmt: skip
 
@@ -485,11 +487,7 @@ def main(argv: list[str] | None = None) -> int:
     modes = [m.strip() for m in (opts.modes or ("default" if opts.quick else "default,persistent")).split(",") if m.strip()]
     if unknown := [m for m in modes if m not in MEMORY_MODES]:
         p.error(f"unknown memory mode(s) {unknown}; choose from {list(MEMORY_MODES)}")
-    mallocs = tuple(m.strip() for m in (opts.malloc or ("glibc" if opts.gpu else "fresh,reuse")).split(",") if m.strip())
-    if unknown := [m for m in mallocs if m not in ALLOCATORS]:
-        p.error(f"unknown allocator regime(s) {unknown}; choose from {list(ALLOCATORS)}")
-    if "glibc" in mallocs and len(mallocs) > 1:
-        p.error("--malloc glibc cannot be combined with a pinned regime (glibc's adaptive threshold does not come back)")
+    malloc = opts.malloc or ("glibc" if opts.gpu else "fresh")
     if opts.gpu:
         problem = gpu_problem()
         if problem:
@@ -497,6 +495,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         threads = [None]  # the host's OpenMP threads do not run the kernels: left as they are
 
+    # Before the builds allocate anything large: a regime pinned later inherits their heap.
+    pin_allocator(malloc)
     install_opt_timer()
     import icon4py_target
 
@@ -505,13 +505,13 @@ def main(argv: list[str] | None = None) -> int:
 
     t_start = time.perf_counter()
     log(f"{len(selected)} program(s), {'GPU' if opts.gpu else 'CPU'}, {'quick' if opts.quick else 'full'} sizes, {rounds} rounds,"
-        f" threads {threads}, memory modes {modes}, allocator {', '.join(mallocs)}; builds per mode: {', '.join(BUILDS)}")
+        f" threads {threads}, memory modes {modes}, allocator {malloc}; builds per mode: {', '.join(BUILDS)}")
     rows = []
     for case in selected:
         log(f"== {case.name}: {case.what}, sizes {case.sizes(opts.quick)}")
         t0 = time.perf_counter()
         row = run_case(case, quick=opts.quick, gpu=opts.gpu, rounds=rounds, threads=threads, modes=modes,
-                       max_rounds=max_rounds, mallocs=mallocs)
+                       max_rounds=max_rounds, malloc=malloc)
         row["case_wall_s"] = time.perf_counter() - t0
         rows.append(row)
     wall = time.perf_counter() - t_start
@@ -530,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "host": platform.node(), "python": platform.python_version(), "cpus": os.cpu_count(),
         "device": "gpu" if opts.gpu else "cpu", "quick": opts.quick, "rounds": rounds, "max_rounds": max_rounds, "threads": threads,
-        "modes": modes, "malloc": list(mallocs), "rtol": RTOL, "wall_s": wall, "argv": sys.argv[1:],
+        "modes": modes, "malloc": malloc, "rtol": RTOL, "wall_s": wall, "argv": sys.argv[1:],
         "load_average": os.getloadavg(),
     }  # fmt: skip
     try:

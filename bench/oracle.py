@@ -32,7 +32,7 @@ sys.path.insert(0, str(HERE))
 
 import cases as bench_cases  # noqa: E402
 
-from gt4py_dace_xforms.integration.timing import ALLOCATORS  # noqa: E402
+from gt4py_dace_xforms.integration.timing import ALLOCATORS, pin_allocator  # noqa: E402
 
 
 def log(msg: str) -> None:
@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="allocator regime of every timing (default fresh: each call's transients get new pages; see bench/README.md)")
     p.add_argument("--out", default=str(HERE / "oracle"), help="folder for <program>.txt/.json (default bench/oracle)")
     opts = p.parse_args(argv)
+    pin_allocator(opts.malloc)  # before lowering and builds allocate: see timing.pin_allocator
 
     from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
 
