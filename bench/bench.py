@@ -194,13 +194,15 @@ def compare_outputs(got: dict[str, np.ndarray], ref: dict[str, np.ndarray]) -> d
 
 
 def time_config(case_name: str, callers: dict, args: dict, offset_provider: dict, *, rounds: int,
-                threads: int | None, sync, max_rounds: int | None = None, malloc: str = "glibc") -> dict:  # fmt: skip
+                threads: int | None, sync, max_rounds: int | None = None, malloc: str = "glibc",
+                extend_s: float = 0.0) -> dict:  # fmt: skip
     """The builds of one memory mode at `threads` OpenMP threads (None: left as they are, the
     GPU's case) with the allocator pinned to `malloc` (`timing.ALLOCATORS`): per-round
     times, ratios to stock with their intervals, the A/A floor and the inlined build's
-    verdict."""
+    verdict. An undecided verdict gets more rounds up to `max_rounds`, and beyond that while
+    this configuration's timing has taken less than `extend_s` seconds (`timing.may_extend`)."""
     from gt4py_dace_xforms.integration.timing import (
-        Timing, omp_threads, pin_allocator, reallocation_faults_per_mib, time_rounds, undecided, verdict,
+        Timing, may_extend, omp_threads, pin_allocator, reallocation_faults_per_mib, time_rounds, undecided, verdict,
     )  # fmt: skip
 
     pin_allocator(malloc)
@@ -208,12 +210,16 @@ def time_config(case_name: str, callers: dict, args: dict, offset_provider: dict
     calls = {label: (lambda a, run=run: run(**a, offset_provider=offset_provider)) for label, run in callers.items()}
     for call in calls.values():  # untimed warm-up at this thread count
         call(copy_args(args))
+    t_timing = time.perf_counter()
     times = time_rounds(calls, args, rounds, sync=sync)
     while True:
         timing = {label: Timing(label, tuple(t), tuple(times["stock"])) for label, t in times.items()}
         v = verdict(timing["inlined"].ratio, timing["A/A"].ratio)
         done = len(times["stock"])
-        if not undecided(timing["inlined"].ratio, timing["A/A"].ratio) or done + rounds > (max_rounds or rounds):
+        spent = time.perf_counter() - t_timing
+        if not undecided(timing["inlined"].ratio, timing["A/A"].ratio) or not may_extend(
+            done, rounds, max_rounds or rounds, spent_s=spent, budget_s=extend_s
+        ):
             break
         # The interval straddles an edge of the floor: another batch of rounds (balanced
         # orders again) narrows both intervals until the verdict is clear or the limit.
@@ -244,7 +250,7 @@ def time_config(case_name: str, callers: dict, args: dict, offset_provider: dict
 
 def run_mode(case: bench_cases.Case, program, mode: str, args: dict, offset_provider: dict, *, gpu: bool,
              rounds: int, threads: list[int | None], max_rounds: int | None = None,
-             malloc: str = "glibc") -> tuple[dict, dict]:  # fmt: skip
+             malloc: str = "glibc", extend_s: float = 0.0) -> tuple[dict, dict]:  # fmt: skip
     """Stock, a second stock (A/A) and the inlined build with memory mode `mode`: compiled,
     outputs compared with stock, timed at each thread count. Returns (results, builds)."""
     from gt4py_dace_xforms.integration.compare import inline_build, stock_build
@@ -283,14 +289,15 @@ def run_mode(case: bench_cases.Case, program, mode: str, args: dict, offset_prov
     del results
     res["timings"] = [
         time_config(f"{case.name} [{mode}]", callers, args, offset_provider, rounds=rounds, threads=n, sync=sync,
-                    max_rounds=max_rounds, malloc=malloc)
+                    max_rounds=max_rounds, malloc=malloc, extend_s=extend_s)
         for n in threads
     ]
     return res, builds
 
 
 def run_case(case: bench_cases.Case, *, quick: bool, gpu: bool, rounds: int, threads: list[int | None],
-             modes: list[str], max_rounds: int | None = None, malloc: str = "glibc") -> dict:  # fmt: skip
+             modes: list[str], max_rounds: int | None = None, malloc: str = "glibc",
+             extend_s: float = 0.0) -> dict:  # fmt: skip
     from gt4py_dace_xforms.integration.compare import two_d_transients
 
     sizes = case.sizes(quick)
@@ -307,7 +314,7 @@ def run_case(case: bench_cases.Case, *, quick: bool, gpu: bool, rounds: int, thr
         for mode in modes:
             stage = f"memory mode {mode}"
             res, builds = run_mode(case, program, mode, args, offset_provider, gpu=gpu, rounds=rounds, threads=threads,
-                                   max_rounds=max_rounds, malloc=malloc)
+                                   max_rounds=max_rounds, malloc=malloc, extend_s=extend_s)
             row["modes"][mode] = res
             bad = [f"{who} {k}" for who in ("inlined_vs_stock", "aa_vs_stock")
                    for k, v in res[who]["outputs"].items() if not v["allclose"]]  # fmt: skip
@@ -459,6 +466,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-rounds", type=int, default=None,
                    help="while a ratio's interval straddles an edge of the A/A floor, add --rounds more, up to this"
                    " many (default 3 x --rounds; --quick: no extension)")
+    p.add_argument("--extend-seconds", type=float, default=None,
+                   help="past --max-rounds, an undecided verdict still gets more rounds while its timing has taken less"
+                   " than this many seconds, up to 20 x --rounds (default 60; --quick 0)")
     p.add_argument("--threads", type=_int_list, default=None,
                    help=f"comma-separated OpenMP thread counts to time at (default 1,{machine}: 1 and this machine's)")
     p.add_argument("--modes", default=None,
@@ -483,6 +493,7 @@ def main(argv: list[str] | None = None) -> int:
         selected = [c for c in selected if not c.heavy]
     rounds = opts.rounds or (6 if opts.quick else 12)
     max_rounds = opts.max_rounds or (rounds if opts.quick else 3 * rounds)
+    extend_s = opts.extend_seconds if opts.extend_seconds is not None else (0.0 if opts.quick else 60.0)
     threads: list[int | None] = opts.threads or ([1] if opts.quick else sorted({1, machine}))
     modes = [m.strip() for m in (opts.modes or ("default" if opts.quick else "default,persistent")).split(",") if m.strip()]
     if unknown := [m for m in modes if m not in MEMORY_MODES]:
@@ -511,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"== {case.name}: {case.what}, sizes {case.sizes(opts.quick)}")
         t0 = time.perf_counter()
         row = run_case(case, quick=opts.quick, gpu=opts.gpu, rounds=rounds, threads=threads, modes=modes,
-                       max_rounds=max_rounds, malloc=malloc)
+                       max_rounds=max_rounds, malloc=malloc, extend_s=extend_s)
         row["case_wall_s"] = time.perf_counter() - t0
         rows.append(row)
     wall = time.perf_counter() - t_start
@@ -529,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "host": platform.node(), "python": platform.python_version(), "cpus": os.cpu_count(),
-        "device": "gpu" if opts.gpu else "cpu", "quick": opts.quick, "rounds": rounds, "max_rounds": max_rounds, "threads": threads,
+        "device": "gpu" if opts.gpu else "cpu", "quick": opts.quick, "rounds": rounds, "max_rounds": max_rounds, "extend_s": extend_s, "threads": threads,
         "modes": modes, "malloc": malloc, "rtol": RTOL, "wall_s": wall, "argv": sys.argv[1:],
         "load_average": os.getloadavg(),
     }  # fmt: skip

@@ -149,6 +149,41 @@ def test_bench_adds_rounds_while_undecided_up_to_the_limit(monkeypatch):
     assert batches == [6] and out["rounds"] == 6 and out["verdict"] == timing.NO_DIFFERENCE
 
 
+def test_more_rounds_past_the_round_limit_only_while_the_time_budget_lasts():
+    assert timing.may_extend(12, 12, 36)  # within the round limit: always
+    assert not timing.may_extend(36, 12, 36)  # past it, no budget: stop
+    assert timing.may_extend(36, 12, 36, spent_s=10.0, budget_s=60.0)  # a cheap program: go on
+    assert not timing.may_extend(36, 12, 36, spent_s=61.0, budget_s=60.0)  # an expensive one: stop
+    assert not timing.may_extend(240, 12, 36, spent_s=1.0, budget_s=60.0)  # the cap: 20 x 12
+    assert timing.may_extend(228, 12, 36, spent_s=1.0, budget_s=60.0)
+    assert not timing.may_extend(24, 12, 36, spent_s=0.0, budget_s=60.0, cap_rounds=30)
+
+
+def test_bench_extends_a_cheap_undecided_configuration_past_max_rounds(monkeypatch):
+    """bench.time_config with a time budget: an interval that keeps straddling the floor's
+    edge gets batches past --max-rounds until the cap (the fake calls take no time)."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent / "bench"))
+    import bench
+
+    batches = []
+
+    def scripted(calls, args, rounds, *, sync=None):
+        batches.append(rounds)
+        aa = [0.99, 1.01, 0.996, 1.004, 0.998, 1.002] * (rounds // 6)  # floor 1 %, then 0.4 %, 0.2 %
+        # an interval that keeps straddling the floor's edge, however many rounds
+        return {"stock": [1.0] * rounds, "A/A": aa, "inlined": [0.985, 1.0, 0.99, 0.999, 0.995, 0.9995] * (rounds // 6)}
+
+    monkeypatch.setattr(timing, "time_rounds", scripted)
+    callers = {k: (lambda **kw: None) for k in ("stock", "A/A", "inlined")}
+    out = bench.time_config("fake", callers, {}, {}, rounds=6, threads=None, sync=None, max_rounds=18, extend_s=60.0)
+    assert out["rounds"] == 120 and out["verdict"] == timing.NO_DIFFERENCE  # 20 x 6: the cap
+    batches.clear()
+    out = bench.time_config("fake", callers, {}, {}, rounds=6, threads=None, sync=None, max_rounds=18)
+    assert out["rounds"] == 18  # no budget: the round limit
+
+
 def test_verdict_text_names_the_floor():
     aa = _iv(1.0, 0.97, 1.02)
     assert timing.verdict(_iv(0.8, 0.78, 0.82), aa).text() == (
