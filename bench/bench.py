@@ -228,7 +228,7 @@ def time_config(case_name: str, callers: dict, args: dict, offset_provider: dict
         for label, t in time_rounds(calls, args, rounds, sync=sync).items():
             times[label] += t
     faults = round(reallocation_faults_per_mib(), 1)
-    if (malloc == "fresh") != (faults > 128):
+    if malloc != "glibc" and (malloc == "fresh") != (faults > 128):
         log(f"{case_name}: warning: {faults} page faults per MiB re-allocated under {malloc!r}: the pin did not hold")
     out = {
         "threads": got,
