@@ -232,10 +232,10 @@ _pinned: list[str] = []
 def _mallopt() -> Callable[[int, int], int]:
     try:
         libc = ctypes.CDLL(None)
-        mallopt, version = libc.mallopt, libc.gnu_get_libc_version
+        libc.gnu_get_libc_version  # only glibc has it (musl, macOS: AttributeError)
+        mallopt = libc.mallopt
     except (OSError, AttributeError):
         raise RuntimeError("cannot pin the allocator: this process's C library is not glibc (no mallopt)") from None
-    version.restype = ctypes.c_char_p
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return mallopt
 
