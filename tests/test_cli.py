@@ -111,6 +111,13 @@ def test_optimize_with_cost_model_prints_decisions(sdfg_file, tmp_path, capsys):
     assert "cost model (gpu):" in text and "tmp -> consumer_map: inline; saves" in text
 
 
+def test_persistent_transients_decline_recomputation(sdfg_file, tmp_path, capsys):
+    """The fixture's read at k and k+1 recomputes: declined for a run with persistent transients."""
+    assert main(["optimize", str(sdfg_file), "-o", str(tmp_path / "o.sdfg"), "--persistent-transients"]) == 0
+    text = capsys.readouterr().out
+    assert "2-D transients: 1 before, 1 after" in text and "persistent_transients" in text
+
+
 def test_all_sound_skips_the_cost_model(sdfg_file, tmp_path, capsys):
     assert main(["optimize", str(sdfg_file), "-o", str(tmp_path / "o.sdfg"), "--all-sound"]) == 0
     text = capsys.readouterr().out

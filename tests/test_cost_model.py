@@ -244,3 +244,58 @@ def test_branch_copying_a_map_written_concat_node_is_left_to_gt4py():
     assert cand.concat is not None and any(b.source is not None for b in cand.concat.branches)
     decision = _model().decide(sdfg, cand)
     assert not decision.accept and "branch reads concat node 'surface'" in decision.reason
+
+
+def _seed_like(name="persistent"):
+    """The seed's shape: `tmp` read at k and k+1 (two copies), cheap producer."""
+    return producer_consumer(name, producer_ranges={"i": "0:N", "k": "0:K"},
+                             consumer_ranges={"i": "0:N", "k": "0:K-1"}, write="i, k", reads=["i, k", "i, k + 1"])
+
+
+def test_persistent_transients_decline_recomputation_on_the_cpu():
+    """With persistent transients a removed intermediate saves no allocation: the CPU model
+    declines a read that evaluates points twice (the bench measured such builds slower),
+    and keeps one that evaluates each point once. The GPU model is unchanged."""
+    sdfg = _seed_like()
+    cand = _candidate(sdfg)
+    per_call = _model().decide(sdfg, cand)
+    assert per_call.accept and per_call.figures["recomputed_points"] == 20480 * 79
+    persistent = _model(persistent_transients=True).decide(sdfg, cand)
+    assert not persistent.accept and "persistent_transients" in persistent.reason
+    assert _model(target="gpu", persistent_transients=True).decide(sdfg, cand).accept
+    once = producer_consumer("once", producer_ranges={"i": "0:N", "k": "0:K"},
+                             consumer_ranges={"i": "0:N", "k": "0:K-1"}, write="i, k", reads=["i, k + 1"])
+    decision = _model(persistent_transients=True).decide(once, _candidate(once))
+    assert decision.accept and decision.figures["recomputed_points"] == 0, decision.reason
+    before = sdfg.hash_sdfg()
+    report = gx.gt_inline_fusion(sdfg, cost_model=_model(persistent_transients=True))
+    assert not report.applied and sdfg.hash_sdfg() == before
+
+
+def test_persistent_transients_decline_a_group_that_recomputes():
+    """Two readers, one copy each: together they evaluate every point twice."""
+    sdfg = producer_consumer("group_persistent", producer_ranges={"i": "0:N", "k": "0:K"},
+                             consumer_ranges={"i": "0:N", "k": "0:K-1"}, write="i, k", reads=["i, k + 1"],
+                             producer_code="__out = __a * __a + 1.0")
+    _add_second_reader(sdfg)
+    before = sdfg.hash_sdfg()
+    report = gx.gt_inline_fusion(sdfg, cost_model=_model(persistent_transients=True))
+    assert not report.applied and "persistent_transients" in report.declined[0].reason, report.table()
+    assert report.declined[0].figures["group_recomputed_points"] > 0 and sdfg.hash_sdfg() == before
+    assert len(gx.gt_inline_fusion(sdfg, cost_model=_model()).applied) == 2  # per-call transients: taken
+
+
+def test_memory_mode_reaches_the_default_cost_model():
+    """gt4py's memory mode, as `gt_auto_optimize` gets it, decides `persistent_transients`
+    of the hooks' default model: the hook declines the seed's read when it is PERSISTENT."""
+    from gt4py.next.program_processors.runners.dace.transformations import TransientMemoryMode
+    from gt4py_dace_xforms.integration.hooks import INLINE_STAGES, default_policy, is_persistent, optimization_hooks
+
+    assert is_persistent(TransientMemoryMode.PERSISTENT) and is_persistent("persistent")
+    assert not any(is_persistent(m) for m in (None, TransientMemoryMode.SCOPED, "POOL"))
+    assert default_policy(False, TransientMemoryMode.PERSISTENT).persistent_transients
+    for mode, applied in ((None, 1), (TransientMemoryMode.PERSISTENT, 0)):
+        sdfg, reports = _seed_like(f"hooked_{applied}"), []
+        optimization_hooks(reports=reports, transient_memory_mode=mode, copy_chains=False)[INLINE_STAGES[0]](sdfg)
+        assert len(reports[0].applied) == applied, reports[0].table()
+

@@ -7,6 +7,7 @@ import pytest
 import gt4py.next as gtx
 from gt4py.next.program_processors.runners.dace import transformations as gtx_transformations
 from gt4py_dace_xforms.cli import demo
+from gt4py_dace_xforms.integration.backends import make_backend
 from gt4py_dace_xforms.integration.compare import inline_build, stock_build
 
 Mode = gtx_transformations.TransientMemoryMode
@@ -42,3 +43,14 @@ def test_persistent_mode_reaches_gt_auto_optimize(monkeypatch, make):
 def test_no_mode_leaves_gt4pys_default(monkeypatch):
     seen = _mode_seen_by_gt_auto_optimize(monkeypatch, stock_build())
     assert "transient_memory_mode" not in seen and "optimization_hooks" in seen
+
+
+def test_make_backend_passes_the_mode_on(monkeypatch):
+    """The library's own backend hands the mode to `gt_auto_optimize` (whose hooks' default
+    cost model is told, `CostModel.persistent_transients`)."""
+
+    class _Backend:
+        backend = make_backend(False, transient_memory_mode=Mode.PERSISTENT, name_postfix="_xforms_mode_test")
+
+    seen = _mode_seen_by_gt_auto_optimize(monkeypatch, _Backend)
+    assert seen["transient_memory_mode"] is Mode.PERSISTENT and "optimization_hooks" in seen

@@ -105,6 +105,20 @@ def test_cpu_cost_model_prices_a_scan_read_per_level(scan_step):
     assert any(r.shifts and r.shifts[0][0].startswith("scan") for r in report.applied), report.table()
 
 
+def test_persistent_transients_decline_a_scan_argument_on_the_cpu(scan_step):
+    """The same read with persistent transients: nothing is recomputed, but the work moves
+    into the scan's loop for no allocation saved (bench `scan`, PERSISTENT: 1.15x-1.19x
+    stock), so the CPU model declines it and leaves the SDFG as it was."""
+    [cand] = _nested(scan_step)
+    decision = CostModel("cpu", persistent_transients=True).decide(scan_step, cand)
+    assert not decision.accept and "scan's loop" in decision.reason, decision
+    assert decision.figures["in_scan_loop"] and decision.figures["recomputed_points"] == 0
+    sdfg = copy.deepcopy(scan_step)
+    before = sdfg.hash_sdfg()
+    report = gt_inline_fusion(sdfg, cost_model=CostModel("cpu", persistent_transients=True))
+    assert not report.applied and sdfg.hash_sdfg() == before
+
+
 def test_nested_sdfg_writing_the_column_is_declined(scan_step):
     """A scan that writes the array it was passed (hand-edited): declined, unchanged."""
     sdfg = copy.deepcopy(scan_step)

@@ -77,7 +77,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     before = _two_d_transients(sdfg)
     from gt4py_dace_xforms.policy import CostModel, InlineWhereSound
 
-    policy = InlineWhereSound() if args.all_sound else CostModel(target=args.target)
+    policy = (InlineWhereSound() if args.all_sound
+              else CostModel(target=args.target, persistent_transients=args.persistent_transients))
     try:
         report = gt_inline_fusion(sdfg, cost_model=policy, validate=True)
     except Exception as err:  # noqa: BLE001  # a bug, not bad input: say so in one line
@@ -229,6 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="decide with the cost model for this target (default: cpu)")
     opt.add_argument("--all-sound", action="store_true",
                      help="no cost model: inline every read that is proven sound")
+    opt.add_argument("--persistent-transients", action="store_true",
+                     help="the SDFG will run with persistent transients (gt4py's TransientMemoryMode.PERSISTENT): "
+                          "on the CPU the cost model then declines reads that recompute")
     opt.set_defaults(func=cmd_optimize)
     cen = sub.add_parser("census", help="how much of a set of gt4py programs the inliner reaches (no compilation)")
     cen.add_argument("programs", nargs="*", metavar="MODULE:PROGRAM",

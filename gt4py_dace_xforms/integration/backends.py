@@ -24,6 +24,7 @@ def make_backend(
     cost_model: Optional[InlinePolicy] = None,
     optimization_hooks: Optional[Mapping[GT4PyAutoOptHook, Callable]] = None,
     name_postfix: str = "_xforms",
+    transient_memory_mode=None,
 ) -> gtx_backend.DaCeBackend:
     """A gt4py dace backend (built with `make_dace_toolchain`) that runs the inliner.
 
@@ -34,12 +35,18 @@ def make_backend(
         optimization_hooks: the caller's own `gt_auto_optimize` hooks; they are chained
             with the library's, never dropped.
         name_postfix: appended to the backend name (gt4py caches by name).
+        transient_memory_mode: gt4py's `TransientMemoryMode` for `gt_auto_optimize`
+            (None: its default, transients allocated per call); the default cost model
+            is told (`CostModel.persistent_transients`).
     """
-    hooks = _library_hooks(cost_model, gpu=gpu, user_hooks=optimization_hooks)
+    hooks = _library_hooks(cost_model, gpu=gpu, user_hooks=optimization_hooks, transient_memory_mode=transient_memory_mode)
+    args: dict = {"optimization_hooks": hooks}
+    if transient_memory_mode is not None:
+        args["transient_memory_mode"] = transient_memory_mode
     return gtx_backend.make_dace_toolchain(
         gtx_factory.DaCeConfig(gpu=gpu, auto_optimize=True),
         name_postfix=name_postfix,
-        translation=functools.partial(annotating_translator, auto_optimize_args={"optimization_hooks": hooks}),
+        translation=functools.partial(annotating_translator, auto_optimize_args=args),
     )
 
 

@@ -83,7 +83,8 @@ def inline_build(
     capture: dict[GT4PyAutoOptHook, Callable] = {
         GT4PyAutoOptHook.TopLevelDataFlowPost: lambda s: build.post_sdfgs.append(copy.deepcopy(s))
     }
-    hooks = optimization_hooks(policy, gpu=gpu, user_hooks=capture, reports=build.reports)
+    hooks = optimization_hooks(policy, gpu=gpu, user_hooks=capture, reports=build.reports,
+                               transient_memory_mode=transient_memory_mode)
     build.backend = gtx_backend.make_dace_toolchain(
         gtx_factory.DaCeConfig(gpu=gpu, auto_optimize=True),
         name_postfix=f"_xforms_capture{next(_UNIQUE)}",

@@ -22,11 +22,21 @@ HookFun = Callable[[dace.SDFG], None]
 INLINE_STAGES = (GT4PyAutoOptHook.TopLevelDataFlowStep,)
 
 
-def default_policy(gpu: bool = False) -> InlinePolicy:
-    """The cost model for the target. Inlining whatever is sound made all three icon4py
-    programs of `make bench` slower on the CPU (1.38x-1.94x; copies of intermediates
-    that other readers keep anyway); see `bench/README.md` for the cost model's figures."""
-    return CostModel(target="gpu" if gpu else "cpu")
+def default_policy(gpu: bool = False, transient_memory_mode=None) -> InlinePolicy:
+    """The cost model for the target and gt4py's `transient_memory_mode` (None: its
+    default, transients allocated per call). Inlining whatever is sound made all three
+    icon4py programs of `make bench` slower on the CPU (1.38x-1.94x; copies of
+    intermediates that other readers keep anyway); see `bench/README.md` for the cost
+    model's figures."""
+    return CostModel(target="gpu" if gpu else "cpu", persistent_transients=is_persistent(transient_memory_mode))
+
+
+def is_persistent(transient_memory_mode) -> bool:
+    """Whether gt4py's `transient_memory_mode` (a `TransientMemoryMode`, its name, or None
+    for the default) allocates the transients once instead of on every call."""
+    if transient_memory_mode is None:
+        return False
+    return str(getattr(transient_memory_mode, "value", transient_memory_mode)).upper() == "PERSISTENT"
 
 
 def make_inline_hook(
@@ -35,13 +45,14 @@ def make_inline_hook(
     *,
     gpu: bool = False,
     copy_chains: bool = True,
+    transient_memory_mode=None,
 ) -> HookFun:
     """A hook function running `gt_inline_fusion` with `cost_model` (any policy; default:
-    `default_policy(gpu)`); reports are appended to `reports`. `copy_chains`: first fold
+    `default_policy(gpu, transient_memory_mode)`); reports are appended to `reports`. `copy_chains`: first fold
     the copy chains whose coverage gt4py cannot prove (`gt_remove_copy_chains`,
     docs/copy_chains.md): nothing is recomputed, and a branch folded into its concat
     node is a Map writer the inliner takes like any other."""
-    policy = cost_model or default_policy(gpu)
+    policy = cost_model or default_policy(gpu, transient_memory_mode)
 
     def _inline_hook(sdfg: dace.SDFG) -> None:
         folded = gt_remove_copy_chains(sdfg) if copy_chains else 0
@@ -71,18 +82,22 @@ def optimization_hooks(
     user_hooks: Optional[Mapping[GT4PyAutoOptHook, Callable]] = None,
     reports: Optional[list[InlineReport]] = None,
     copy_chains: bool = True,
+    transient_memory_mode=None,
 ) -> dict[GT4PyAutoOptHook, Callable]:
     """The `optimization_hooks` argument for `gt_auto_optimize` that runs the pass.
 
     `cost_model`: the policy deciding each sound candidate (default: `CostModel` for the
     CPU, or the GPU with `gpu=True`; `InlineWhereSound()` inlines everything sound).
+    `transient_memory_mode`: the one given to the same `gt_auto_optimize` call, which the
+    default cost model prices (`CostModel.persistent_transients`).
 
     Hooks in `user_hooks` are kept: at a stage where the library also runs, the
     library's hook runs first, then the user's. Callback-type hooks (fusion and split
     checks) are passed through untouched.
     """
     hooks: dict[GT4PyAutoOptHook, Callable] = dict(user_hooks or {})
-    inline = make_inline_hook(cost_model, reports, gpu=gpu, copy_chains=copy_chains)
+    inline = make_inline_hook(cost_model, reports, gpu=gpu, copy_chains=copy_chains,
+                              transient_memory_mode=transient_memory_mode)
     for stage in INLINE_STAGES:
         hooks[stage] = chain_hooks(inline, hooks.get(stage))
     return hooks

@@ -36,7 +36,7 @@ def installed() -> bool:
 
 def install(cost_model: Optional[InlinePolicy] = None) -> None:
     """Make every `gt_auto_optimize` call run the inliner with `cost_model` (default: the
-    `CostModel` for the call's target, CPU or GPU). Idempotent: installing again only
+    `CostModel` for the call's target, CPU or GPU, and its `transient_memory_mode`). Idempotent: installing again only
     replaces the cost model."""
     with _LOCK:
         original = _STATE.get("gt_auto_optimize", gtx_transformations.gt_auto_optimize)
@@ -52,7 +52,7 @@ def install(cost_model: Optional[InlinePolicy] = None) -> None:
                 record["transients"] = sum(1 for d in s.arrays.values() if d.transient and len(d.shape) == 2)
 
             user = dict(optimization_hooks or {})
-            hooks = _library_hooks(cost_model, gpu, user, reports, _count)
+            hooks = _library_hooks(cost_model, gpu, user, reports, _count, kwargs.get("transient_memory_mode"))
             result = original(sdfg, *args, optimization_hooks=hooks, **kwargs)
             RECENT.append(record)
             return result
@@ -62,10 +62,11 @@ def install(cost_model: Optional[InlinePolicy] = None) -> None:
         gtx_lowering.lower_program_to_sdfg = xf_lowering.annotating_lower_program_to_sdfg
 
 
-def _library_hooks(cost_model, gpu, user, reports, count):
+def _library_hooks(cost_model, gpu, user, reports, count, transient_memory_mode=None):
     from gt4py_dace_xforms.integration.hooks import chain_hooks
 
-    hooks = optimization_hooks(cost_model, gpu=gpu, user_hooks=user, reports=reports)
+    hooks = optimization_hooks(cost_model, gpu=gpu, user_hooks=user, reports=reports,
+                               transient_memory_mode=transient_memory_mode)
     post = GT4PyAutoOptHook.TopLevelDataFlowPost
     hooks[post] = chain_hooks(count, hooks.get(post))
     return hooks

@@ -105,6 +105,17 @@ class CostModel:
             `bench/oracle/target_retarget.txt`: `gtir_tmp_10`, read at 2 + 3 offsets,
             1.15x / 1.14x stock alone at 1 / 2 threads; `gtir_tmp_14`, 2 + 3 + 1,
             1.02x / 1.10x; `gtir_tmp_49`, one reader at one offset, 1.01x / 1.00x).
+        persistent_transients: the transients are allocated once, not on every call
+            (gt4py's `TransientMemoryMode.PERSISTENT`; the library's backends, hooks and
+            `install()` set it from the memory mode they build with). On the CPU a
+            removed transient then saves traffic only, no allocation. `make bench` measured
+            the inlines that recompute points (seed, three_level, the target) and a scan
+            argument evaluated in the scan's loop 1.08x-1.29x slower than stock in that
+            mode, where with per-call transients the same builds were 0.63x-1.01x
+            (bench/agreement/final/run1.json). So on the CPU such candidates are declined;
+            one that evaluates each point once outside a scan (a single copy that removes
+            the intermediate) is not (exner_exfac: 0.75x-0.78x). Unmeasured on the GPU:
+            no effect there.
     """
 
     target: str = "cpu"
@@ -120,6 +131,7 @@ class CostModel:
     writeback_retarget: bool = True
     writeback_max_offsets: int = 1
     scan_guard: Optional[bool] = None
+    persistent_transients: bool = False
 
     def __post_init__(self):
         if self.target not in _BALANCE:
@@ -143,6 +155,9 @@ class CostModel:
         if fig["ops_per_copy"] > self.max_ops_per_copy:
             return Decision(False, f"{fig['ops_per_copy']:.0f} operations per copy exceed {self.max_ops_per_copy}",
                             figures=fig)
+        persistent = self._recomputes_for_nothing(fig["recomputed_points"], fig["in_scan_loop"])
+        if persistent:
+            return Decision(False, persistent, figures=fig)
         if fig["gain_bytes"] <= 0:
             return Decision(False, f"no gain: saves {fig['saved_bytes']:.3g} B, costs "
                                    f"{fig['extra_load_bytes']:.3g} B loads + {fig['extra_work_bytes']:.3g} B work",
@@ -186,14 +201,34 @@ class CostModel:
         # interpolation was accepted in icon4py's apply_diffusion_to_vn and measured
         # 1.28x slower alone (bench/oracle/apply_diffusion_to_vn_before.txt).
         cost = sum(f["extra_work_bytes"] + f["gather_bytes"] for f in figs) - producer_work
+        # Every copy of every reader evaluates its points; the producer evaluated the
+        # intermediate's volume (less what it keeps writing for a retargeted copy) once.
+        recomputed = max(sum(f["points"] * f["copies"] for f in figs) - (volume - kept), 0.0)
         fig = dict(own, group_size=len(group), group_saved_bytes=saved,
                    group_extra_work_bytes=cost, gain_bytes=saved - cost,
-                   writeback_retarget=writeback_points is not None)
+                   writeback_retarget=writeback_points is not None, group_recomputed_points=recomputed)
+        persistent = self._recomputes_for_nothing(recomputed, any(f["in_scan_loop"] for f in figs))
+        if persistent:
+            return Decision(False, persistent, figures=fig)
         if saved - cost <= 0:
             return Decision(False, f"no gain for all {len(group)} readers together: saves {saved:.3g} B, "
                                    f"costs {cost:.3g} B work", figures=fig)
         return Decision(True, f"gain {saved - cost:.3g} B with all {len(group)} readers inlined", figures=fig,
                         force_lazy=not self.prefer_eager)
+
+    def _recomputes_for_nothing(self, recomputed_points: float, in_scan_loop: bool) -> Optional[str]:
+        """Why a candidate is declined where the transients are persistent on the CPU
+        (`persistent_transients`): it recomputes points, or it moves its producer's work
+        into a scan's loop (which does not vectorize it); else None."""
+        if not (self.persistent_transients and self.target == "cpu"):
+            return None
+        if recomputed_points > 0:
+            return (f"recomputes {recomputed_points:.3g} points per call; with persistent transients "
+                    f"the CPU saves no allocation to pay for it (persistent_transients)")
+        if in_scan_loop:
+            return ("evaluated inside a scan's loop; with persistent transients the CPU saves no allocation "
+                    "to pay for it (persistent_transients)")
+        return None
 
     def _limits(self, sdfg, cand, *, partial_ok: bool) -> Optional[Decision]:
         """Hard limits, independent of the estimate."""
@@ -238,7 +273,8 @@ class CostModel:
         item = desc.dtype.bytes
         volume = self._points(desc.shape, sdfg, assumed)
         points = self._points(_extents(cand.consumer.map), sdfg, assumed, params=cand.consumer.map.params)
-        if any(_has_loop(n.node.sdfg) for n in cand.nested):
+        in_scan = any(_has_loop(n.node.sdfg) for n in cand.nested)
+        if in_scan:
             # A scan's loop reads (and a copy evaluates) one element per level and column:
             # the Map over the columns alone undercounts by the levels.
             points = max(points, volume)
@@ -291,6 +327,9 @@ class CostModel:
             "extra_load_bytes": extra_loads,
             "gather_bytes": gather_bytes,
             "extra_work_bytes": extra_work,
+            # points evaluated more than once per call: every copy beyond the producer's own
+            "recomputed_points": points * repeats,
+            "in_scan_loop": in_scan,
             "gain_bytes": saved - extra_loads - extra_work,
             "assumed": sorted(assumed),
         }
