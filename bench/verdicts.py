@@ -1,11 +1,12 @@
 #!/usr/bin/env python
 """Do two `make bench` runs agree on every verdict? (issue 10: two consecutive full runs must.)
 
-    .venv/bin/python bench/verdicts.py first.json second.json
+    .venv/bin/python bench/verdicts.py first.json second.json [--mode persistent]
 
 Reads two results files written by bench/bench.py (`--json`, default bench/results.json),
 prints one line per program x memory mode (and allocator regime) x thread count with both verdicts, and exits 1
-when a verdict differs or a configuration was timed in only one of the runs.
+when a verdict differs or a configuration was timed in only one of the runs. `--mode M`
+compares only memory mode M (e.g. a full run against a `--modes persistent` run).
 """
 
 from __future__ import annotations
@@ -26,21 +27,29 @@ def configs(rows: list[dict]) -> Iterator[tuple[str, str, dict]]:
                 yield r["program"], mode if malloc == "glibc" else f"{mode}/{malloc}", t
 
 
-def agreement(rows_a: list[dict], rows_b: list[dict]) -> list[tuple[str, str, Any, str | None, str | None]]:
+def agreement(rows_a: list[dict], rows_b: list[dict],
+              mode: str | None = None) -> list[tuple[str, str, Any, str | None, str | None]]:
     """(program, mode, threads, verdict in a, verdict in b) for every configuration of either
-    run, in a's order then b's; None where a run did not time it."""
-    a = {(p, m, t["threads"]): t["verdict"] for p, m, t in configs(rows_a)}
-    b = {(p, m, t["threads"]): t["verdict"] for p, m, t in configs(rows_b)}
+    run (of memory mode `mode` only, if given), in a's order then b's; None where a run did
+    not time it."""
+    keep = (lambda m: True) if mode is None else (lambda m: m.split("/")[0] == mode)
+    a = {(p, m, t["threads"]): t["verdict"] for p, m, t in configs(rows_a) if keep(m)}
+    b = {(p, m, t["threads"]): t["verdict"] for p, m, t in configs(rows_b) if keep(m)}
     keys = list(a) + [k for k in b if k not in a]
     return [(*k, a.get(k), b.get(k)) for k in keys]
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
+    mode = None
+    if "--mode" in argv:
+        i = argv.index("--mode")
+        mode = argv[i + 1] if i + 1 < len(argv) else ""
+        argv = argv[:i] + argv[i + 2:]
+    if len(argv) != 2 or mode == "":
         print(__doc__, file=sys.stderr)
         return 2
     docs = [json.loads(open(path).read()) for path in argv]
-    lines = agreement(docs[0]["rows"], docs[1]["rows"])
+    lines = agreement(docs[0]["rows"], docs[1]["rows"], mode)
     differ = [line for line in lines if line[3] != line[4]]
     for prog, mode, threads, va, vb in lines:
         print(f"{'same' if va == vb else 'DIFF'}  {prog:<18} {mode:<18} {threads or '-':>3} thr  {va or '(not timed)'} / {vb or '(not timed)'}")

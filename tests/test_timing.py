@@ -224,6 +224,17 @@ def test_two_runs_agree_per_program_mode_and_thread_count():
     ]
 
 
+def test_agreement_of_one_memory_mode():
+    """A full run against a `--modes persistent` run: only the persistent rows are compared."""
+    from verdicts import agreement  # bench/verdicts.py
+
+    a = _rows(("seed", "default", 1, "faster", "fresh"), ("seed", "persistent", 1, "no measurable difference", "fresh"))
+    b = _rows(("seed", "persistent", 1, "no measurable difference", "fresh"))
+    assert agreement(a, b, "persistent") == [
+        ("seed", "persistent/fresh", 1, "no measurable difference", "no measurable difference")]
+    assert ("seed", "default/fresh", 1, "faster", None) in agreement(a, b)
+
+
 def test_allocator_regimes_are_configurations_of_their_own():
     from verdicts import agreement  # bench/verdicts.py
 

@@ -23,6 +23,8 @@ select, cheaper than a nested SDFG), and a concat branch that reads such a node 
 nested SDFG would hide the inner node from that replacement; both inlined on icon4py's
 `compute_advection_in_predictor_vertical_momentum` measured 1.35x slower), gain <= 0, more copies
 than `max_distinct_offsets` and more operations per copy than `max_ops_per_copy`.
+With persistent transients (`persistent_transients`) the CPU model also declines what
+recomputes points or moves work into a scan's loop: no allocation is saved to pay for it.
 
 Scans: a read inside a scan's loop (a nested read, `analysis/nested_reads.py`) is
 evaluated once per level, so it counts the intermediate's volume of points, not the
