@@ -40,14 +40,21 @@ def make_backend(
             is told (`CostModel.persistent_transients`).
     """
     hooks = _library_hooks(cost_model, gpu=gpu, user_hooks=optimization_hooks, transient_memory_mode=transient_memory_mode)
-    args: dict = {"optimization_hooks": hooks}
-    if transient_memory_mode is not None:
-        args["transient_memory_mode"] = transient_memory_mode
     return gtx_backend.make_dace_toolchain(
         gtx_factory.DaCeConfig(gpu=gpu, auto_optimize=True),
         name_postfix=name_postfix,
-        translation=functools.partial(annotating_translator, auto_optimize_args=args),
+        translation=functools.partial(annotating_translator,
+                                      auto_optimize_args=optimize_args(hooks, transient_memory_mode)),
     )
+
+
+def optimize_args(hooks: dict, transient_memory_mode=None) -> dict:
+    """`auto_optimize_args`: the hooks, and the memory mode where one is asked for (else
+    `gt_auto_optimize`'s default, `POOL`: on the CPU, transients allocated per call)."""
+    args: dict = {"optimization_hooks": hooks}
+    if transient_memory_mode is not None:
+        args["transient_memory_mode"] = transient_memory_mode
+    return args
 
 
 @dataclasses.dataclass(frozen=True)

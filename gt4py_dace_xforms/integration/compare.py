@@ -19,7 +19,7 @@ from gt4py.next.program_processors.runners.dace.transformations.auto_optimize im
 )
 from gt4py.next.program_processors.runners.dace.workflow import backend as gtx_backend, factory as gtx_factory
 
-from gt4py_dace_xforms.integration.backends import annotating_translator
+from gt4py_dace_xforms.integration.backends import annotating_translator, optimize_args
 from gt4py_dace_xforms.integration.hooks import optimization_hooks
 from gt4py_dace_xforms.policy import InlinePolicy
 from gt4py_dace_xforms.report import InlineReport
@@ -48,15 +48,6 @@ class Build:
         return merged
 
 
-def _optimize_args(hooks: dict, transient_memory_mode: Optional[TransientMemoryMode]) -> dict:
-    """`auto_optimize_args`: the hooks, and the memory mode where one is asked for (else
-    `gt_auto_optimize`'s default, `POOL`: on the CPU, transients allocated per call)."""
-    args: dict[str, Any] = {"optimization_hooks": hooks}
-    if transient_memory_mode is not None:
-        args["transient_memory_mode"] = transient_memory_mode
-    return args
-
-
 def stock_build(gpu: bool = False, transient_memory_mode: Optional[TransientMemoryMode] = None) -> Build:
     """gt4py's dace backend, unchanged but for a capture hook (and `transient_memory_mode`)."""
     build = Build(backend=None)
@@ -65,7 +56,7 @@ def stock_build(gpu: bool = False, transient_memory_mode: Optional[TransientMemo
         gtx_factory.DaCeConfig(gpu=gpu, auto_optimize=True),
         name_postfix=f"_stock_capture{next(_UNIQUE)}",
         translation=functools.partial(
-            gtx_factory.make_dace_translator, auto_optimize_args=_optimize_args(hooks, transient_memory_mode)
+            gtx_factory.make_dace_translator, auto_optimize_args=optimize_args(hooks, transient_memory_mode)
         ),
     )
     return build
@@ -89,7 +80,7 @@ def inline_build(
         gtx_factory.DaCeConfig(gpu=gpu, auto_optimize=True),
         name_postfix=f"_xforms_capture{next(_UNIQUE)}",
         translation=functools.partial(
-            annotating_translator, auto_optimize_args=_optimize_args(hooks, transient_memory_mode)
+            annotating_translator, auto_optimize_args=optimize_args(hooks, transient_memory_mode)
         ),
     )
     return build
