@@ -19,7 +19,7 @@ CUDA_WHEELS := nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==1
 	nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85
 GPU_STAMP := $(VENV)/.gpu-tools-13.0.88
 
-.PHONY: venv demo test test-fast fixtures bench oracle fuzz census census-compare clean gpu-tools gpu-check device-wheels device-dry-run
+.PHONY: venv demo test test-fast fixtures bench oracle calibrate fuzz census census-compare clean gpu-tools gpu-check device-wheels device-dry-run
 
 venv: $(STAMP)
 
@@ -58,6 +58,11 @@ bench: $(STAMP)
 ORACLE_ARGS ?= --program target
 oracle: $(STAMP)
 	$(PY) bench/oracle.py $(ORACLE_ARGS)
+
+# The CPU model's constants fitted to the oracle runs and a bench run (no compilation; bench/README.md).
+CALIBRATE_ARGS ?=
+calibrate: $(STAMP)
+	$(PY) bench/calibrate.py $(CALIBRATE_ARGS)
 
 # How much of icon4py's programs the inliner reaches (no compilation; CENSUS_ARGS: see --help).
 CENSUS_ARGS ?= --jobs 2

@@ -15,9 +15,11 @@ target's machine balance, `bytes_per_op`):
 - **extra work**: the producer's operations per element times (copies - 1) if the
   producer disappears, times copies if it stays; for a lazy concat copy on the GPU all
   branches count (a warp diverges at the boundary and runs both), on the CPU the
-  largest branch plus `branch_ops` for the test.
+  largest branch plus `branch_ops` for the test;
+- **allocation**: a removed intermediate is no longer allocated per call; on the CPU
+  with per-call transients its bytes times `allocation_bytes_per_byte` count as saved.
 
-Gain = saved - extra loads - extra work (in bytes). Declined: a concat node fed only by
+Gain = saved + allocation - extra loads - extra work (in bytes). Declined: a concat node fed only by
 copies (gt4py's `ConcatWhereCopyToMap` turns every point read of it, at any shift, into a
 select, cheaper than a nested SDFG), and a concat branch that reads such a node (the
 nested SDFG would hide the inner node from that replacement; both inlined on icon4py's
@@ -62,6 +64,9 @@ from gt4py_dace_xforms.policy.default import Decision, too_many_copies
 #: at peak, so 4 operations per byte (0.25 B/op). Priors, to be calibrated with
 #: `make bench`; a division counts as 4 operations.
 _BALANCE = {"cpu": 0.25, "gpu": 0.06}
+#: Traffic one byte of a per-call transient's allocation is worth on the CPU (the kernel
+#: zeroes its pages on every call); fitted in docs/cost_model.md.
+_ALLOCATION_CPU = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,6 +123,11 @@ class CostModel:
             one that evaluates each point once outside a scan (a single copy that removes
             the intermediate) is not (exner_exfac: 0.75x-0.78x). Unmeasured on the GPU:
             no effect there.
+        allocation_bytes_per_byte: bytes of traffic one byte of a removed per-call
+            transient is worth (its allocation, and the kernel zeroing its pages, on every
+            call). None: by target and memory mode (`allocation_weight`): 0 with persistent
+            transients and on the GPU (unmeasured). Fitted by `bench/calibrate.py`
+            (docs/cost_model.md, *Calibration*).
     """
 
     target: str = "cpu"
@@ -134,6 +144,7 @@ class CostModel:
     writeback_max_offsets: int = 1
     scan_guard: Optional[bool] = None
     persistent_transients: bool = False
+    allocation_bytes_per_byte: Optional[float] = None
 
     def __post_init__(self):
         if self.target not in _BALANCE:
@@ -146,6 +157,16 @@ class CostModel:
     @property
     def balance(self) -> float:
         return self.bytes_per_op if self.bytes_per_op is not None else _BALANCE[self.target]
+
+    @property
+    def allocation_weight(self) -> float:
+        """Traffic (bytes) one byte of a removed per-call transient is worth: none with
+        persistent transients (nothing is allocated per call), none on the GPU (unmeasured)."""
+        if self.allocation_bytes_per_byte is not None:
+            return self.allocation_bytes_per_byte
+        if self.persistent_transients or self.target != "cpu":
+            return 0.0
+        return _ALLOCATION_CPU
 
     # -- the policy interface ---------------------------------------------------------
 
@@ -161,7 +182,7 @@ class CostModel:
         if persistent:
             return Decision(False, persistent, figures=fig)
         if fig["gain_bytes"] <= 0:
-            return Decision(False, f"no gain: saves {fig['saved_bytes']:.3g} B, costs "
+            return Decision(False, f"no gain: saves {fig['saved_bytes']:.3g} B{_worth(fig['allocation_worth_bytes'])}, costs "
                                    f"{fig['extra_load_bytes']:.3g} B loads + {fig['extra_work_bytes']:.3g} B work",
                             figures=fig)
         return Decision(True, f"gain {fig['gain_bytes']:.3g} B", figures=fig, force_lazy=not self.prefer_eager)
@@ -197,25 +218,31 @@ class CostModel:
         if own["ops_per_copy"] > self.max_ops_per_copy:
             return Decision(False, f"{own['ops_per_copy']:.0f} operations per copy exceed {self.max_ops_per_copy}",
                             figures=own)
-        producer_work = own["ops_per_copy"] * (volume - kept) * self.balance
+        producer_ops = own["ops_per_copy"] * (volume - kept)
+        producer_work = producer_ops * self.balance
         # Gathers (loads through a neighbor table) are repeated by every copy of every
         # reader: left out here, a group of two readers of a 48-operation neighbor
         # interpolation was accepted in icon4py's apply_diffusion_to_vn and measured
         # 1.28x slower alone (bench/oracle/apply_diffusion_to_vn_before.txt).
         cost = sum(f["extra_work_bytes"] + f["gather_bytes"] for f in figs) - producer_work
+        allocation = volume * desc.dtype.bytes
+        worth = allocation * self.allocation_weight
         # Every copy of every reader evaluates its points; the producer evaluated the
         # intermediate's volume (less what it keeps writing for a retargeted copy) once.
         recomputed = max(sum(f["points"] * f["copies"] for f in figs) - (volume - kept), 0.0)
         fig = dict(own, group_size=len(group), group_saved_bytes=saved,
-                   group_extra_work_bytes=cost, gain_bytes=saved - cost,
+                   group_extra_work_bytes=cost, gain_bytes=saved + worth - cost,
+                   group_allocation_bytes=allocation, group_allocation_worth_bytes=worth,
+                   group_extra_ops=sum(f["extra_ops"] for f in figs) - producer_ops,
+                   group_gather_bytes=sum(f["gather_bytes"] for f in figs),
                    writeback_retarget=writeback_points is not None, group_recomputed_points=recomputed)
         persistent = self._recomputes_for_nothing(recomputed, any(f["in_scan_loop"] for f in figs))
         if persistent:
             return Decision(False, persistent, figures=fig)
-        if saved - cost <= 0:
-            return Decision(False, f"no gain for all {len(group)} readers together: saves {saved:.3g} B, "
-                                   f"costs {cost:.3g} B work", figures=fig)
-        return Decision(True, f"gain {saved - cost:.3g} B with all {len(group)} readers inlined", figures=fig,
+        if saved + worth - cost <= 0:
+            return Decision(False, f"no gain for all {len(group)} readers together: saves {saved:.3g} B"
+                                   f"{_worth(worth)}, costs {cost:.3g} B work", figures=fig)
+        return Decision(True, f"gain {saved + worth - cost:.3g} B with all {len(group)} readers inlined", figures=fig,
                         force_lazy=not self.prefer_eager)
 
     def _recomputes_for_nothing(self, recomputed_points: float, in_scan_loop: bool) -> Optional[str]:
@@ -320,19 +347,25 @@ class CostModel:
                 continue
             per_input = min(points, self._points(d.shape, sdfg, assumed)) * d.dtype.bytes
             extra_loads += 0.0 if removed_producers else per_input
+        # A removed intermediate is no longer allocated (and its pages faulted) per call.
+        allocation = volume * item if cand.removes_intermediate else 0.0
+        allocation_worth = allocation * self.allocation_weight
         return {
             "target": self.target,
             "points": points,
             "copies": copies,
             "ops_per_copy": ops,
             "saved_bytes": saved,
+            "allocation_bytes": allocation,
+            "allocation_worth_bytes": allocation_worth,
             "extra_load_bytes": extra_loads,
             "gather_bytes": gather_bytes,
+            "extra_ops": extra_ops,
             "extra_work_bytes": extra_work,
             # points evaluated more than once per call: every copy beyond the producer's own
             "recomputed_points": points * repeats,
             "in_scan_loop": in_scan,
-            "gain_bytes": saved - extra_loads - extra_work,
+            "gain_bytes": saved + allocation_worth - extra_loads - extra_work,
             "assumed": sorted(assumed),
         }
 
@@ -357,6 +390,10 @@ class CostModel:
             else:
                 total *= max(0.0, float(e))
         return total
+
+
+def _worth(allocation_worth: float) -> str:
+    return f" + {allocation_worth:.3g} B worth of allocation" if allocation_worth else ""
 
 
 _HORIZONTAL_HINTS = ("horizontal", "_Cell_", "_Edge_", "_Vertex_", "source_size")
