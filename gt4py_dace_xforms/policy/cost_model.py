@@ -64,8 +64,11 @@ from gt4py_dace_xforms.policy.default import Decision, too_many_copies
 #: at peak, so 4 operations per byte (0.25 B/op). Priors, to be calibrated with
 #: `make bench`; a division counts as 4 operations.
 _BALANCE = {"cpu": 0.25, "gpu": 0.06}
-#: Traffic one byte of a per-call transient's allocation is worth on the CPU (the kernel
-#: zeroes its pages on every call); fitted in docs/cost_model.md.
+#: Traffic one byte of a per-call transient's allocation is worth on the CPU, beyond what
+#: `saved` counts. 0: the fit (docs/cost_model.md, *Calibration*) finds the time a removed
+#: transient saves in its allocation (1.08 ms/MB at 1 thread) and none in its traffic,
+#: and the model's `saved` (twice a removed transient's bytes) already prices exactly that
+#: allocation; a separate weight changed no measured decision for the better.
 _ALLOCATION_CPU = 0.0
 
 
@@ -126,8 +129,8 @@ class CostModel:
         allocation_bytes_per_byte: bytes of traffic one byte of a removed per-call
             transient is worth (its allocation, and the kernel zeroing its pages, on every
             call). None: by target and memory mode (`allocation_weight`): 0 with persistent
-            transients and on the GPU (unmeasured). Fitted by `bench/calibrate.py`
-            (docs/cost_model.md, *Calibration*).
+            transients and on the GPU (unmeasured); on the CPU 0 as well, see
+            `_ALLOCATION_CPU` and docs/cost_model.md (*Calibration*, `bench/calibrate.py`).
     """
 
     target: str = "cpu"
