@@ -61,11 +61,13 @@ from gt4py_dace_xforms.policy.default import Decision, too_many_copies
 #: Machine balance, in bytes of DRAM traffic per arithmetic operation: what one saved
 #: byte buys in recomputation. GPU (H100/H200 class): ~4 TB/s vs ~60 Tflop/s fp64, so
 #: ~15 operations per byte; we charge 0.06 B/op. CPU: inlined scalar code rarely runs
-#: at peak, so 4 operations per byte (0.25 B/op). Priors, to be calibrated with
-#: `make bench`; a division counts as 4 operations.
+#: at peak, so 4 operations per byte (0.25 B/op); a division counts as 4 operations.
+#: Priors: on the CPU `make calibrate` measured a recomputed operation 4-6x dearer than
+#: this charges against an allocated byte, but 1.0 B/op drops a read the target's oracle
+#: cannot rank (docs/cost_model.md, *The fit*), so the prior stays.
 _BALANCE = {"cpu": 0.25, "gpu": 0.06}
 #: Traffic one byte of a per-call transient's allocation is worth on the CPU, beyond what
-#: `saved` counts. 0: the fit (docs/cost_model.md, *Calibration*) finds the time a removed
+#: `saved` counts. 0: the fit (docs/cost_model.md, *The fit*) finds the time a removed
 #: transient saves in its allocation (1.08 ms/MB at 1 thread) and none in its traffic,
 #: and the model's `saved` (twice a removed transient's bytes) already prices exactly that
 #: allocation; a separate weight changed no measured decision for the better.
