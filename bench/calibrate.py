@@ -32,6 +32,7 @@ where the run has one.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import pathlib
@@ -126,10 +127,8 @@ def set_features(sdfg, names, sizes: dict, persistent: bool, scalars: dict | Non
     probe = Recorder(names, model)
     gt_inline_fusion(copy.deepcopy(sdfg), cost_model=probe, validate=False)
     symbols = {s for _, f in probe.figures if f for s in f.get("assumed", ())}
-    model = CostModel("cpu", max_distinct_offsets=99, max_ops_per_copy=10**9, writeback_max_offsets=99,
-                      allocation_bytes_per_byte=0.0,
-                      representative_sizes=tuple(sorted(extent_sizes(symbols, sizes, scalars).items())))  # fmt: skip
-    rec = Recorder(names, model)
+    sized = dataclasses.replace(model, representative_sizes=tuple(sorted(extent_sizes(symbols, sizes, scalars).items())))
+    rec = Recorder(names, sized)
     gt_inline_fusion(copy.deepcopy(sdfg), cost_model=rec, validate=False)
     feats = dict.fromkeys(FEATURES, 0.0)
     problems = []
@@ -185,7 +184,7 @@ def oracle_observations(path: str) -> tuple[str, dict, list[dict]]:
             if lab in ("stock", "A/A", "none") or not label_set.get(lab):
                 continue
             obs.append({"source": os.path.basename(path), "program": d["program"], "set": label_set[lab],
-                        "label": lab, "threads": t["threads"], "mode": "default", "stock_ms": ref,
+                        "label": lab, "threads": t["threads"], "mode": "default", "ref_ms": ref,
                         "saved_ms": ref - ms, "floor": t["floor"]})  # fmt: skip
     return d["program"], d["sizes"], obs
 
@@ -202,7 +201,7 @@ def bench_observations(path: str) -> list[tuple[str, dict, dict]]:
                 med = t["median_ms"]
                 out.append((row["program"], row["sizes"],
                             {"source": os.path.basename(path), "program": row["program"], "set": names,
-                             "label": "inlined", "threads": t["threads"], "mode": mode, "stock_ms": med["stock"],
+                             "label": "inlined", "threads": t["threads"], "mode": mode, "ref_ms": med["stock"],
                              "saved_ms": med["stock"] - med["inlined"], "floor": t["floor"]}))  # fmt: skip
     return out
 
@@ -220,11 +219,11 @@ _ORACLE_NAME = {"exner_exfac": "compute_exner_exfac"}
 
 
 def fit(obs: list[dict]) -> tuple[np.ndarray, np.ndarray]:
-    """Least squares (weighted by 1/stock time, so that a long program does not decide
+    """Least squares (weighted by 1/reference time, so that a long program does not decide
     alone) of saved_ms on the signed features; returns the coefficients and residuals."""
     x = np.array([[o["features"][f] for f in FEATURES] for o in obs]) * SIGNS
     y = np.array([o["saved_ms"] for o in obs])
-    w = 1.0 / np.array([o["stock_ms"] for o in obs])
+    w = 1.0 / np.array([o["ref_ms"] for o in obs])
     active = [i for i in range(len(FEATURES)) if np.any(x[:, i])]
     coef = np.zeros(len(FEATURES))
     while active:  # drop a coefficient that comes out negative (a cost cannot be a gain)
@@ -300,8 +299,8 @@ def main(argv=None) -> int:
         for o, r in zip(obs, resid):
             f = o["features"]
             lines.append(f"  {o['program'][:24]:24} {o['label'][:34]:34} {o['mode']:10} {f['alloc']:7.1f}"
-                         f" {f['traffic']:8.1f} {f['ops']:8.1f} {f['gathers']:7.1f} {o['stock_ms']:9.2f}"
-                         f" {o['saved_ms']:9.2f} {o['saved_ms'] - r:8.2f} {o['floor'] * o['stock_ms']:8.2f}")  # fmt: skip
+                         f" {f['traffic']:8.1f} {f['ops']:8.1f} {f['gathers']:7.1f} {o['ref_ms']:9.2f}"
+                         f" {o['saved_ms']:9.2f} {o['saved_ms'] - r:8.2f} {o['floor'] * o['ref_ms']:8.2f}")  # fmt: skip
     text = "\n".join(lines)
     print(text)
     if opts.out:

@@ -32,15 +32,15 @@ def test_the_programs_own_bounds_take_their_argument_values():
                                   scalars) == {"model_top": 0, "surface_level": 81, "__x_Cell_range_1": 10}  # fmt: skip
 
 
-def _obs(feats, coef, stock_ms=100.0):
+def _obs(feats, coef, ref_ms=100.0):
     saved = float(np.dot([feats[f] for f in calibrate.FEATURES], np.asarray(coef) * calibrate.SIGNS))
-    return {"features": feats, "saved_ms": saved, "stock_ms": stock_ms}
+    return {"features": feats, "saved_ms": saved, "ref_ms": ref_ms}
 
 
 def test_fit_recovers_the_coefficients_of_exact_observations():
     rng = np.random.default_rng(0)
     coef = [1.2, 0.2, 0.4, 0.3]
-    obs = [_obs(dict(zip(calibrate.FEATURES, rng.uniform(0, 20, 4))), coef, stock_ms=rng.uniform(20, 400))
+    obs = [_obs(dict(zip(calibrate.FEATURES, rng.uniform(0, 20, 4))), coef, ref_ms=rng.uniform(20, 400))
            for _ in range(12)]  # fmt: skip
     got, resid = calibrate.fit(obs)
     assert np.allclose(got, coef) and np.allclose(resid, 0.0, atol=1e-9)
@@ -53,7 +53,7 @@ def test_fit_drops_a_coefficient_that_would_make_a_cost_a_gain():
     obs = []
     for _ in range(10):
         f = dict(zip(calibrate.FEATURES, rng.uniform(1, 20, 4)))
-        obs.append({"features": f, "saved_ms": 1.0 * f["alloc"] + 0.5 * f["ops"], "stock_ms": 50.0})
+        obs.append({"features": f, "saved_ms": 1.0 * f["alloc"] + 0.5 * f["ops"], "ref_ms": 50.0})
     got, _ = calibrate.fit(obs)
     assert got[2] == 0.0 and (got >= 0).all()
 
