@@ -187,12 +187,13 @@ def test_copy_fed_concat_read_in_place_is_left_to_gt4py():
     assert "concat_where replacement" in _model().decide(sdfg, cand).reason
 
 
-def test_unknown_horizontal_extent_is_taken_as_the_known_one():
+def test_unknown_horizontal_extent_is_scaled_from_a_known_one():
     """gt4py knows the size of a dimension reached through a neighbor table (its temporaries
     there have constant extents) while the program's domain stays symbolic: an unknown
-    horizontal extent then counts as the largest known one, not as `default_extent`, so
+    horizontal extent is then scaled from the known one by the icosahedral ratios (a Cell
+    domain next to 1000 known vertices: 2000 cells), not taken as `default_extent`, so
     saved traffic and recomputation are priced on the same scale."""
-    from gt4py_dace_xforms.policy.cost_model import known_horizontal_extent
+    from gt4py_dace_xforms.policy.cost_model import known_horizontal_extent, known_horizontal_extents
 
     h, v = "i_Cell_gtx_horizontal", "i_K_gtx_vertical"
     sdfg = producer_consumer("sizes", params=(h, v), producer_ranges={h: "0:N", v: "0:K"},
@@ -205,9 +206,44 @@ def test_unknown_horizontal_extent_is_taken_as_the_known_one():
     sdfg.add_state_after(sdfg.states()[0]).add_mapped_tasklet(
         "vertices", {"i_Vertex_gtx_horizontal": "0:1000"}, {}, "__o = 1.0",
         {"__o": dace.Memlet("vtx[i_Vertex_gtx_horizontal]")}, external_edges=True)
-    assert known_horizontal_extent(sdfg) == 1000.0
+    assert known_horizontal_extents(sdfg) == {"Vertex": 1000.0} and known_horizontal_extent(sdfg) == 1000.0
     fig = model.estimate(sdfg, _candidate(sdfg))
-    assert fig["points"] == 1000.0 * 80 and {"N", "K"} <= set(fig["assumed"])
+    assert fig["points"] == 2000.0 * 80 and {"N", "K"} <= set(fig["assumed"])
+
+
+@pytest.mark.parametrize("known, dim, expected", [
+    ({"Vertex": 10242.0}, "Edge", 30726.0),   # diag_normal_wind: an Edge domain, its vertices known
+    ({"Vertex": 10242.0}, "Vertex", 10242.0),  # the dimension itself
+    ({"Edge": 30720.0, "Vertex": 10242.0}, "Cell", 20484.0),  # the largest scaled guess
+    ({"Vertex": 10242.0}, None, 10242.0),  # dimension unknown: the largest known
+    ({"Vertex": 10242.0}, "Level", 10242.0),  # not an icosahedral dimension: the largest known
+    ({}, "Edge", None),
+])
+def test_horizontal_guess(known, dim, expected):
+    from gt4py_dace_xforms.policy.cost_model import horizontal_guess
+
+    assert horizontal_guess(known, dim) == expected
+
+
+def test_array_extent_over_the_program_domain_takes_its_dimension():
+    """An array shaped by gt4py's `horizontal_start`/`horizontal_end` spans the program's
+    domain: the one dimension its top-level Maps span with a symbolic extent (an Edge
+    domain next to 1000 known vertices: 3000 edges)."""
+    from gt4py_dace_xforms.policy.cost_model import _shape_dim
+
+    h, v = "i_Edge_gtx_horizontal", "i_K_gtx_vertical"
+    sdfg = producer_consumer("domain", params=(h, v), producer_ranges={h: "horizontal_start:horizontal_end", v: "0:K"},
+                             consumer_ranges={h: "horizontal_start:horizontal_end", v: "0:K-1"},
+                             write=f"{h} - horizontal_start, {v}", reads=[f"{h} - horizontal_start, {v} + 1"],
+                             shape=("horizontal_end - horizontal_start", "K"))  # fmt: skip
+    extent = dace.symbolic.pystr_to_symbolic("horizontal_end - horizontal_start")
+    assert _shape_dim(extent, sdfg) == "Edge"
+    sdfg.add_array("vtx", ["1000"], dace.float64, transient=True)
+    sdfg.add_state_after(sdfg.states()[0]).add_mapped_tasklet(
+        "vertices", {"i_Vertex_gtx_horizontal": "0:1000"}, {}, "__o = 1.0",
+        {"__o": dace.Memlet("vtx[i_Vertex_gtx_horizontal]")}, external_edges=True)
+    fig = gx.CostModel().estimate(sdfg, _candidate(sdfg))
+    assert fig["points"] == 3000.0 * 80 and fig["allocation_bytes"] == 3000.0 * 80 * 8
 
 
 def test_group_of_gathering_readers_pays_for_the_gathers():

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 from typing import Optional
 
 import dace
@@ -378,20 +379,27 @@ class CostModel:
         """Product of the extents; an extent with a symbol of unknown value is taken as
         `default_extent`, or, if it is horizontal (`params`: the Map parameters of the
         extents, gt4py's `i_<Dim>_gtx_horizontal`; for array shapes, a symbol named after
-        a horizontal range), as the largest horizontal extent the SDFG knows
-        (`known_horizontal_extent`); its symbols are reported as assumed."""
+        a horizontal range), as that dimension's size guessed from the horizontal extents
+        the SDFG knows (`horizontal_guess`); its symbols are reported as assumed."""
         known = {**dict(self.representative_sizes), **{k: v for k, v in sdfg.constants.items()}}
         total = 1.0
-        guess = None
+        sizes = None
         for n, extent in enumerate(extents):
             e = to_sympy(extent)
             e = e.subs({s: known[str(s)] for s in e.free_symbols if str(s) in known})
             if e.free_symbols:
                 assumed.update(str(s) for s in e.free_symbols)
-                horizontal = ("gtx_horizontal" in params[n]) if params is not None else _horizontal_symbols(e)
-                if horizontal and guess is None:
-                    guess = known_horizontal_extent(sdfg) or 0.0
-                total *= guess if horizontal and guess else self.default_extent
+                if params is not None:
+                    match = _PARAM_DIM.fullmatch(str(params[n]))
+                    horizontal, dim = match is not None, (match.group(1) if match else None)
+                else:
+                    horizontal, dim = _horizontal_symbols(e), None
+                guess = None
+                if horizontal:
+                    if sizes is None:
+                        sizes = known_horizontal_extents(sdfg)
+                    guess = horizontal_guess(sizes, dim or _shape_dim(e, sdfg))
+                total *= guess if guess else self.default_extent
             else:
                 total *= max(0.0, float(e))
         return total
@@ -410,26 +418,77 @@ def _horizontal_symbols(expr) -> bool:
     return any(h in str(s) for s in expr.free_symbols for h in _HORIZONTAL_HINTS)
 
 
+#: Sizes of the horizontal dimensions relative to one another on an icosahedral grid (a
+#: triangulation of the sphere: edges = 3/2 cells, vertices = cells/2 + 2), as ICON's.
+ICOSAHEDRAL_RATIO = {"Vertex": 1.0, "Cell": 2.0, "Edge": 3.0}
+_PARAM_DIM = re.compile(r"i_(\w+?)_gtx_horizontal")
+_SYMBOL_DIM = re.compile(r"_(Cell|Edge|Vertex)_")
+
+
+def known_horizontal_extents(sdfg: dace.SDFG) -> dict[str, float]:
+    """Dimension -> the largest constant extent of a top-level Map's parameter
+    `i_<Dim>_gtx_horizontal`. gt4py knows the size of a dimension it reaches through a
+    neighbor table (the table's target) and writes such temporaries over all of it,
+    while the program's own domain stays symbolic."""
+    best: dict[str, float] = {}
+    for node in _top_level_maps(sdfg):
+        for p, extent in zip(node.map.params, _extents(node.map)):
+            match = _PARAM_DIM.fullmatch(p)
+            e = to_sympy(extent)
+            if match is not None and not e.free_symbols:
+                best[match.group(1)] = max(best.get(match.group(1), 0.0), float(e))
+    return best
+
+
 def known_horizontal_extent(sdfg: dace.SDFG) -> Optional[float]:
-    """The largest constant extent of a horizontal parameter (`i_<Dim>_gtx_horizontal`)
-    of a top-level Map, or None. gt4py knows the size of a dimension it reaches through a
-    neighbor table (the table's target) and writes such temporaries over all of it, while
-    the program's own domain stays symbolic: counting that domain as `default_extent`
-    points next to a known 10242-vertex temporary made the model take a recomputation it
-    priced 80 times too low (measured 1.5x slower, `compute_diagnostics_from_normal_wind`)."""
-    best = None
+    """The largest constant horizontal extent of a top-level Map, or None."""
+    return max(known_horizontal_extents(sdfg).values(), default=None)
+
+
+def horizontal_guess(known: dict[str, float], dim: Optional[str]) -> Optional[float]:
+    """The size of horizontal dimension `dim` (None: not known which) from the sizes
+    `known`: its own if known; else scaled from a known one by the icosahedral ratios;
+    else the largest known; None if nothing is known. Counting the program's symbolic
+    domain as `default_extent` points next to a known 10242-vertex temporary made the
+    model take a recomputation it priced 80 times too low (measured 1.5x slower,
+    `compute_diagnostics_from_normal_wind`); counting that program's Edge domain as its
+    10242 vertices still priced a recomputation over 30720 edges 3x too low."""
+    if not known:
+        return None
+    if dim in known:
+        return known[dim]
+    if dim in ICOSAHEDRAL_RATIO:
+        scaled = [v * ICOSAHEDRAL_RATIO[dim] / ICOSAHEDRAL_RATIO[d] for d, v in known.items() if d in ICOSAHEDRAL_RATIO]
+        if scaled:
+            return max(scaled)
+    return max(known.values())
+
+
+def _shape_dim(expr, sdfg: dace.SDFG) -> Optional[str]:
+    """The horizontal dimension an array extent with symbols spans: one named in its
+    symbols (`__<field>_Cell_range_0`); for gt4py's `horizontal_start`/`horizontal_end`,
+    the program's domain: the one dimension its top-level Maps span with a symbolic
+    extent; else None."""
+    named = {m.group(1) for s in expr.free_symbols for m in [_SYMBOL_DIM.search(str(s))] if m}
+    if named:
+        return named.pop() if len(named) == 1 else None
+    if not any("horizontal" in str(s) for s in expr.free_symbols):
+        return None
+    dims = set()
+    for node in _top_level_maps(sdfg):
+        for p, extent in zip(node.map.params, _extents(node.map)):
+            match = _PARAM_DIM.fullmatch(p)
+            if match is not None and to_sympy(extent).free_symbols:
+                dims.add(match.group(1))
+    return dims.pop() if len(dims) == 1 else None
+
+
+def _top_level_maps(sdfg: dace.SDFG):
     for state in sdfg.states():
         scopes = state.scope_dict()  # once per state: `entry_node` per node is quadratic
         for node in state.nodes():
-            if not isinstance(node, dn.MapEntry) or scopes[node] is not None:
-                continue
-            for p, extent in zip(node.map.params, _extents(node.map)):
-                if "gtx_horizontal" not in p:
-                    continue
-                e = to_sympy(extent)
-                if not e.free_symbols:
-                    best = max(best or 0.0, float(e))
-    return best
+            if isinstance(node, dn.MapEntry) and scopes[node] is None:
+                yield node
 
 
 def _input_reads(state, prod) -> int:
