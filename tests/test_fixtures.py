@@ -48,7 +48,10 @@ def test_icon4py_fixture_stock_inline_fuser_accepts_none_ours_applies(fixtures):
           f"{fixture_lib.count_2d_transients(sound)}); CPU cost model: {len(report.applied)} applied "
           f"({report.copies} copies), 2-D transients {before} -> {after}\n{report.table()}")
     assert len(everything.applied) >= 10 and fixture_lib.count_2d_transients(sound) <= before - 5
-    assert 0 < len(report.applied) < len(everything.applied) and after <= before - 5
+    # The model keeps gtir_tmp_15 (three readers, 39 M operations recomputed against 13 MB:
+    # no gain at the fitted CPU balance) and removes gtir_tmp_49 and gtir_tmp_63.
+    assert 0 < len(report.applied) < len(everything.applied) and after <= before - 4
+    assert not any(r.intermediate == "gtir_tmp_15" for r in report.applied)
     sdfg.validate()
 
 
