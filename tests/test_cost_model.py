@@ -335,3 +335,91 @@ def test_memory_mode_reaches_the_default_cost_model():
         optimization_hooks(reports=reports, transient_memory_mode=mode, copy_chains=False)[INLINE_STAGES[0]](sdfg)
         assert len(reports[0].applied) == applied, reports[0].table()
 
+
+
+def _readers_in_branches(name="exclusive", *, loop=False):
+    """A producer that gathers (three table-like loads per point) writes `tmp`; an if/else
+    on `flag` reads it at k+1 in each branch, into `out` or `out2`, as icon4py's
+    apply_diffusion_to_vn reads `gtir_tmp_82` under `limited_area` and its else. `loop`:
+    the if/else is repeated by a loop (both branches may then run in one call)."""
+    from dace.sdfg.state import ConditionalBlock, ControlFlowRegion, LoopRegion
+
+    sdfg = dace.SDFG(name)
+    sdfg.add_symbol("flag", dace.int32)
+    for data in ("a", "out", "out2"):
+        sdfg.add_array(data, ["N", "K"], dace.float64)
+    sdfg.add_array("tmp", ["N", "K"], dace.float64, transient=True)
+    produce = sdfg.add_state("produce", is_start_block=True)
+    produce.add_mapped_tasklet(
+        "producer", {"i": "0:N", "k": "0:K"}, {"__a": dace.Memlet("a[0:N, k]")},
+        "__out = __a[(7 * i) % N] + __a[(3 * i) % N] + __a[(5 * i) % N]", {"__out": dace.Memlet("tmp[i, k]")},
+        external_edges=True)  # fmt: skip
+    block = ConditionalBlock("choose")
+    parent = sdfg
+    if loop:
+        sdfg.add_symbol("it", dace.int32)
+        parent = LoopRegion("repeat", "it < 2", "it", "it = 0", "it = it + 1")
+        sdfg.add_node(parent)
+        sdfg.add_edge(produce, parent, dace.InterstateEdge())
+        parent.add_node(block, is_start_block=True)
+    else:
+        sdfg.add_node(block)
+        sdfg.add_edge(produce, block, dace.InterstateEdge())
+    for n, (cond, out) in enumerate((("flag > 0", "out"), (None, "out2"))):
+        region = ControlFlowRegion(f"branch_{n}", sdfg=sdfg)
+        block.add_branch(None if cond is None else dace.properties.CodeBlock(cond), region)
+        st = region.add_state(f"read_{n}", is_start_block=True)
+        st.add_mapped_tasklet(f"reader_{n}", {"i": "0:N", "k": "0:K-1"}, {"__t": dace.Memlet("tmp[i, k + 1]")},
+                              "__o = 2.0 * __t", {"__o": dace.Memlet(f"{out}[i, k]")}, external_edges=True)
+    sdfg.validate()
+    return sdfg
+
+
+def _reader_states(sdfg):
+    return sorted((st for st in sdfg.all_states() if st.label.startswith("read_")), key=lambda st: st.label)
+
+
+def test_readers_in_the_two_branches_of_an_if_else_are_priced_as_one_call_runs_them():
+    """Readers in different branches never run in the same call: the group is priced per
+    set of readers one call may run (here one copy, which replaces the producer and its
+    gathers), not as the sum. In one state the same two readers are declined (above)."""
+    from gt4py_dace_xforms.analysis.crossstate import co_executed_sets, mutually_exclusive
+
+    sdfg = _readers_in_branches()
+    first, second = _reader_states(sdfg)
+    assert mutually_exclusive(first, second) and not mutually_exclusive(first, first)
+    assert sorted(map(sorted, co_executed_sets([first, second]))) == [[0], [1]]
+    report = gx.gt_inline_fusion(sdfg, cost_model=_model())
+    assert len(report.applied) == 2 and "tmp" not in sdfg.arrays, report.table()
+    fig = report.applied[0].figures
+    assert fig["group_exclusive_sets"] == 2 and fig["group_recomputed_points"] == 0, fig
+    sdfg.validate()
+
+
+def test_readers_in_branches_a_loop_repeats_are_priced_together():
+    """Around a loop both branches may run in one call: they are not exclusive (the
+    analysis declines the cross-state read there anyway), and the SDFG stays as it was."""
+    from gt4py_dace_xforms.analysis.crossstate import co_executed_sets, mutually_exclusive
+
+    sdfg = _readers_in_branches("exclusive_loop", loop=True)
+    first, second = _reader_states(sdfg)
+    assert not mutually_exclusive(first, second) and co_executed_sets([first, second]) == [frozenset({0, 1})]
+    before = sdfg.hash_sdfg()
+    report = gx.gt_inline_fusion(sdfg, cost_model=_model())
+    assert not report.applied, report.table()
+    assert sdfg.hash_sdfg() == before
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("flag", [1, 0])
+def test_readers_in_branches_inlined_equal_untransformed(flag):
+    import numpy as np
+    from builders import compare_before_after
+
+    sdfg = _readers_in_branches(f"exclusive_run_{flag}")
+    after = copy.deepcopy(sdfg)
+    assert len(gx.gt_inline_fusion(after, cost_model=_model()).applied) == 2
+    syms = dict(N=7, K=6, flag=flag)
+    rng = np.random.default_rng(5)
+    arrays = {n: rng.random((7, 6)) for n in ("a", "out", "out2")}
+    compare_before_after(sdfg, after, arrays, syms, outputs=("out", "out2"))

@@ -12,7 +12,7 @@ from typing import Iterable, Optional
 
 import dace
 import networkx as nx
-from dace.sdfg.state import ControlFlowRegion, LoopRegion, SDFGState
+from dace.sdfg.state import ConditionalBlock, ControlFlowRegion, LoopRegion, SDFGState
 
 
 def _top_block(sdfg: dace.SDFG, state: SDFGState):
@@ -96,3 +96,50 @@ def cross_state_conflict(
         if assigned:
             return f"symbols {sorted(assigned)} are reassigned between producer and consumer"
     return None
+
+
+def _branch_path(state: SDFGState) -> Optional[dict[int, tuple[object, int]]]:
+    """id(block) -> (block, index of its branch holding `state`) for every
+    `ConditionalBlock` around `state`; None if a loop (a `LoopRegion` or a cycle of
+    interstate edges) is around it, where different iterations may take different
+    branches."""
+    path: dict[int, tuple[object, int]] = {}
+    child, g = state, state.parent_graph
+    while g is not None:
+        if isinstance(g, LoopRegion):
+            return None
+        if isinstance(g, ConditionalBlock):
+            index = next((i for i, (_, region) in enumerate(g.branches) if region is child), None)
+            if index is None:
+                return None
+            path[id(g)] = (g, index)
+        elif isinstance(g, ControlFlowRegion) and not nx.is_directed_acyclic_graph(g.nx):
+            return None
+        if isinstance(g, dace.SDFG):
+            break
+        child, g = g, g.parent_graph
+    return path
+
+
+def mutually_exclusive(a: SDFGState, b: SDFGState) -> bool:
+    """True only if no call runs both states: they lie in different branches of one
+    `ConditionalBlock` that no loop repeats (conservatively False otherwise)."""
+    pa, pb = _branch_path(a), _branch_path(b)
+    if pa is None or pb is None:
+        return False
+    return any(pa[k][1] != pb[k][1] for k in pa.keys() & pb.keys())
+
+
+def co_executed_sets(states: list[SDFGState], limit: int = 12) -> list[frozenset[int]]:
+    """The maximal sets of indices into `states` that one call may all run (no two
+    `mutually_exclusive`). More than `limit` states: one set of all (conservative)."""
+    n = len(states)
+    everything = frozenset(range(n))
+    if n > limit:
+        return [everything]
+    clash = {(i, j) for i in range(n) for j in range(i + 1, n) if mutually_exclusive(states[i], states[j])}
+    if not clash:
+        return [everything]
+    fits = [frozenset(i for i in range(n) if mask >> i & 1) for mask in range(1, 1 << n)]
+    fits = [s for s in fits if not any((i, j) in clash for i in s for j in s if i < j)]
+    return [s for s in fits if not any(s < t for t in fits)]

@@ -56,6 +56,7 @@ from dace.sdfg.state import LoopRegion
 
 from gt4py_dace_xforms.analysis.broadcast import gt4py_replacement_fails
 from gt4py_dace_xforms.analysis.candidate import InlineCandidate
+from gt4py_dace_xforms.analysis.crossstate import co_executed_sets
 from gt4py_dace_xforms.analysis.symbolic import to_sympy
 from gt4py_dace_xforms.policy.default import Decision, too_many_copies
 
@@ -199,7 +200,10 @@ class CostModel:
                      writeback_points: Optional[tuple] = None) -> Decision:
         """`cand` as one of `group`, all readers of an intermediate, all inlinable: inlining
         them all removes the intermediate, so its write and every read pass are saved, and
-        the producer's own work and loads go away; every reader's copies are paid.
+        the producer's own work, loads and gathers go away; every reader's copies are paid.
+        Readers in different branches of an if/else never run in the same call: each set
+        of readers that one call may run (`co_executed_sets`) is priced, the least gain
+        decides.
 
         `writeback_points`: the extents of a write-back copy that is then retargeted (its
         writers write the output): the producer keeps computing those points, and the
@@ -217,11 +221,9 @@ class CostModel:
         figs = [self.estimate(sdfg, c) for c in group]
         desc = sdfg.arrays[cand.intermediate.data]
         volume = self._points(desc.shape, sdfg, set())
-        saved = volume * desc.dtype.bytes + sum(f["saved_bytes"] for f in figs)
         kept = 0.0
         if writeback_points is not None:
             kept = min(volume, self._points(writeback_points, sdfg, set()))
-            saved += kept * desc.dtype.bytes
         own = next(f for f, c in zip(figs, group) if c is cand)
         if own["ops_per_copy"] > self.max_ops_per_copy:
             return Decision(False, f"{own['ops_per_copy']:.0f} operations per copy exceed {self.max_ops_per_copy}",
@@ -229,20 +231,35 @@ class CostModel:
         producer_ops = own["ops_per_copy"] * (volume - kept)
         producer_work = producer_ops * self.balance
         # Gathers (loads through a neighbor table) are repeated by every copy of every
-        # reader: left out here, a group of two readers of a 48-operation neighbor
-        # interpolation was accepted in icon4py's apply_diffusion_to_vn and measured
+        # reader, less the producer's own: left out, a group of two readers of a 48-operation
+        # neighbor interpolation was accepted in icon4py's apply_diffusion_to_vn and measured
         # 1.28x slower alone (bench/oracle/apply_diffusion_to_vn_before.txt).
-        cost = sum(f["extra_work_bytes"] + f["gather_bytes"] for f in figs) - producer_work
+        producer_gathers = own["gathers_per_point"] * (volume - kept) * desc.dtype.bytes
         allocation = volume * desc.dtype.bytes
         worth = allocation * self.allocation_weight
-        # Every copy of every reader evaluates its points; the producer evaluated the
-        # intermediate's volume (less what it keeps writing for a retargeted copy) once.
-        recomputed = max(sum(f["points"] * f["copies"] for f in figs) - (volume - kept), 0.0)
+
+        def price(members: frozenset[int]) -> dict:
+            fs = [figs[i] for i in sorted(members)]
+            gathers = sum(f["gather_bytes"] for f in fs)
+            return dict(
+                saved=volume * desc.dtype.bytes + kept * desc.dtype.bytes + sum(f["saved_bytes"] for f in fs),
+                cost=sum(f["extra_work_bytes"] for f in fs) - producer_work + gathers - producer_gathers,
+                ops=sum(f["extra_ops"] for f in fs) - producer_ops, gathers=gathers - producer_gathers,
+                # every copy evaluates its points; the producer evaluated the intermediate's
+                # volume (less what it keeps writing for a retargeted copy) once
+                recomputed=max(sum(f["points"] * f["copies"] for f in fs) - (volume - kept), 0.0))
+
+        # Readers in different branches of an if/else never run in the same call (icon4py's
+        # apply_diffusion_to_vn reads gtir_tmp_82 under `limited_area` and under its else):
+        # each set of readers one call may run is priced, and the least gain decides.
+        prices = [price(m) for m in co_executed_sets([c.state for c in group])]
+        worst = min(prices, key=lambda p: p["saved"] - p["cost"])
+        saved, cost, recomputed = worst["saved"], worst["cost"], max(p["recomputed"] for p in prices)
         fig = dict(own, group_size=len(group), group_saved_bytes=saved,
                    group_extra_work_bytes=cost, gain_bytes=saved + worth - cost,
                    group_allocation_bytes=allocation, group_allocation_worth_bytes=worth,
-                   group_extra_ops=sum(f["extra_ops"] for f in figs) - producer_ops,
-                   group_gather_bytes=sum(f["gather_bytes"] for f in figs),
+                   group_extra_ops=worst["ops"], group_gather_bytes=worst["gathers"],
+                   group_exclusive_sets=len(prices),
                    writeback_retarget=writeback_points is not None, group_recomputed_points=recomputed)
         persistent = self._recomputes_for_nothing(recomputed, any(f["in_scan_loop"] for f in figs))
         if persistent:
@@ -368,6 +385,7 @@ class CostModel:
             "allocation_worth_bytes": allocation_worth,
             "extra_load_bytes": extra_loads,
             "gather_bytes": gather_bytes,
+            "gathers_per_point": gathers,
             "extra_ops": extra_ops,
             "extra_work_bytes": extra_work,
             # points evaluated more than once per call: every copy beyond the producer's own
