@@ -230,10 +230,12 @@ class CostModel:
                             figures=own)
         producer_ops = own["ops_per_copy"] * (volume - kept)
         producer_work = producer_ops * self.balance
-        # Gathers (loads through a neighbor table) are repeated by every copy of every
-        # reader, less the producer's own: left out, a group of two readers of a 48-operation
-        # neighbor interpolation was accepted in icon4py's apply_diffusion_to_vn and measured
-        # 1.28x slower alone (bench/oracle/apply_diffusion_to_vn_before.txt).
+        # Gathers (loads through a neighbor table) are paid by every copy of every reader,
+        # and the producer's own go away. Not charged at all, a group that repeats a neighbor
+        # interpolation would look free (icon4py's apply_diffusion_to_vn `gtir_tmp_82`, then
+        # priced as two copies in one call: 1.28x slower alone, glibc and an older library,
+        # bench/oracle/apply_diffusion_to_vn_before.txt). Its readers are in the two branches
+        # of an if/else: one copy per call, 0.94 / 0.93 of stock alone under `fresh`.
         producer_gathers = own["gathers_per_point"] * (volume - kept) * desc.dtype.bytes
         allocation = volume * desc.dtype.bytes
         worth = allocation * self.allocation_weight
