@@ -229,7 +229,7 @@ def test_array_extent_over_the_program_domain_takes_its_dimension():
     """An array shaped by gt4py's `horizontal_start`/`horizontal_end` spans the program's
     domain: the one dimension its top-level Maps span with a symbolic extent (an Edge
     domain next to 1000 known vertices: 3000 edges)."""
-    from gt4py_dace_xforms.policy.cost_model import _shape_dim
+    from gt4py_dace_xforms.policy.cost_model import _shape_dim, horizontal_extents
 
     h, v = "i_Edge_gtx_horizontal", "i_K_gtx_vertical"
     sdfg = producer_consumer("domain", params=(h, v), producer_ranges={h: "horizontal_start:horizontal_end", v: "0:K"},
@@ -237,7 +237,7 @@ def test_array_extent_over_the_program_domain_takes_its_dimension():
                              write=f"{h} - horizontal_start, {v}", reads=[f"{h} - horizontal_start, {v} + 1"],
                              shape=("horizontal_end - horizontal_start", "K"))  # fmt: skip
     extent = dace.symbolic.pystr_to_symbolic("horizontal_end - horizontal_start")
-    assert _shape_dim(extent, sdfg) == "Edge"
+    assert _shape_dim(extent, horizontal_extents(sdfg)[1]) == "Edge"
     sdfg.add_array("vtx", ["1000"], dace.float64, transient=True)
     sdfg.add_state_after(sdfg.states()[0]).add_mapped_tasklet(
         "vertices", {"i_Vertex_gtx_horizontal": "0:1000"}, {}, "__o = 1.0",

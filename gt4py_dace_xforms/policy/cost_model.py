@@ -419,8 +419,8 @@ class CostModel:
                 guess = None
                 if horizontal:
                     if sizes is None:
-                        sizes = known_horizontal_extents(sdfg)
-                    guess = horizontal_guess(sizes, dim or _shape_dim(e, sdfg))
+                        sizes, domain = horizontal_extents(sdfg)
+                    guess = horizontal_guess(sizes, dim or _shape_dim(e, domain))
                 total *= guess if guess else self.default_extent
             else:
                 total *= max(0.0, float(e))
@@ -447,19 +447,34 @@ _PARAM_DIM = re.compile(r"i_(\w+?)_gtx_horizontal")
 _SYMBOL_DIM = re.compile(r"_(Cell|Edge|Vertex)_")
 
 
+def horizontal_extents(sdfg: dace.SDFG) -> tuple[dict[str, float], set[str]]:
+    """One pass over the top-level Maps' parameters `i_<Dim>_gtx_horizontal`: dimension ->
+    the largest constant extent, and the dimensions spanned with a symbolic extent (the
+    program's domain). gt4py knows the size of a dimension it reaches through a neighbor
+    table (the table's target) and writes such temporaries over all of it, while the
+    program's own domain stays symbolic."""
+    known: dict[str, float] = {}
+    symbolic: set[str] = set()
+    for state in sdfg.states():
+        scopes = state.scope_dict()  # once per state: `entry_node` per node is quadratic
+        for node in state.nodes():
+            if not isinstance(node, dn.MapEntry) or scopes[node] is not None:
+                continue
+            for p, extent in zip(node.map.params, _extents(node.map)):
+                match = _PARAM_DIM.fullmatch(p)
+                if match is None:
+                    continue
+                e = to_sympy(extent)
+                if e.free_symbols:
+                    symbolic.add(match.group(1))
+                else:
+                    known[match.group(1)] = max(known.get(match.group(1), 0.0), float(e))
+    return known, symbolic
+
+
 def known_horizontal_extents(sdfg: dace.SDFG) -> dict[str, float]:
-    """Dimension -> the largest constant extent of a top-level Map's parameter
-    `i_<Dim>_gtx_horizontal`. gt4py knows the size of a dimension it reaches through a
-    neighbor table (the table's target) and writes such temporaries over all of it,
-    while the program's own domain stays symbolic."""
-    best: dict[str, float] = {}
-    for node in _top_level_maps(sdfg):
-        for p, extent in zip(node.map.params, _extents(node.map)):
-            match = _PARAM_DIM.fullmatch(p)
-            e = to_sympy(extent)
-            if match is not None and not e.free_symbols:
-                best[match.group(1)] = max(best.get(match.group(1), 0.0), float(e))
-    return best
+    """Dimension -> the largest constant extent of a top-level Map over it."""
+    return horizontal_extents(sdfg)[0]
 
 
 def known_horizontal_extent(sdfg: dace.SDFG) -> Optional[float]:
@@ -486,31 +501,17 @@ def horizontal_guess(known: dict[str, float], dim: Optional[str]) -> Optional[fl
     return max(known.values())
 
 
-def _shape_dim(expr, sdfg: dace.SDFG) -> Optional[str]:
+def _shape_dim(expr, domain: set[str]) -> Optional[str]:
     """The horizontal dimension an array extent with symbols spans: one named in its
     symbols (`__<field>_Cell_range_0`); for gt4py's `horizontal_start`/`horizontal_end`,
-    the program's domain: the one dimension its top-level Maps span with a symbolic
-    extent; else None."""
+    the program's domain: the one dimension in `domain` (the dimensions top-level Maps
+    span with a symbolic extent, `horizontal_extents`); else None."""
     named = {m.group(1) for s in expr.free_symbols for m in [_SYMBOL_DIM.search(str(s))] if m}
     if named:
         return named.pop() if len(named) == 1 else None
-    if not any("horizontal" in str(s) for s in expr.free_symbols):
+    if not any("horizontal" in str(s) for s in expr.free_symbols) or len(domain) != 1:
         return None
-    dims = set()
-    for node in _top_level_maps(sdfg):
-        for p, extent in zip(node.map.params, _extents(node.map)):
-            match = _PARAM_DIM.fullmatch(p)
-            if match is not None and to_sympy(extent).free_symbols:
-                dims.add(match.group(1))
-    return dims.pop() if len(dims) == 1 else None
-
-
-def _top_level_maps(sdfg: dace.SDFG):
-    for state in sdfg.states():
-        scopes = state.scope_dict()  # once per state: `entry_node` per node is quadratic
-        for node in state.nodes():
-            if isinstance(node, dn.MapEntry) and scopes[node] is None:
-                yield node
+    return next(iter(domain))
 
 
 def _input_reads(state, prod) -> int:
