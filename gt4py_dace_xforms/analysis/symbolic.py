@@ -50,12 +50,13 @@ def _prove_nonnegative(expr: sympy.Expr, _depth: int) -> Optional[bool]:
         if not isinstance(core, (sympy.Max, sympy.Min)) or coeff not in (1, -1):
             continue
         rest = e - term
-        args = [coeff * a + rest for a in core.args]
-        need_all = (coeff == 1) == isinstance(core, sympy.Min)
-        results = [_prove_nonnegative(sympy.expand(a), _depth + 1) for a in args]
-        if need_all and all(r is True for r in results):
-            return True
-        if not need_all and any(r is True for r in results):
+        cases = (sympy.expand(coeff * a + rest) for a in core.args)
+        # Lazily: each case recurses up to _MAX_DEPTH through sympy's assumptions, and
+        # the first one that decides is enough (4x less time in the target's pass).
+        if (coeff == 1) == isinstance(core, sympy.Min):
+            if all(_prove_nonnegative(c, _depth + 1) is True for c in cases):
+                return True
+        elif any(_prove_nonnegative(c, _depth + 1) is True for c in cases):
             return True
     return None
 
@@ -92,9 +93,18 @@ def prove_any(alternatives: Sequence[Sequence], facts: Iterable = ()) -> bool:
 
     The search has a budget; running out means "not proven".
     """
-    alts = [tuple(sympy.expand(to_sympy(x)) for x in alt) for alt in alternatives]
+    alts = tuple(tuple(sympy.expand(to_sympy(x)) for x in alt) for alt in alternatives)
     fs = tuple(sympy.expand(to_sympy(f)) for f in facts)
-    return _any(alts, fs, 0, [_CASE_BUDGET])
+    return _prove_any(alts, fs)
+
+
+# The pass re-analyses every candidate each round and prices groups by analysing every
+# sibling, so the same query comes back many times (the target: 266 queries, 48
+# distinct); a failed one costs the whole case-split budget each time. The result depends
+# on the expressions alone (the budget starts afresh), so it is kept.
+@functools.lru_cache(maxsize=4096)
+def _prove_any(alts: tuple, facts: tuple) -> bool:
+    return _any(list(alts), facts, 0, [_CASE_BUDGET])
 
 
 def _holds(x, facts, subs) -> bool:
