@@ -48,8 +48,8 @@ class ProducerSlice:
     Attributes:
         map_entry, map_exit: the producer Map.
         write_edge: the edge inside the Map that writes the intermediate's element.
-        nodes: the nodes inside the Map the written value depends on (topological
-            order is not implied; the rewrite copies edges, not order).
+        nodes: the nodes inside the Map the written value depends on, in the state's
+            node order (deterministic; not topological: the rewrite copies edges).
         inputs: outside data read by the slice, one entry per data name.
         write_terms: the write index per dimension of the intermediate as
             `producer_param + c` (or a constant with `param=None`).
@@ -60,7 +60,7 @@ class ProducerSlice:
     map_entry: dn.MapEntry
     map_exit: dn.MapExit
     write_edge: dace.sdfg.graph.MultiConnectorEdge
-    nodes: frozenset
+    nodes: tuple
     inputs: tuple[SliceInput, ...]
     write_terms: tuple[IndexTerm, ...]
     param_ranges: tuple[tuple[str, object, object], ...]
@@ -116,8 +116,10 @@ def referenced_elsewhere(sdfg: dace.SDFG, data: str, nodes, users=None) -> bool:
     return data in interstate_reads(sdfg)
 
 
-def slice_nodes(state: SDFGState, map_entry: dn.MapEntry, start: dn.Node) -> frozenset:
-    """All nodes inside the Map from which `start` is reachable, `start` included."""
+def slice_nodes(state: SDFGState, map_entry: dn.MapEntry, start: dn.Node) -> tuple:
+    """All nodes inside the Map from which `start` is reachable, `start` included, in the
+    state's node order: a set of nodes iterates in address order, which made the inlined
+    copy's node order and the first decline's message differ from one process to the next."""
     seen: set = set()
     stack = [start]
     while stack:
@@ -126,7 +128,7 @@ def slice_nodes(state: SDFGState, map_entry: dn.MapEntry, start: dn.Node) -> fro
             continue
         seen.add(node)
         stack.extend(e.src for e in state.in_edges(node))
-    return frozenset(seen)
+    return tuple(n for n in state.nodes() if n in seen)
 
 
 def analyse_producer(
@@ -184,7 +186,7 @@ def analyse_producer(
             return Decline(f"producer writes one element from several iterations (parameter '{p}' unused)")
         fixed.append((p, to_sympy(first)))
 
-    nodes = slice_nodes(state, map_entry, write_edge.src) if write_edge.src is not map_entry else frozenset()
+    nodes = slice_nodes(state, map_entry, write_edge.src) if write_edge.src is not map_entry else ()
     reason = _check_slice_nodes(sdfg, state, map_entry, nodes, write_edge, users)
     if reason:
         return Decline(reason)
