@@ -193,20 +193,20 @@ def test_unknown_horizontal_extent_is_scaled_from_a_known_one():
     horizontal extent is then scaled from the known one by the icosahedral ratios (a Cell
     domain next to 1000 known vertices: 2000 cells), not taken as `default_extent`, so
     saved traffic and recomputation are priced on the same scale."""
-    from gt4py_dace_xforms.policy.cost_model import known_horizontal_extent, known_horizontal_extents
+    from gt4py_dace_xforms.policy.cost_model import horizontal_extents
 
     h, v = "i_Cell_gtx_horizontal", "i_K_gtx_vertical"
     sdfg = producer_consumer("sizes", params=(h, v), producer_ranges={h: "0:N", v: "0:K"},
                              consumer_ranges={h: "0:N", v: "0:K-1"}, write=f"{h}, {v}", reads=[f"{h}, {v} + 1"])  # fmt: skip
     model = gx.CostModel()
-    assert known_horizontal_extent(sdfg) is None
+    assert horizontal_extents(sdfg) == ({}, {"Cell"})
     assert model.estimate(sdfg, _candidate(sdfg))["points"] == 80.0 * 80
     # a Map over 1000 vertices elsewhere (gt4py's temporaries reached through a table)
     sdfg.add_array("vtx", ["1000"], dace.float64, transient=True)
     sdfg.add_state_after(sdfg.states()[0]).add_mapped_tasklet(
         "vertices", {"i_Vertex_gtx_horizontal": "0:1000"}, {}, "__o = 1.0",
         {"__o": dace.Memlet("vtx[i_Vertex_gtx_horizontal]")}, external_edges=True)
-    assert known_horizontal_extents(sdfg) == {"Vertex": 1000.0} and known_horizontal_extent(sdfg) == 1000.0
+    assert horizontal_extents(sdfg) == ({"Vertex": 1000.0}, {"Cell"})
     fig = model.estimate(sdfg, _candidate(sdfg))
     assert fig["points"] == 2000.0 * 80 and {"N", "K"} <= set(fig["assumed"])
 

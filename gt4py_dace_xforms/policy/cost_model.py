@@ -472,16 +472,6 @@ def horizontal_extents(sdfg: dace.SDFG) -> tuple[dict[str, float], set[str]]:
     return known, symbolic
 
 
-def known_horizontal_extents(sdfg: dace.SDFG) -> dict[str, float]:
-    """Dimension -> the largest constant extent of a top-level Map over it."""
-    return horizontal_extents(sdfg)[0]
-
-
-def known_horizontal_extent(sdfg: dace.SDFG) -> Optional[float]:
-    """The largest constant horizontal extent of a top-level Map, or None."""
-    return max(known_horizontal_extents(sdfg).values(), default=None)
-
-
 def horizontal_guess(known: dict[str, float], dim: Optional[str]) -> Optional[float]:
     """The size of horizontal dimension `dim` (None: not known which) from the sizes
     `known`: its own if known; else scaled from a known one by the icosahedral ratios;
