@@ -44,7 +44,7 @@ import cases as bench_cases  # noqa: E402
 from verdicts import configs  # noqa: E402
 
 from gt4py_dace_xforms.integration.programs import copy_args  # noqa: E402
-from gt4py_dace_xforms.integration.timing import ALLOCATORS, pin_allocator  # noqa: E402
+from gt4py_dace_xforms.integration.timing import ALLOCATORS, MIN_FLOOR, MIN_SPAN_S, pin_allocator  # noqa: E402
 
 GOALS = {"target_time_ratio": 0.80, "target_2d_transients": 3, "opt_time_ratio": 1.15}
 RTOL = 1e-12
@@ -195,14 +195,17 @@ def compare_outputs(got: dict[str, np.ndarray], ref: dict[str, np.ndarray]) -> d
 
 def time_config(case_name: str, callers: dict, args: dict, offset_provider: dict, *, rounds: int,
                 threads: int | None, sync, max_rounds: int | None = None, malloc: str = "glibc",
-                extend_s: float = 0.0) -> dict:  # fmt: skip
+                extend_s: float = 0.0, min_span_s: float = 0.0) -> dict:  # fmt: skip
     """The builds of one memory mode at `threads` OpenMP threads (None: left as they are, the
     GPU's case) with the allocator pinned to `malloc` (`timing.ALLOCATORS`): per-round
     times, ratios to stock with their intervals, the A/A floor and the inlined build's
     verdict. An undecided verdict gets more rounds up to `max_rounds`, and beyond that while
-    this configuration's timing has taken less than `extend_s` seconds (`timing.may_extend`)."""
+    this configuration's timing has taken less than `extend_s` seconds (`timing.may_extend`);
+    a decided one gets more while its rounds span less than `min_span_s` seconds
+    (`timing.short_span`). Both stop at 20 batches."""
     from gt4py_dace_xforms.integration.timing import (
-        Timing, may_extend, omp_threads, pin_allocator, reallocation_faults_per_mib, time_rounds, undecided, verdict,
+        Timing, may_extend, omp_threads, pin_allocator, reallocation_faults_per_mib, short_span, time_rounds, undecided,
+        verdict,
     )  # fmt: skip
 
     pin_allocator(malloc)
@@ -217,13 +220,18 @@ def time_config(case_name: str, callers: dict, args: dict, offset_provider: dict
         v = verdict(timing["inlined"].ratio, timing["A/A"].ratio)
         done = len(times["stock"])
         spent = time.perf_counter() - t_timing
-        if not undecided(timing["inlined"].ratio, timing["A/A"].ratio) or not may_extend(
-            done, rounds, max_rounds or rounds, spent_s=spent, budget_s=extend_s
-        ):
+        if undecided(timing["inlined"].ratio, timing["A/A"].ratio):
+            # The interval straddles an edge of the floor: another batch of rounds (balanced
+            # orders again) narrows both intervals until the verdict is clear or the limit.
+            if not may_extend(done, rounds, max_rounds or rounds, spent_s=spent, budget_s=extend_s):
+                break
+            why = "undecided"
+        elif short_span(done, rounds, spent_s=spent, min_span_s=min_span_s):
+            # Decided, but within a few seconds: one of the machine's phases, not a result yet.
+            why = f"{spent:.1f} s of rounds"
+        else:
             break
-        # The interval straddles an edge of the floor: another batch of rounds (balanced
-        # orders again) narrows both intervals until the verdict is clear or the limit.
-        log(f"{case_name}: {malloc}: {threads or '-'} thread(s): undecided after {done} rounds ({v.ratio.text()}, "
+        log(f"{case_name}: {malloc}: {threads or '-'} thread(s): {why} after {done} rounds ({v.ratio.text()}, "
             f"floor ±{100 * v.floor:.1f}%): {rounds} more")  # fmt: skip
         for label, t in time_rounds(calls, args, rounds, sync=sync).items():
             times[label] += t
@@ -236,10 +244,13 @@ def time_config(case_name: str, callers: dict, args: dict, offset_provider: dict
         # that the pin took: ~256 where each call's blocks get new pages, ~0 where reused
         "faults_per_mib": faults,
         "rounds": len(times["stock"]),
+        "span_s": round(time.perf_counter() - t_timing, 2),
         "median_ms": {label: t.median_ms for label, t in timing.items()},
         "times_ms": {label: [round(1e3 * x, 4) for x in t.seconds] for label, t in timing.items()},
         "ratio": {label: dataclasses.asdict(timing[label].ratio) for label in ("A/A", "inlined")},
         "floor": v.floor,
+        # the A/A interval's own reach, before `timing.MIN_FLOOR`
+        "aa_reach": max(abs(timing["A/A"].ratio.lo - 1.0), abs(timing["A/A"].ratio.hi - 1.0)),
         "verdict": v.word,
         "verdict_text": v.text(),
     }
@@ -250,7 +261,7 @@ def time_config(case_name: str, callers: dict, args: dict, offset_provider: dict
 
 def run_mode(case: bench_cases.Case, program, mode: str, args: dict, offset_provider: dict, *, gpu: bool,
              rounds: int, threads: list[int | None], max_rounds: int | None = None,
-             malloc: str = "glibc", extend_s: float = 0.0) -> tuple[dict, dict]:  # fmt: skip
+             malloc: str = "glibc", extend_s: float = 0.0, min_span_s: float = 0.0) -> tuple[dict, dict]:  # fmt: skip
     """Stock, a second stock (A/A) and the inlined build with memory mode `mode`: compiled,
     outputs compared with stock, timed at each thread count. Returns (results, builds)."""
     from gt4py_dace_xforms.integration.compare import inline_build, stock_build
@@ -289,7 +300,7 @@ def run_mode(case: bench_cases.Case, program, mode: str, args: dict, offset_prov
     del results
     res["timings"] = [
         time_config(f"{case.name} [{mode}]", callers, args, offset_provider, rounds=rounds, threads=n, sync=sync,
-                    max_rounds=max_rounds, malloc=malloc, extend_s=extend_s)
+                    max_rounds=max_rounds, malloc=malloc, extend_s=extend_s, min_span_s=min_span_s)
         for n in threads
     ]
     return res, builds
@@ -297,7 +308,7 @@ def run_mode(case: bench_cases.Case, program, mode: str, args: dict, offset_prov
 
 def run_case(case: bench_cases.Case, *, quick: bool, gpu: bool, rounds: int, threads: list[int | None],
              modes: list[str], max_rounds: int | None = None, malloc: str = "glibc",
-             extend_s: float = 0.0) -> dict:  # fmt: skip
+             extend_s: float = 0.0, min_span_s: float = 0.0) -> dict:  # fmt: skip
     from gt4py_dace_xforms.integration.compare import two_d_transients
 
     sizes = case.sizes(quick)
@@ -314,7 +325,8 @@ def run_case(case: bench_cases.Case, *, quick: bool, gpu: bool, rounds: int, thr
         for mode in modes:
             stage = f"memory mode {mode}"
             res, builds = run_mode(case, program, mode, args, offset_provider, gpu=gpu, rounds=rounds, threads=threads,
-                                   max_rounds=max_rounds, malloc=malloc, extend_s=extend_s)
+                                   max_rounds=max_rounds, malloc=malloc, extend_s=extend_s,
+                                   min_span_s=min_span_s)
             row["modes"][mode] = res
             bad = [f"{who} {k}" for who in ("inlined_vs_stock", "aa_vs_stock")
                    for k, v in res[who]["outputs"].items() if not v["allclose"]]  # fmt: skip
@@ -416,8 +428,8 @@ def timing_table(rows: list[dict]) -> str:
     rounds = {t["rounds"] for _, _, t in configs(rows)}
     note = (
         f"ratios: median of {'/'.join(map(str, sorted(rounds)))} per-round ratios to stock [a distribution-free >= 95%"
-        " interval for it]; floor: how far from 1 the A/A interval reaches; faster/slower only when the whole"
-        " interval lies beyond the floor"
+        f" interval for it]; floor: how far from 1 the A/A interval reaches, at least ±{100 * MIN_FLOOR:g}%;"
+        " faster/slower only when the whole interval lies beyond the floor"
     )
     return "\n".join(_columns(head, lines) + [note])
 
@@ -469,6 +481,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--extend-seconds", type=float, default=None,
                    help="past --max-rounds, an undecided verdict still gets more rounds while its timing has taken less"
                    " than this many seconds, up to 20 x --rounds (default 60; --quick 0)")
+    p.add_argument("--min-span-seconds", type=float, default=None,
+                   help="a decided verdict still gets more rounds while its rounds span less than this many seconds,"
+                   f" up to 20 x --rounds: one of the machine's phases is not a result (default {MIN_SPAN_S:g}; --quick 0)")
     p.add_argument("--threads", type=_int_list, default=None,
                    help=f"comma-separated OpenMP thread counts to time at (default 1,{machine}: 1 and this machine's)")
     p.add_argument("--modes", default=None,
@@ -494,6 +509,7 @@ def main(argv: list[str] | None = None) -> int:
     rounds = opts.rounds or (6 if opts.quick else 12)
     max_rounds = opts.max_rounds or (rounds if opts.quick else 3 * rounds)
     extend_s = opts.extend_seconds if opts.extend_seconds is not None else (0.0 if opts.quick else 60.0)
+    min_span_s = opts.min_span_seconds if opts.min_span_seconds is not None else (0.0 if opts.quick else MIN_SPAN_S)
     threads: list[int | None] = opts.threads or ([1] if opts.quick else sorted({1, machine}))
     modes = [m.strip() for m in (opts.modes or ("default" if opts.quick else "default,persistent")).split(",") if m.strip()]
     if unknown := [m for m in modes if m not in MEMORY_MODES]:
@@ -522,7 +538,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"== {case.name}: {case.what}, sizes {case.sizes(opts.quick)}")
         t0 = time.perf_counter()
         row = run_case(case, quick=opts.quick, gpu=opts.gpu, rounds=rounds, threads=threads, modes=modes,
-                       max_rounds=max_rounds, malloc=malloc, extend_s=extend_s)
+                       max_rounds=max_rounds, malloc=malloc, extend_s=extend_s, min_span_s=min_span_s)
         row["case_wall_s"] = time.perf_counter() - t0
         rows.append(row)
     wall = time.perf_counter() - t_start
@@ -540,7 +556,8 @@ def main(argv: list[str] | None = None) -> int:
     meta = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "host": platform.node(), "python": platform.python_version(), "cpus": os.cpu_count(),
-        "device": "gpu" if opts.gpu else "cpu", "quick": opts.quick, "rounds": rounds, "max_rounds": max_rounds, "extend_s": extend_s, "threads": threads,
+        "device": "gpu" if opts.gpu else "cpu", "quick": opts.quick, "rounds": rounds, "max_rounds": max_rounds, "extend_s": extend_s, "min_span_s": min_span_s,
+        "min_floor": MIN_FLOOR, "threads": threads,
         "modes": modes, "malloc": malloc, "rtol": RTOL, "wall_s": wall, "argv": sys.argv[1:],
         "load_average": os.getloadavg(),
     }  # fmt: skip

@@ -94,6 +94,16 @@ def test_noise_floor_is_how_far_the_a_a_interval_reaches_from_one():
     assert timing.noise_floor(_iv(1.05, 1.04, 1.06)) == pytest.approx(0.06)  # a biased A/A widens it
 
 
+def test_noise_floor_is_never_narrower_than_the_minimum():
+    # scan's pair after 204 rounds: one draw of two identical builds' memory, not a
+    # precision a second run has (its 0.986 [0.981..0.992] flipped between runs)
+    narrow = _iv(1.000, 0.994, 1.008)
+    assert timing.noise_floor(narrow) == pytest.approx(timing.MIN_FLOOR) == pytest.approx(0.02)
+    assert timing.noise_floor(narrow, minimum=0.0) == pytest.approx(0.008)
+    assert timing.verdict(_iv(0.986, 0.981, 0.992), narrow).word == timing.NO_DIFFERENCE
+    assert timing.verdict(_iv(0.970, 0.960, 0.979), narrow).word == timing.FASTER
+
+
 def test_verdict_needs_the_whole_interval_beyond_the_floor():
     aa = _iv(1.0, 0.97, 1.02)  # floor 3%
     assert timing.verdict(_iv(0.90, 0.85, 0.96), aa).word == timing.FASTER
@@ -171,9 +181,9 @@ def test_bench_extends_a_cheap_undecided_configuration_past_max_rounds(monkeypat
 
     def scripted(calls, args, rounds, *, sync=None):
         batches.append(rounds)
-        aa = [0.99, 1.01, 0.996, 1.004, 0.998, 1.002] * (rounds // 6)  # floor 1 %, then 0.4 %, 0.2 %
+        aa = [0.97, 1.03, 0.99, 1.01, 0.995, 1.005] * (rounds // 6)  # floor 3 %, then the least, 2 %
         # an interval that keeps straddling the floor's edge, however many rounds
-        return {"stock": [1.0] * rounds, "A/A": aa, "inlined": [0.985, 1.0, 0.99, 0.999, 0.995, 0.9995] * (rounds // 6)}
+        return {"stock": [1.0] * rounds, "A/A": aa, "inlined": [0.965, 1.0, 0.97, 0.999, 0.975, 0.9995] * (rounds // 6)}
 
     monkeypatch.setattr(timing, "time_rounds", scripted)
     callers = {k: (lambda **kw: None) for k in ("stock", "A/A", "inlined")}
@@ -182,6 +192,39 @@ def test_bench_extends_a_cheap_undecided_configuration_past_max_rounds(monkeypat
     batches.clear()
     out = bench.time_config("fake", callers, {}, {}, rounds=6, threads=None, sync=None, max_rounds=18)
     assert out["rounds"] == 18  # no budget: the round limit
+
+
+def test_a_decided_configuration_gets_rounds_until_they_span_the_minimum_time():
+    assert timing.short_span(12, 12, spent_s=3.0, min_span_s=20.0)  # 12 rounds in 3 s: one phase
+    assert not timing.short_span(12, 12, spent_s=21.0, min_span_s=20.0)
+    assert not timing.short_span(240, 12, spent_s=3.0, min_span_s=20.0)  # the cap: 20 x 12
+    assert not timing.short_span(24, 12, spent_s=3.0, min_span_s=20.0, cap_rounds=30)
+
+
+def test_bench_adds_rounds_to_a_clear_verdict_only_for_the_time_span(monkeypatch):
+    """bench.time_config: a verdict that is clear after one batch still gets batches while
+    the rounds span less than min_span_s (the fake calls take no time: up to the cap), and
+    none without it."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent / "bench"))
+    import bench
+
+    batches = []
+
+    def scripted(calls, args, rounds, *, sync=None):
+        batches.append(rounds)
+        aa = [0.99, 1.01, 0.98, 1.02, 1.0, 1.0] * (rounds // 6)
+        return {"stock": [1.0] * rounds, "A/A": aa, "inlined": [0.80, 0.82, 0.81, 0.79, 0.80, 0.80] * (rounds // 6)}
+
+    monkeypatch.setattr(timing, "time_rounds", scripted)
+    callers = {k: (lambda **kw: None) for k in ("stock", "A/A", "inlined")}
+    out = bench.time_config("fake", callers, {}, {}, rounds=6, threads=None, sync=None, max_rounds=6)
+    assert batches == [6] and out["verdict"] == timing.FASTER
+    batches.clear()
+    out = bench.time_config("fake", callers, {}, {}, rounds=6, threads=None, sync=None, max_rounds=6, min_span_s=1e6)
+    assert len(batches) == 20 and out["rounds"] == 120 and out["verdict"] == timing.FASTER
+    assert out["span_s"] < 1e6 and out["aa_reach"] == pytest.approx(0.0)  # the A/A interval narrowed to 1.000 [1.000..1.000]
 
 
 def test_verdict_text_names_the_floor():

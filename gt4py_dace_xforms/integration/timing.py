@@ -15,10 +15,12 @@ Used by `make bench` (bench/bench.py) and the demo. The measurement:
   number of rounds allows).
 - The noise floor is the A/A pair: stock against a second, separately built stock
   backend, timed in the same rounds. `noise_floor`: how far from 1 the A/A interval
-  reaches. `verdict`: "faster" / "slower" only when the build's whole interval lies
+  reaches, at least `MIN_FLOOR`. `verdict`: "faster" / "slower" only when the build's whole interval lies
   beyond the floor, otherwise "no measurable difference". `undecided`: the interval
   straddles an edge of the floor, or it is "no measurable difference" against a floor
-  wider than `WIDE_FLOOR` (the bench then adds rounds, up to a limit).
+  wider than `WIDE_FLOOR` (the bench then adds rounds, up to a limit). `short_span`: a
+  decided configuration whose rounds span less than `MIN_SPAN_S` seconds also gets more,
+  so that no verdict rests on one of the machine's phases.
 - `omp_threads`: the OpenMP thread count of the compiled programs already loaded
   (`omp_set_num_threads` of the process's OpenMP runtime, the setting OMP_NUM_THREADS
   gives at start-up).
@@ -162,9 +164,19 @@ class Timing:
 # --- judging ---------------------------------------------------------------------------------
 
 
-def noise_floor(aa: Interval) -> float:
-    """How far from 1 the A/A pair's interval reaches: a ratio that identical code can show."""
-    return max(abs(aa.lo - 1.0), abs(aa.hi - 1.0))
+#: The least floor a verdict is held to. One A/A pair is one draw of how two identical
+#: builds' memory lands, and its interval narrows with rounds towards that draw alone:
+#: identical builds measured 0.981 [0.966..0.994] (the target) and 0.984 [0.980..0.995]
+#: (`apply_diffusion_to_vn`, 168 rounds), both `PERSISTENT` and excluding 1, while scan's
+#: pair sat at 1.000 [0.994..1.008] after 204 rounds, a ±0.8 % floor that made its 0.986
+#: [0.981..0.992] "faster" in one run and "no measurable difference" in the run before.
+MIN_FLOOR = 0.02
+
+
+def noise_floor(aa: Interval, minimum: float = MIN_FLOOR) -> float:
+    """How far from 1 the A/A pair's interval reaches (a ratio that identical code can
+    show), and never less than `minimum` (see `MIN_FLOOR`)."""
+    return max(minimum, abs(aa.lo - 1.0), abs(aa.hi - 1.0))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -306,6 +318,26 @@ def may_extend(done: int, batch: int, max_rounds: int, *, spent_s: float = 0.0, 
     if after > (cap_rounds if cap_rounds is not None else 20 * batch):
         return False
     return after <= max_rounds or spent_s < budget_s
+
+
+#: The least time a configuration's rounds span before its verdict counts, in seconds
+#: (bench `--min-span-seconds`). This machine runs in phases of seconds in which one
+#: build's time moves and another's does not: `apply_diffusion_to_vn`'s inlined build
+#: (`PERSISTENT`, 1 thread) went 0.86 to 1.10x stock from one 12-round block to the next
+#: while the A/A pair stayed within 2 %, and a run that decided it after its first 12
+#: rounds (3 s) called it 0.856 "faster", where the run before, over 168 rounds, had
+#: 0.948 and no measurable difference.
+MIN_SPAN_S = 20.0
+
+
+def short_span(done: int, batch: int, *, spent_s: float, min_span_s: float = MIN_SPAN_S,
+               cap_rounds: Optional[int] = None) -> bool:
+    """Whether a decided configuration that has run `done` rounds in `spent_s` seconds
+    still gets another `batch`: while its rounds span less than `min_span_s` (see
+    `MIN_SPAN_S`), never past `cap_rounds` (default 20 x `batch`, as `may_extend`)."""
+    if done + batch > (cap_rounds if cap_rounds is not None else 20 * batch):
+        return False
+    return spent_s < min_span_s
 
 
 # --- threads -------------------------------------------------------------------------------
