@@ -15,12 +15,13 @@ Used by `make bench` (bench/bench.py) and the demo. The measurement:
   number of rounds allows).
 - The noise floor is the A/A pair: stock against a second, separately built stock
   backend, timed in the same rounds. `noise_floor`: how far from 1 the A/A interval
-  reaches, at least `MIN_FLOOR`. `verdict`: "faster" / "slower" only when the build's whole interval lies
-  beyond the floor, otherwise "no measurable difference". `undecided`: the interval
-  straddles an edge of the floor, or it is "no measurable difference" against a floor
-  wider than `WIDE_FLOOR` (the bench then adds rounds, up to a limit). `short_span`: a
-  decided configuration whose rounds span less than `MIN_SPAN_S` seconds also gets more,
-  so that no verdict rests on one of the machine's phases.
+  reaches, at least `MIN_FLOOR`. `verdict`: "faster" / "slower" only when the build's
+  whole interval lies beyond the floor, otherwise "no measurable difference".
+  `undecided`: the interval straddles an edge of the floor, or it is "no measurable
+  difference" against a floor wider than `WIDE_FLOOR` (the bench then adds rounds, up
+  to a limit). `short_span`: a decided configuration whose rounds span less than
+  `MIN_SPAN_S` seconds also gets more, so that no verdict rests on one of the
+  machine's phases.
 - `omp_threads`: the OpenMP thread count of the compiled programs already loaded
   (`omp_set_num_threads` of the process's OpenMP runtime, the setting OMP_NUM_THREADS
   gives at start-up).
@@ -315,9 +316,15 @@ def may_extend(done: int, batch: int, max_rounds: int, *, spent_s: float = 0.0, 
     (`three_level`, two runs: 0.926 [0.874..0.959] beyond ±3.0 %, 0.925 [0.878..0.967]
     within ±5.0 %), and the cheap programs can afford them."""
     after = done + batch
-    if after > (cap_rounds if cap_rounds is not None else 20 * batch):
+    if not _within_cap(after, batch, cap_rounds):
         return False
     return after <= max_rounds or spent_s < budget_s
+
+
+def _within_cap(after: int, batch: int, cap_rounds: Optional[int]) -> bool:
+    """Whether `after` rounds stay within `cap_rounds` (default 20 x `batch`), the limit
+    of every extension (`may_extend`, `short_span`)."""
+    return after <= (cap_rounds if cap_rounds is not None else 20 * batch)
 
 
 #: The least time a configuration's rounds span before its verdict counts, in seconds
@@ -335,9 +342,7 @@ def short_span(done: int, batch: int, *, spent_s: float, min_span_s: float = MIN
     """Whether a decided configuration that has run `done` rounds in `spent_s` seconds
     still gets another `batch`: while its rounds span less than `min_span_s` (see
     `MIN_SPAN_S`), never past `cap_rounds` (default 20 x `batch`, as `may_extend`)."""
-    if done + batch > (cap_rounds if cap_rounds is not None else 20 * batch):
-        return False
-    return spent_s < min_span_s
+    return _within_cap(done + batch, batch, cap_rounds) and spent_s < min_span_s
 
 
 # --- threads -------------------------------------------------------------------------------
