@@ -195,24 +195,27 @@ def compare_outputs(got: dict[str, np.ndarray], ref: dict[str, np.ndarray]) -> d
 
 def time_config(case_name: str, callers: dict, args: dict, offset_provider: dict, *, rounds: int,
                 threads: int | None, sync, max_rounds: int | None = None, malloc: str = "glibc",
-                extend_s: float = 0.0, min_span_s: float = 0.0) -> dict:  # fmt: skip
+                extend_s: float = 0.0, min_span_s: float = 0.0, replace: bool = True) -> dict:  # fmt: skip
     """The builds of one memory mode at `threads` OpenMP threads (None: left as they are, the
     GPU's case) with the allocator pinned to `malloc` (`timing.ALLOCATORS`): per-round
     times, ratios to stock with their intervals, the A/A floor and the inlined build's
     verdict. An undecided verdict gets more rounds up to `max_rounds`, and beyond that while
     this configuration's timing has taken less than `extend_s` seconds (`timing.may_extend`);
     a decided one gets more while its rounds span less than `min_span_s` seconds
-    (`timing.short_span`). Both stop at 20 batches."""
+    (`timing.short_span`). Both stop at 20 batches. With `replace`, every batch after the
+    first runs on newly allocated persistent transients (`timing.replace_persistent`), so
+    that a verdict does not rest on one placement of them."""
     from gt4py_dace_xforms.integration.timing import (
-        Timing, may_extend, noise_floor, omp_threads, pin_allocator, reallocation_faults_per_mib, short_span,
-        time_rounds, undecided, verdict,
+        Timing, compiled_sdfgs, may_extend, noise_floor, omp_threads, pin_allocator, reallocation_faults_per_mib,
+        replace_persistent, short_span, time_rounds, undecided, verdict,
     )  # fmt: skip
 
     pin_allocator(malloc)
     got = None if threads is None else omp_threads(threads)
     calls = {label: (lambda a, run=run: run(**a, offset_provider=offset_provider)) for label, run in callers.items()}
-    for call in calls.values():  # untimed warm-up at this thread count
-        call(copy_args(args))
+    # untimed warm-up at this thread count, which also finds each build's compiled SDFGs
+    handles = [h for call in calls.values() for h in compiled_sdfgs(lambda call=call: call(copy_args(args)))]
+    placements = 1
     t_timing = time.perf_counter()
     times = time_rounds(calls, args, rounds, sync=sync)
     while True:
@@ -233,6 +236,12 @@ def time_config(case_name: str, callers: dict, args: dict, offset_provider: dict
             break
         log(f"{case_name}: {malloc}: {threads or '-'} thread(s): {why} after {done} rounds ({v.ratio.text()}, "
             f"floor ±{100 * v.floor:.1f}%): {rounds} more")  # fmt: skip
+        if replace:
+            # every batch on new persistent transients, after an untimed call that touches them
+            replace_persistent(handles)
+            for call in calls.values():
+                call(copy_args(args))
+            placements += 1
         for label, t in time_rounds(calls, args, rounds, sync=sync).items():
             times[label] += t
     faults = round(reallocation_faults_per_mib(), 1)
@@ -245,6 +254,8 @@ def time_config(case_name: str, callers: dict, args: dict, offset_provider: dict
         "faults_per_mib": faults,
         "rounds": len(times["stock"]),
         "span_s": round(spent, 2),
+        # how many placements of the builds' persistent transients the rounds ran on
+        "placements": placements,
         "median_ms": {label: t.median_ms for label, t in timing.items()},
         "times_ms": {label: [round(1e3 * x, 4) for x in t.seconds] for label, t in timing.items()},
         "ratio": {label: dataclasses.asdict(timing[label].ratio) for label in ("A/A", "inlined")},
