@@ -998,25 +998,51 @@ def if_else_input_clobbered():
     return _if_else("if_else_input_clobbered", conds=("f == 0", "f == 1", None), clobber="b")
 
 
-def _nested_column(name, *, inner_assigns=None, producer_code="__o = 2.0 * __x + 1.0", symbols=()):
+def _nested_column(name, *, inner_assigns=None, producer_code="__o = 2.0 * __x + 1.0", symbols=(),
+                   second_read=None, inner_a=None):
     """`tmp = f(a)` over (N, K); a Map over `i` holds a nested SDFG that gets `tmp` and
     `out` whole and loops over `k`: `out[i, k] = tmp[i, k] + 0.5 * tmp[i, k]` (a scan's
-    shape). `inner_assigns`: an interstate assignment inside the nested SDFG."""
+    shape). `inner_assigns`: an interstate assignment inside the nested SDFG.
+    `second_read`: `tmp` also enters through a second connector `col2`, read at that
+    index (a scan reading one column at two levels; the loop stops one level early).
+    `inner_a`: the nested SDFG already has data named `a`, the producer's input:
+    "passed" (gt4py passes `a` whole, read there too) or "own" (its own scalar `a`)."""
     inner = dace.SDFG(f"{name}_inner")
     inner.add_symbol("i", dace.int64)
     for s_ in symbols:
         inner.add_symbol(s_, dace.int64)
-    inner.add_array("col", ["N", "K"], dace.float64)
+    cols = ["col"] + (["col2"] if second_read else [])
+    for c in cols:
+        inner.add_array(c, ["N", "K"], dace.float64)
     inner.add_array("res", ["N", "K"], dace.float64)
+    if inner_a == "passed":
+        inner.add_array("a", ["N", "K"], dace.float64)
+    elif inner_a == "own":
+        inner.add_scalar("a", dace.float64, transient=True)
     start = inner.add_state("start", is_start_block=True)
-    loop = dace.sdfg.state.LoopRegion("levels", "k < K", "k", "k = 0", "k = k + 1")
+    stop = "K - 1" if second_read else "K"
+    loop = dace.sdfg.state.LoopRegion("levels", f"k < {stop}", "k", "k = 0", "k = k + 1")
     inner.add_node(loop)
     inner.add_edge(start, loop, dace.InterstateEdge(assignments=inner_assigns))
     body = loop.add_state("body", is_start_block=True)
-    t = body.add_tasklet("use", {"__c", "__d"}, {"__o"}, "__o = __c + 0.5 * __d")
+    ins, code = ["__c", "__d"], "__o = __c + 0.5 * __d"
+    if second_read:
+        ins, code = ins + ["__s"], code + " - 0.25 * __s"
+    if inner_a:
+        ins, code = ins + ["__e"], code + " + __e"
+    t = body.add_tasklet("use", dict.fromkeys(ins), {"__o": None}, code)
     col = body.add_access("col")
     body.add_edge(col, None, t, "__c", dace.Memlet("col[i, k]"))
     body.add_edge(col, None, t, "__d", dace.Memlet("col[i, k]"))
+    if second_read:
+        body.add_edge(body.add_access("col2"), None, t, "__s", dace.Memlet(f"col2[{second_read}]"))
+    if inner_a == "passed":
+        body.add_edge(body.add_access("a"), None, t, "__e", dace.Memlet("a[i, k]"))
+    elif inner_a == "own":
+        own = body.add_tasklet("own", {}, {"__v"}, "__v = 1.5")
+        a_own = body.add_access("a")
+        body.add_edge(own, "__v", a_own, None, dace.Memlet("a[0]"))
+        body.add_edge(a_own, None, t, "__e", dace.Memlet("a[0]"))
     body.add_edge(t, "__o", body.add_access("res"), None, dace.Memlet("res[i, k]"))
     inner.using_explicit_control_flow = True
 
@@ -1028,17 +1054,39 @@ def _nested_column(name, *, inner_assigns=None, producer_code="__o = 2.0 * __x +
     sdfg.add_array("tmp", ["N", "K"], dace.float64, transient=True)
     st = sdfg.add_state("main")
     tmp, out = st.add_access("tmp"), st.add_access("out")
+    a = st.add_access("a")
     st.add_mapped_tasklet("producer", FULL, {"__x": dace.Memlet("a[i, k]")}, producer_code,
-                          {"__o": dace.Memlet("tmp[i, k]")}, external_edges=True, output_nodes={"tmp": tmp})
+                          {"__o": dace.Memlet("tmp[i, k]")}, external_edges=True, input_nodes={"a": a},
+                          output_nodes={"tmp": tmp})
     me, mx = st.add_map("consumer", {"i": "0:N"})
-    node = st.add_nested_sdfg(inner, {"col"}, {"res"}, symbol_mapping={"i": "i", "N": "N", "K": "K", **{x: x for x in symbols}})
-    st.add_memlet_path(tmp, me, node, dst_conn="col", memlet=dace.Memlet("tmp[0:N, 0:K]"))
+    node = st.add_nested_sdfg(inner, dict.fromkeys(cols + (["a"] if inner_a == "passed" else [])), {"res": None},
+                              symbol_mapping={"i": "i", "N": "N", "K": "K", **{x: x for x in symbols}})
+    for c in cols:
+        st.add_memlet_path(tmp, me, node, dst_conn=c, memlet=dace.Memlet("tmp[0:N, 0:K]"))
+    if inner_a == "passed":
+        st.add_memlet_path(a, me, node, dst_conn="a", memlet=dace.Memlet("a[0:N, 0:K]"))
     st.add_memlet_path(node, mx, out, src_conn="res", memlet=dace.Memlet("out[0:N, 0:K]"))
     return sdfg
 
 
 def nested_loop_reads_column():
     return _nested_column("nested_loop_reads_column")
+
+
+def nested_column_read_at_two_levels():
+    """One column through two connectors of one nested SDFG, read at k and k + 1 (issue
+    34: the second copy added the producer's input `a` a second time)."""
+    return _nested_column("nested_column_read_at_two_levels", second_read="i, k + 1")
+
+
+def nested_sdfg_already_receives_input():
+    """The nested SDFG already gets `a` whole, the producer's input: the copies reuse it."""
+    return _nested_column("nested_sdfg_already_receives_input", inner_a="passed", second_read="i, k + 1")
+
+
+def nested_sdfg_has_own_data_named_like_input():
+    """The nested SDFG has its own scalar `a`: the copies cannot take that name."""
+    return _nested_column("nested_sdfg_has_own_data_named_like_input", inner_a="own")
 
 
 def nested_sdfg_redefines_producer_symbol():
@@ -1428,6 +1476,7 @@ DECLINES = {
     "if_else_condition_reassigned": "symbols ['f'] are reassigned",
     "if_else_input_clobbered": "'b' is written in state 'consume'",
     "nested_sdfg_redefines_producer_symbol": "the nested SDFG defines 's' itself",
+    "nested_sdfg_has_own_data_named_like_input": "the nested SDFG has its own data named 'a'",
 }
 
 SYMS = dict(N=4, K=7)
@@ -1475,6 +1524,8 @@ APPLIES = {
     "if_elif_else_writers": (dict(SYMS, f=1), None),
     "if_elif_else_writers_else_taken": (dict(SYMS, f=7), None),
     "nested_loop_reads_column": (SYMS, None),
+    "nested_column_read_at_two_levels": (SYMS, None),
+    "nested_sdfg_already_receives_input": (SYMS, None),
     "writeback_copy_later_state": (SYMS, None),
     "writeback_copy_input_clobbered": (SYMS, None),
     "writeback_copy_strided": (SYMS, None),

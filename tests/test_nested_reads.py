@@ -157,3 +157,56 @@ def test_scans_of_temporaries_match_stock_and_numpy(policy):
         applied = inlined.report.applied[seen:]
         assert any(r.shifts and r.shifts[0][0].startswith("scan") for r in applied), inlined.report.table()
         assert len(two_d_transients(inlined.sdfg)) < len(two_d_transients(stock.sdfg))
+
+
+@gtx.scan_operator(axis=K, forward=True, init=0.0)
+def damped(acc: gtx.float64, lower: gtx.float64, upper: gtx.float64, dz: gtx.float64) -> gtx.float64:
+    return 0.75 * acc + (lower - upper) * dz
+
+
+@gtx.field_operator
+def _scan_reads_at_two_levels(top: F64, wgt: F64, x: F64, dz: F64) -> F64:
+    x_ic = concat_where(K < 1, top, wgt * x + (1.0 - wgt) * x(K - 1))
+    return damped(x_ic(K + 1), x_ic, dz)
+
+
+@gtx.program
+def scan_reads_at_two_levels(top: F64, wgt: F64, x: F64, dz: F64, out: F64):
+    _scan_reads_at_two_levels(top, wgt, x, dz, out=out, domain={Cell: (0, 17), K: (0, 12)})
+
+
+def test_scan_reading_one_column_at_two_levels_is_two_nested_reads():
+    """gt4py passes `x_ic` to the scan twice (once per level it reads): two nested reads of
+    one nested SDFG, which share the producer's inputs there (issue 34: the second added
+    `top` again and the user's build failed with FileExistsError)."""
+    step = capture_stages(scan_reads_at_two_levels, [(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)], offset_provider={})
+    sdfg = step[(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)]
+    [cand] = _nested(sdfg)
+    assert len(cand.nested) == 2 and len({id(r.node) for r in cand.nested}) == 1
+    report = gt_inline_fusion(sdfg, cost_model=InlineWhereSound(), validate=True)
+    assert [r.removed_intermediate for r in report.applied] == [True], report.table()
+    [node] = {r.node for r in cand.nested}
+    assert sorted(c for c in node.in_connectors if c in ("top", "wgt", "x")) == ["top", "wgt", "x"]
+
+
+@pytest.mark.compile
+def test_scan_reading_one_column_at_two_levels_matches_stock_and_numpy():
+    nc, nl = 17, 13
+    args = {n: gtx.as_field([Cell, K], RNG.random((nc, nl))) for n in ("top", "wgt", "x", "dz")}
+    args["out"] = gtx.as_field([Cell, K], np.zeros((nc, nl)))
+    top, wgt, x, dz = (args[n].asnumpy() for n in ("top", "wgt", "x", "dz"))
+    x_ic = np.empty_like(x)
+    x_ic[:, 0] = top[:, 0]
+    x_ic[:, 1:] = wgt[:, 1:] * x[:, 1:] + (1.0 - wgt[:, 1:]) * x[:, :-1]
+    want, acc = np.zeros((nc, nl)), np.zeros(nc)
+    for k in range(12):
+        acc = 0.75 * acc + (x_ic[:, k + 1] - x_ic[:, k]) * dz[:, k]
+        want[:, k] = acc
+    ref = run_out(scan_reads_at_two_levels, stock_build(), args)
+    np.testing.assert_allclose(ref, want, rtol=1e-12)
+    for policy in (None, InlineWhereSound()):  # the default backend's cost model, everything sound
+        build = inline_build(policy=policy)
+        got = run_out(scan_reads_at_two_levels, build, args)
+        np.testing.assert_allclose(got, ref, rtol=1e-13, atol=1e-15)
+        assert not build.report.failures, build.report.failures
+        assert any(r.shifts and r.shifts[0][0].startswith("scan") for r in build.report.applied), build.report.table()

@@ -33,7 +33,7 @@ from gt4py_dace_xforms.analysis.indirect import (
     match_indirect_read,
     reads_through_inner_maps,
 )
-from gt4py_dace_xforms.analysis.nested_reads import NestedRead, match_nested_reads, symbol_conflict
+from gt4py_dace_xforms.analysis.nested_reads import NestedRead, match_nested_reads, receives_whole, symbol_conflict
 from gt4py_dace_xforms.analysis.selected import SelectedWriters, analyse_selected_writers
 from gt4py_dace_xforms.analysis.producer import (
     Decline,
@@ -324,9 +324,11 @@ def _analyse_candidate(sdfg, state, intermediate, consumer, check_remainder: boo
             if reason:
                 return Decline(reason)
             needed = used | {str(x) for i in inputs for x in sdfg.arrays[i].free_symbols}
+            # An input it already receives whole is reused; other data of that name is not ours.
             reason = symbol_conflict(found, needed) or next(
                 (f"nested read: the nested SDFG has its own data named '{i}'"
-                 for i in sorted(inputs) if i in found.node.sdfg.arrays and i != found.connector), None)
+                 for i in sorted(inputs) if i in found.node.sdfg.arrays and i != found.connector
+                 and not receives_whole(sdfg, state, found.node, i)), None)
             if reason:
                 return Decline(reason)
             nested.append(found)

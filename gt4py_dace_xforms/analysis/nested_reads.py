@@ -9,7 +9,9 @@ carries a range, so the element-wise analysis sees "more than one element at onc
 a single element feeding a tasklet at the top level of its state, nothing there writes
 the array or reads it on an interstate edge, and the nested SDFG must not define the
 symbols the inlined dataflow needs. It returns the reads grouped by index (one copy of
-the producer each, evaluated inside the loop at the level read). Pure: never mutates.
+the producer each, evaluated inside the loop at the level read). An input the nested
+SDFG already receives whole, under its own name (`receives_whole`), is reused by the
+copies; any other data of that name there declines the read. Pure: never mutates.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Union
 
 import dace
 import sympy
-from dace import data as dace_data
+from dace import data as dace_data, subsets as dace_sbs
 from dace.sdfg import nodes as dn
 from dace.sdfg.state import LoopRegion
 
@@ -133,3 +135,33 @@ def symbol_conflict(read: NestedRead, names) -> str | None:
         if mapped is not None and str(mapped) != name:
             return f"nested read: the nested SDFG maps '{name}' to '{mapped}', not to itself"
     return None
+
+
+def receives_whole(sdfg: dace.SDFG, state, node: dn.NestedSDFG, name: str) -> bool:
+    """Whether the nested SDFG of `node` already receives the outer array `name` whole
+    under the same name and descriptor, read-only, from an AccessNode of `name` in a
+    state that never writes `name`: then its `name` is the copies' input, unchanged, and
+    the rewrite reuses it instead of passing it a second time."""
+    inner, outer = node.sdfg, sdfg.arrays.get(name)
+    desc = inner.arrays.get(name)
+    if desc is None or outer is None or name not in node.in_connectors or name in node.out_connectors:
+        return False
+    if type(desc) is not type(outer) or desc.dtype != outer.dtype or desc.transient:
+        return False
+    if tuple(map(str, desc.shape)) != tuple(map(str, outer.shape)) or \
+            tuple(map(str, desc.strides)) != tuple(map(str, outer.strides)):
+        return False
+    edges = [e for e in state.in_edges(node) if e.dst_conn == name]
+    if len(edges) != 1:
+        return False
+    e = edges[0]
+    if e.data.data != name or e.data.wcr is not None or e.data.dynamic:
+        return False
+    if e.data.subset is None or str(e.data.subset) != str(dace_sbs.Range.from_array(outer)):
+        return False
+    source = state.memlet_path(e)[0].src
+    if not isinstance(source, dn.AccessNode) or source.data != name:
+        return False
+    if any(n.data == name and state.in_degree(n) > 0 for n in state.data_nodes()):
+        return False  # written in this state: the nested SDFG may see another value
+    return not any(n.data == name and st.in_degree(n) > 0 for st in inner.all_states() for n in st.data_nodes())

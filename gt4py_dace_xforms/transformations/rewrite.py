@@ -20,7 +20,7 @@ from dace.sdfg.state import ConditionalBlock, ControlFlowRegion, SDFGState
 from gt4py_dace_xforms.analysis.candidate import InlineCandidate, ReadGroup
 from gt4py_dace_xforms.analysis.concat import index_symbol
 from gt4py_dace_xforms.analysis.indirect import IndirectRead
-from gt4py_dace_xforms.analysis.nested_reads import NestedRead
+from gt4py_dace_xforms.analysis.nested_reads import NestedRead, receives_whole
 from gt4py_dace_xforms.analysis.producer import ProducerSlice, referenced_elsewhere
 from gt4py_dace_xforms.analysis.symbolic import to_sympy
 
@@ -317,6 +317,8 @@ def inline_candidate(sdfg: dace.SDFG, cand: InlineCandidate) -> list[dn.NestedSD
     for read in cand.nested:
         inserted.extend(_insert_nested_copies(sdfg, state, consumer, template, read, in_conns, cand))
 
+    for conn in in_conns.values():
+        _drop_unused_entry_connector(state, consumer, conn)  # every copy read it from elsewhere
     _drop_consumer_path(state, cand)
     if state.degree(cand.intermediate) == 0:
         state.remove_node(cand.intermediate)  # a read-only node in a later state with no reader left
@@ -436,8 +438,15 @@ def _insert_nested_copies(sdfg, state, consumer, template, read: NestedRead, in_
     (state, index) there, evaluated where the element is read (in a scan: inside the
     loop, at the level read). The array itself leaves the nested SDFG."""
     node, inner = read.node, read.node.sdfg
-    _add_inputs(inner, sdfg, in_conns)
     for data, conn in in_conns.items():
+        if data in inner.arrays:
+            # Passed already: by a copy for another read of this node (a scan reading the
+            # column at two levels), or whole by gt4py itself (`receives_whole`).
+            ours = any(e.src is consumer and e.src_conn == conn for e in state.in_edges(node) if e.dst_conn == data)
+            if not ours and not receives_whole(sdfg, state, node, data):
+                raise RuntimeError(f"nested read: '{data}' in {node.label} is not the producer's input")
+            continue
+        _add_inputs(inner, sdfg, [data])
         node.add_in_connector(data)
         state.add_edge(consumer, conn, node, data, dace.Memlet.from_array(data, sdfg.arrays[data]))
     params = {p for p, _, _ in cand.producer.param_ranges} if cand.producer is not None else set()
