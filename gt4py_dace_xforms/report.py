@@ -38,6 +38,8 @@ class InlineReport:
     copy_chains_removed: int = 0
     #: transients whose writers now write their write-back target (`gt_retarget_writebacks`)
     writebacks_retargeted: list[str] = dataclasses.field(default_factory=list)
+    #: why the pass failed and was undone by the hook's fail-safe (`integration.failsafe`)
+    failures: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def applied(self) -> list[InlineRecord]:
@@ -59,6 +61,7 @@ class InlineReport:
         self.records.extend(other.records)
         self.copy_chains_removed += other.copy_chains_removed
         self.writebacks_retargeted.extend(other.writebacks_retargeted)
+        self.failures.extend(other.failures)
 
     def to_json(self) -> list[dict]:
         return [r.to_json() for r in self.records]

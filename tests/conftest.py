@@ -11,6 +11,8 @@ _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 _BUILD = pathlib.Path(os.environ.get("GT4PY_DACE_XFORMS_TEST_BUILD", _ROOT / ".build")) / _WORKER
 
 os.environ["GT4PY_BUILD_JOBS"] = "0"  # the process pool cannot pickle our hooks
+# A failing rewrite must fail its test, not fall back to stock's program (integration.failsafe).
+os.environ.setdefault("GT4PY_DACE_XFORMS_STRICT", "1")
 os.environ.setdefault("GT4PY_BUILD_CACHE_DIR", str(_BUILD / "gt4py"))
 sys.path.insert(0, str(_ROOT / "sdfg_fixtures"))
 sys.path.insert(0, str(_ROOT / "tests"))

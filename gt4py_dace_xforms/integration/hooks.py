@@ -7,6 +7,7 @@ from typing import Callable, Mapping, Optional
 import dace
 from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
 
+from gt4py_dace_xforms.integration import failsafe
 from gt4py_dace_xforms.policy import CostModel, InlinePolicy
 from gt4py_dace_xforms.report import InlineReport
 from gt4py_dace_xforms.transformations.copy_chain import gt_remove_copy_chains
@@ -51,12 +52,30 @@ def make_inline_hook(
     `default_policy(gpu, transient_memory_mode)`); reports are appended to `reports`. `copy_chains`: first fold
     the copy chains whose coverage gt4py cannot prove (`gt_remove_copy_chains`,
     docs/copy_chains.md): nothing is recomputed, and a branch folded into its concat
-    node is a Map writer the inliner takes like any other."""
+    node is a Map writer the inliner takes like any other.
+
+    If the pass raises, the SDFG is restored to what the hook received, one
+    `LibraryFailureWarning` names the program and the exception, and the hook leaves that
+    program alone from then on (`integration.failsafe`; `GT4PY_DACE_XFORMS_STRICT=1`
+    lets the exception through)."""
     policy = cost_model or default_policy(gpu, transient_memory_mode)
 
     def _inline_hook(sdfg: dace.SDFG) -> None:
-        folded = gt_remove_copy_chains(sdfg) if copy_chains else 0
-        report = gt_inline_fusion(sdfg, cost_model=policy, validate=False)
+        if failsafe.has_failed(sdfg):
+            return  # left to gt4py for the rest of its `gt_auto_optimize`
+        saved = None if failsafe.strict() else failsafe.snapshot(sdfg)
+        try:
+            folded = gt_remove_copy_chains(sdfg) if copy_chains else 0
+            report = gt_inline_fusion(sdfg, cost_model=policy, validate=False)
+        except Exception as exc:
+            if saved is None:
+                raise
+            # Whatever the pass did is undone: gt4py goes on with the SDFG it handed over.
+            failsafe.restore_in_place(sdfg, saved)
+            failsafe.mark_failed(sdfg)
+            failsafe.warn_failure(sdfg, exc)
+            report = InlineReport(failures=[failsafe.failure_message(sdfg, exc)])
+            folded = 0
         report.copy_chains_removed = folded
         if reports is not None:
             reports.append(report)

@@ -1,0 +1,87 @@
+"""The hooks' fail-safe: a failure inside the library never costs the user the program.
+
+gt4py calls a hook with its SDFG and goes on with the same object, so the hook takes a
+snapshot (`copy.deepcopy`) on entry and, if the library's pass raises, puts the snapshot's
+contents back into that object (`restore_in_place`): gt4py continues with the SDFG it
+handed over, as the stock backend would, and one `LibraryFailureWarning` per program
+says what failed and where to report it (docs/failsafe.md).
+
+`GT4PY_DACE_XFORMS_STRICT=1` (the test suite and the fuzzer set it) lets the exception
+through instead, so that a bug in a rewrite fails a test rather than hiding behind stock's
+result.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import traceback
+import warnings
+import weakref
+
+import dace
+
+STRICT_ENV = "GT4PY_DACE_XFORMS_STRICT"
+
+#: Attributes an SDFG keeps as they are when restored: its place in a tree of SDFGs and
+#: its identity; the CFG list is rebuilt.
+_OWN = ("_parent", "_parent_sdfg", "_parent_nsdfg_node", "guid", "_cfg_list")
+
+
+#: SDFGs on which the pass failed: the hooks leave them to gt4py from then on. Held here,
+#: not in the hook's closure, which gt4py fingerprints with the backend.
+_FAILED: "weakref.WeakSet[dace.SDFG]" = weakref.WeakSet()
+
+
+class LibraryFailureWarning(RuntimeWarning):
+    """The library's pass failed on a program; gt4py went on with the SDFG as it was."""
+
+
+def strict() -> bool:
+    """Whether failures propagate (`GT4PY_DACE_XFORMS_STRICT` set to 1/true/yes)."""
+    return os.environ.get(STRICT_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def has_failed(sdfg: dace.SDFG) -> bool:
+    return sdfg in _FAILED
+
+
+def mark_failed(sdfg: dace.SDFG) -> None:
+    _FAILED.add(sdfg)
+
+
+def snapshot(sdfg: dace.SDFG) -> dace.SDFG:
+    """An independent copy of `sdfg` to restore from (`restore_in_place`)."""
+    return copy.deepcopy(sdfg)
+
+
+def restore_in_place(sdfg: dace.SDFG, saved: dace.SDFG) -> None:
+    """Make the object `sdfg` hold `saved`'s contents again (a fresh copy of them).
+
+    Copied as `SDFG.__deepcopy__` copies, with `saved` itself mapped to `sdfg`, so every
+    state, region and nested SDFG that pointed to `saved` points to `sdfg`; `saved` stays
+    usable. Only for a top-level SDFG (a hook's argument)."""
+    if sdfg.parent_sdfg is not None:
+        raise ValueError(f"restore_in_place: '{sdfg.name}' is a nested SDFG")
+    memo = {id(saved): sdfg}
+    fresh = {k: copy.deepcopy(v, memo) for k, v in saved.__dict__.items() if k not in _OWN}
+    for k in [k for k in sdfg.__dict__ if k not in _OWN]:
+        del sdfg.__dict__[k]
+    sdfg.__dict__.update(fresh)
+    sdfg._cfg_list = [sdfg]
+    sdfg.reset_cfg_list()
+
+
+def failure_message(sdfg: dace.SDFG, exc: BaseException) -> str:
+    """The warning's text: the program, the exception and where it was raised."""
+    where = traceback.extract_tb(exc.__traceback__)
+    origin = f" at {os.path.basename(where[-1].filename)}:{where[-1].lineno}" if where else ""
+    return (
+        f"gt4py_dace_xforms: its pass failed on program '{sdfg.name}' ({type(exc).__name__}: {exc}{origin}); "
+        f"gt4py goes on with the SDFG as the library received it (stock behaviour). Please report it with "
+        f"this message: docs/failsafe.md says how (set {STRICT_ENV}=1 to get the traceback)."
+    )
+
+
+def warn_failure(sdfg: dace.SDFG, exc: BaseException) -> None:
+    warnings.warn(failure_message(sdfg, exc), LibraryFailureWarning, stacklevel=3)
