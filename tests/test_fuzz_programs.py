@@ -5,8 +5,8 @@
 import pytest
 from hypothesis import settings
 
-from fuzzing.runner import Stats, run_property
-from fuzzing.strategy import programs
+from fuzzing.runner import ALL_BUILDS, Stats, check, run_property
+from fuzzing.strategy import NC, NL, Bin, Cond, Lit, Prog, Read, Scan, Where, programs
 
 pytestmark = pytest.mark.compile
 
@@ -19,3 +19,18 @@ def test_generated_programs_agree_with_stock_and_numpy():
     print(stats.summary())
     # The property holds trivially if nothing is inlined: most programs must exercise the rewrite.
     assert stats.inlined["sound"] >= stats.programs // 2, stats.summary()
+
+
+#: Issue 34's shape, as the generator draws it: a scan reading one `concat_where` local at
+#: two levels (`decay2(t0(K + 1), t0)`); gt4py passes `t0` to the scan's nested SDFG twice.
+TWO_LEVEL_SCAN = Prog(
+    dtype="float64", fields=("a", "b"), cells=(), scalars=(), levels=(),
+    locals=(("t0", Where(Cond("<", 1), Read("a"), Bin("+", Bin("*", Read("b"), Lit(0.5)), Read("a", -1)))),),
+    outputs=(Scan(Read("t0", 1), Read("t0", 0)),),
+    cell_domain=(0, NC), k_domain=(0, NL - 1), runtime_k_domain=False,
+)
+
+
+def test_scan_reading_a_local_at_two_levels_agrees_with_stock_and_numpy():
+    outcome = check(TWO_LEVEL_SCAN, 7, ALL_BUILDS)
+    assert outcome.applied["sound"] >= 1, outcome.applied

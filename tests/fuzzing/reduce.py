@@ -54,7 +54,7 @@ def valid(prog: Prog) -> bool:
         if isinstance(e, Pick):
             return kind(prog, e.lhs) == FIELD and kind(prog, e.rhs) == FIELD and ok(e.lhs) and ok(e.rhs)
         if isinstance(e, Scan):
-            return kind(prog, e.arg) == FIELD and ok(e.arg)
+            return all(kind(prog, a) == FIELD and ok(a) for a in (e.arg, e.arg2) if a is not None)
         if isinstance(e, Where):
             if any(isinstance(b, Read) and b.name in prog.cells for b in (e.lhs, e.rhs)):
                 return False  # as the strategy: a bare 1-D branch fails in gt4py itself
@@ -71,6 +71,8 @@ def _subtrees(e: Expr, path=()) -> Iterator[tuple[tuple, Expr]]:
     yield path, e
     if isinstance(e, Scan):
         yield from _subtrees(e.arg, path + ("arg",))
+        if e.arg2 is not None:
+            yield from _subtrees(e.arg2, path + ("arg2",))
     if isinstance(e, (Bin, Where, Pick)):
         yield from _subtrees(e.lhs, path + ("lhs",))
         yield from _subtrees(e.rhs, path + ("rhs",))
@@ -106,7 +108,7 @@ def _edits(prog: Prog, data_seed: int) -> Iterator[tuple[Prog, int]]:
             if isinstance(e, (Bin, Where, Pick)):
                 return dataclasses.replace(e, lhs=swap(e.lhs), rhs=swap(e.rhs))
             if isinstance(e, Scan):
-                return Scan(swap(e.arg))
+                return Scan(swap(e.arg), None if e.arg2 is None else swap(e.arg2))
             return e
 
         yield dataclasses.replace(
@@ -128,6 +130,8 @@ def _edits(prog: Prog, data_seed: int) -> Iterator[tuple[Prog, int]]:
     for slot in slots:
         for path, node in _subtrees(root(slot)):
             if isinstance(node, Scan):
+                if node.arg2 is not None:
+                    yield put(slot, _replace(root(slot), path, Scan(node.arg))), data_seed
                 yield put(slot, _replace(root(slot), path, node.arg)), data_seed
             if isinstance(node, (Bin, Where, Pick)):
                 for child in (node.lhs, node.rhs):

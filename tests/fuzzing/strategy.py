@@ -116,9 +116,13 @@ class Pick:
 class Scan:
     """`decay(arg)`, a forward scan over K (`state = 0.5 * state + x`, from 0 at the
     domain's first level), only as a whole output of a float64 program: gt4py passes
-    the computed `arg` column to the scan's nested SDFG (the library's nested reads)."""
+    the computed `arg` column to the scan's nested SDFG (the library's nested reads).
+    With `arg2`, `decay2(arg, arg2)` (`state = 0.5 * state + x - 0.25 * y`): two columns,
+    or one local read at two levels (`decay2(t(K + 1), t)`: two reads of one array in the
+    scan's nested SDFG)."""
 
     arg: "Expr"
+    arg2: Optional["Expr"] = None
 
 
 Expr = Union[Read, Lit, Bin, Where, Pick, Scan]
@@ -154,7 +158,7 @@ class Prog:
             if isinstance(e, Lit):
                 return lit(e.value)
             if isinstance(e, Scan):
-                return f"decay({emit(e.arg)})"
+                return f"decay({emit(e.arg)})" if e.arg2 is None else f"decay2({emit(e.arg)}, {emit(e.arg2)})"
             if isinstance(e, Bin):
                 s = f"{emit(e.lhs, False)} {e.op} {emit(e.rhs, False)}"
                 return s if top else f"({s})"
@@ -196,6 +200,11 @@ class Prog:
                     "    return 0.5 * state + x",
                     "",
                     "",
+                    "@gtx.scan_operator(axis=K, forward=True, init=0.0)",
+                    "def decay2(state: float64, x: float64, y: float64) -> float64:",
+                    "    return 0.5 * state + x - 0.25 * y",
+                    "",
+                    "",
                 ] if self.uses_scan() else []),
                 "@gtx.field_operator",
                 f"def fop({', '.join(params)}) -> {ret}:",
@@ -221,7 +230,7 @@ class Prog:
     def n_ops(self) -> int:
         def count(e: Expr) -> int:
             if isinstance(e, Scan):
-                return SCAN_OPS + count(e.arg)
+                return SCAN_OPS + count(e.arg) + (0 if e.arg2 is None else SCAN_OPS + count(e.arg2))
             if isinstance(e, (Bin, Where)):
                 return 1 + count(e.lhs) + count(e.rhs)
             if isinstance(e, Pick):
@@ -291,12 +300,15 @@ def evaluate_numpy(prog: Prog, args: dict, magnitude: bool = False, scan_args: b
             return ev(e.lhs) if flags[e.flag] else ev(e.rhs)
         if isinstance(e, Scan):
             x = ev(e.arg)
+            y = None if e.arg2 is None else ev(e.arg2)
             if scan_args:
-                return x
+                return x if y is None else x + y  # NaN where either column is undefined
             out = np.full_like(x, np.nan)
             state = np.zeros(x.shape[0], dtype=dt)
             for level in range(*prog.k_domain):
                 state = dt(0.5) * state + x[:, PAD + level]
+                if y is not None:
+                    state = state + dt(0.25) * y[:, PAD + level] if magnitude else state - dt(0.25) * y[:, PAD + level]
                 out[:, PAD + level] = state
             return out
         return np.where(e.cond.mask(k, levels), ev(e.lhs), ev(e.rhs))
@@ -435,7 +447,7 @@ def _read_nodes(e: Expr) -> list[Read]:
     if isinstance(e, Lit):
         return []
     if isinstance(e, Scan):
-        return _read_nodes(e.arg)
+        return _read_nodes(e.arg) + ([] if e.arg2 is None else _read_nodes(e.arg2))
     return _read_nodes(e.lhs) + _read_nodes(e.rhs)
 
 
@@ -445,7 +457,7 @@ def _reads(e: Expr) -> set[str]:
     if isinstance(e, Lit):
         return set()
     if isinstance(e, Scan):
-        return _reads(e.arg)
+        return _reads(e.arg) | (set() if e.arg2 is None else _reads(e.arg2))
     return _reads(e.lhs) | _reads(e.rhs) | ({e.flag} if isinstance(e, Pick) else set())
 
 
@@ -469,7 +481,15 @@ def programs(draw, max_locals: int = 3, max_depth: int = 3) -> Prog:
         gen.locals.append(f"t{i}")
     first = Bin(draw(st.sampled_from(["+", "-", "*"])), Read(gen.locals[-1], gen.shift()), gen.expr(draw(st.integers(0, max_depth)), False))
     if dtype == "float64" and draw(st.integers(0, 3)) == 0:
-        first = Scan(first)  # a column the scan reads level by level
+        # A column the scan reads level by level; or two: the last local at two levels
+        # (gt4py passes one array the scan reads twice), or another column beside it.
+        shape = draw(st.integers(0, 2))
+        if shape == 0:
+            first = Scan(first)
+        elif shape == 1:
+            first = Scan(Read(gen.locals[-1], gen.shift()), Read(gen.locals[-1], draw(st.sampled_from((0, 1, -1)))))
+        else:
+            first = Scan(first, gen.field_read())
     # A second output: none, an expression, or the last local itself, which the first
     # output also reads shifted (gt4py copies it into the output: a write-back copy).
     second = draw(st.integers(0, 2))
@@ -535,5 +555,5 @@ def _levels(e: Expr) -> set[str]:
     if isinstance(e, (Bin, Pick)):
         return _levels(e.lhs) | _levels(e.rhs)
     if isinstance(e, Scan):
-        return _levels(e.arg)
+        return _levels(e.arg) | (set() if e.arg2 is None else _levels(e.arg2))
     return set()
