@@ -1073,6 +1073,25 @@ def nested_loop_reads_column():
     return _nested_column("nested_loop_reads_column")
 
 
+def _unordered_second_writer(name, target: str):
+    """`_basic`, and a second Map writing `target` over all of (N, K) through its own
+    AccessNode, with no path to the other accesses of `target`: a race the input has."""
+    sdfg = _basic(name)
+    st = sdfg.states()[0]
+    st.add_mapped_tasklet("second_writer", FULL, {"__x": dace.Memlet("a[i, k]")}, "__o = 3.0 * __x",
+                          {"__o": dace.Memlet(f"{target}[i, k]")}, external_edges=True)
+    return sdfg
+
+
+def unordered_write_of_the_output():
+    """The consumer's output is written again, unordered (issue 32): the state is left alone."""
+    return _unordered_second_writer("unordered_write_of_the_output", "out")
+
+
+def unordered_write_of_the_intermediate():
+    return _unordered_second_writer("unordered_write_of_the_intermediate", "tmp")
+
+
 def nested_column_read_at_two_levels():
     """One column through two connectors of one nested SDFG, read at k and k + 1 (issue
     34: the second copy added the producer's input `a` a second time)."""
@@ -1477,6 +1496,8 @@ DECLINES = {
     "if_else_input_clobbered": "'b' is written in state 'consume'",
     "nested_sdfg_redefines_producer_symbol": "the nested SDFG defines 's' itself",
     "nested_sdfg_has_own_data_named_like_input": "the nested SDFG has its own data named 'a'",
+    "unordered_write_of_the_output": "'out' has an unordered write/write in state",
+    "unordered_write_of_the_intermediate": "written by several AccessNodes",
 }
 
 SYMS = dict(N=4, K=7)

@@ -34,6 +34,7 @@ from gt4py_dace_xforms.analysis.indirect import (
     reads_through_inner_maps,
 )
 from gt4py_dace_xforms.analysis.nested_reads import NestedRead, match_nested_reads, receives_whole, symbol_conflict
+from gt4py_dace_xforms.analysis.races import race_problem
 from gt4py_dace_xforms.analysis.selected import SelectedWriters, analyse_selected_writers
 from gt4py_dace_xforms.analysis.producer import (
     Decline,
@@ -286,6 +287,10 @@ def _analyse_candidate(sdfg, state, intermediate, consumer, check_remainder: boo
     aliased = _may_alias_conflict(sdfg, users, inputs)
     if aliased:
         return Decline(aliased)
+    # A race gt4py's SDFG already has: moving its accesses could pick another order.
+    race = race_problem(sdfg, [state] + [pst for pst, _ in parts], inputs | {intermediate.data})
+    if race:
+        return Decline(race.reason)
     if pstate is not state:
         for data in inputs:
             if sdfg.arrays[data].transient and sdfg.arrays[data].lifetime == dtypes.AllocationLifetime.State:

@@ -42,6 +42,7 @@ from dace.sdfg.state import SDFGState
 
 from gt4py_dace_xforms.analysis.crossstate import states_between
 from gt4py_dace_xforms.analysis.producer import Decline, interstate_reads
+from gt4py_dace_xforms.analysis.races import race_problem
 from gt4py_dace_xforms.analysis.symbolic import UnsupportedIndex, free_names, prove_nonnegative, split_index, to_sympy
 from gt4py_dace_xforms.analysis.writeback import WriteBackCopy, writeback_copies
 
@@ -233,8 +234,9 @@ def retarget_plan(sdfg: dace.SDFG, name: str, *, allow_map_readers: bool = False
         writers.append(w)
 
     problem = _ordering_problem(sdfg, writer_state, copies, writers)
-    if problem:
-        return Decline(problem)
+    race = race_problem(sdfg, [writer_state], ())
+    if problem or race:
+        return Decline(problem or race.reason)
     return RetargetPlan(name, writer_state, tuple(copies), copied, shift, tuple(writers))
 
 

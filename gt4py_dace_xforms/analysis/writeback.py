@@ -25,6 +25,7 @@ from dace.sdfg import nodes as dn
 from dace.sdfg.state import SDFGState
 
 from gt4py_dace_xforms.analysis.producer import Decline
+from gt4py_dace_xforms.analysis.races import race_problem
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,8 +79,9 @@ def writeback_copies(sdfg: dace.SDFG, name: str) -> Union[list[WriteBackCopy], D
                 if scope[node] is not None:
                     return Decline(f"write-back copy of '{name}' inside a scope")
                 problem = _copy_problem(sdfg, state, e)
-                if problem:
-                    return Decline(problem)
+                race = race_problem(sdfg, [state], (name, dst.data))
+                if problem or race:
+                    return Decline(problem or race.reason)
                 found.append(WriteBackCopy(state, node, dst, e))
     return found
 
