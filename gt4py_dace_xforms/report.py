@@ -40,6 +40,9 @@ class InlineReport:
     writebacks_retargeted: list[str] = dataclasses.field(default_factory=list)
     #: why the pass failed and was undone by the hook's fail-safe (`integration.failsafe`)
     failures: list[str] = dataclasses.field(default_factory=list)
+    #: unordered conflicting accesses in the SDFG the pass received (`analysis.races`);
+    #: every rewrite touching those arrays was declined
+    races: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def applied(self) -> list[InlineRecord]:
@@ -62,6 +65,7 @@ class InlineReport:
         self.copy_chains_removed += other.copy_chains_removed
         self.writebacks_retargeted.extend(other.writebacks_retargeted)
         self.failures.extend(other.failures)
+        self.races.extend(r for r in other.races if r not in self.races)
 
     def to_json(self) -> list[dict]:
         return [r.to_json() for r in self.records]
@@ -88,6 +92,8 @@ class InlineReport:
         fmt = "  ".join(f"{{:<{w}}}" for w in widths)
         lines = [fmt.format(*head), fmt.format(*("-" * w for w in widths))]
         lines += [fmt.format(*row) for row in rows]
+        lines += [f"unordered access, left as it is: {r}" for r in self.races]
+        lines += [f"FAILED and undone: {f}" for f in self.failures]
         return "\n".join(lines)
 
     def cost_lines(self) -> list[str]:

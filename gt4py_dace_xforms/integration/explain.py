@@ -122,6 +122,13 @@ class Explanation:
             lines += [fmt.format(*r) for r in rows]
         elif not self.stock_error:
             lines.append("the stock backend keeps no two-dimensional temporary: nothing to remove")
+        if self.report.races:
+            lines += ["", "gt4py's SDFG accesses these arrays in an undefined order; the library declines every "
+                      "rewrite in those states or on those arrays (docs/races.md):"]
+            lines += [f"  {r}" for r in self.report.races]
+        if self.report.failures:
+            lines += ["", "the library's pass FAILED and was undone (docs/failsafe.md):"]
+            lines += [f"  {f}" for f in self.report.failures]
         if self.report.records:
             final = InlineReport(final_decisions(self.report))
             lines += ["", "the library's decisions (last one per intermediate and consumer):", final.table()]

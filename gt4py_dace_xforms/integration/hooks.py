@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import warnings
+import weakref
 from typing import Callable, Mapping, Optional
 
 import dace
 from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
 
+from gt4py_dace_xforms.analysis.races import unordered_accesses
 from gt4py_dace_xforms.integration import failsafe
 from gt4py_dace_xforms.policy import CostModel, InlinePolicy
 from gt4py_dace_xforms.report import InlineReport
@@ -57,14 +60,20 @@ def make_inline_hook(
     If the pass raises, the SDFG is restored to what the hook received, one
     `LibraryFailureWarning` names the program and the exception, and the hook leaves that
     program alone from then on (`integration.failsafe`; `GT4PY_DACE_XFORMS_STRICT=1`
-    lets the exception through)."""
+    lets the exception through). An array gt4py's SDFG accesses in an undefined order
+    (`analysis.races`) is left alone by every rewrite, and one `UnorderedAccessWarning`
+    per program names it (docs/races.md)."""
     policy = cost_model or default_policy(gpu, transient_memory_mode)
 
     def _inline_hook(sdfg: dace.SDFG) -> None:
         if failsafe.has_failed(sdfg):
             return  # left to gt4py for the rest of its `gt_auto_optimize`
         saved = None if failsafe.strict() else failsafe.snapshot(sdfg)
+        races = []
         try:
+            races = unordered_accesses(sdfg)
+            if races:
+                warn_races(sdfg, races)
             folded = gt_remove_copy_chains(sdfg) if copy_chains else 0
             report = gt_inline_fusion(sdfg, cost_model=policy, validate=False)
         except Exception as exc:
@@ -77,10 +86,31 @@ def make_inline_hook(
             report = InlineReport(failures=[failsafe.failure_message(sdfg, exc)])
             folded = 0
         report.copy_chains_removed = folded
+        report.races = [r.reason for r in races]
         if reports is not None:
             reports.append(report)
 
     return _inline_hook
+
+
+class UnorderedAccessWarning(RuntimeWarning):
+    """gt4py's SDFG accesses an array in an undefined order; the library leaves it alone."""
+
+
+#: Programs already warned about (one warning per program, not per hook call).
+_WARNED: "weakref.WeakSet[dace.SDFG]" = weakref.WeakSet()
+
+
+def warn_races(sdfg: dace.SDFG, races) -> None:
+    """One `UnorderedAccessWarning` per program for the races `unordered_accesses` found."""
+    if sdfg in _WARNED:
+        return
+    _WARNED.add(sdfg)
+    what = "; ".join(f"'{r.data}' ({r.kind} in state '{r.state}')" for r in races)
+    warnings.warn(
+        f"gt4py_dace_xforms: gt4py's SDFG of program '{sdfg.name}' has an unordered write of {what}: the "
+        f"order of those accesses is undefined, and the library leaves them as they are (docs/races.md)",
+        UnorderedAccessWarning, stacklevel=3)
 
 
 def chain_hooks(*funs: Optional[HookFun]) -> HookFun:
