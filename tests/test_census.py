@@ -7,7 +7,7 @@ import gt4py.next as gtx
 import pytest
 
 from gt4py_dace_xforms.cli.main import main
-from gt4py_dace_xforms.integration import census, programs
+from gt4py_dace_xforms.integration import census, determinism, programs
 
 SEED = "gt4py_dace_xforms.cli.demo:vertical_difference_computed_program"
 THREE_LEVEL = "gt4py_dace_xforms.cli.demo:three_level_sum_program"
@@ -125,3 +125,38 @@ def test_cli_census_writes_json(tmp_path, capsys):
     assert "three_level_sum_program" in capsys.readouterr().out
     data = json.loads(out.read_text())
     assert data["programs"][0]["candidates"] >= 1 and data["programs"][0]["applied_sound"] >= 1
+
+
+def test_census_lists_the_arrays_gt4py_accesses_in_an_undefined_order(seed_census):
+    """issue 32's program (tests/test_races.py): `t_out` written twice in one state, unordered."""
+    racy = census.census_program(programs.ProgramRef("test_races", "written_read_overwritten"), transients=False)
+    assert racy.error is None and [x.split("@")[0] for x in racy.racy] == ["t_out"], racy.racy
+    assert seed_census.racy == []
+    text = census.table([seed_census, racy])
+    assert "written_read_overwritten:t_out@" in text
+
+
+def test_determinism_verdict_needs_equal_hashes():
+    same = determinism.ProgramDeterminism("m:p", hashes={0: "ab", 12345: "ab"})
+    other = determinism.ProgramDeterminism("m:q", hashes={0: "ab", 12345: "cd"})
+    assert same.deterministic and not other.deterministic
+    assert "NO: seed 0 ab, seed 12345 cd" in determinism.table([same, other])
+    assert "1 of 2 programs" in determinism.table([same, other])
+
+
+def test_cli_census_determinism_bad_program_is_an_error(capsys):
+    # A program that cannot be loaded: the subprocess's error comes back as the verdict.
+    r = determinism.check_program(programs.ProgramRef("gt4py_dace_xforms.cli.demo", "nope"))
+    assert not r.deterministic and r.error.startswith("PYTHONHASHSEED=0:")
+    assert main(["census", THREE_LEVEL, "--determinism", "--eager"]) == 2
+    assert "separate runs" in capsys.readouterr().err
+
+
+@pytest.mark.icon4py
+def test_an_icon4py_program_lowers_to_the_same_sdfg_under_two_hash_seeds(capsys):
+    """issue 32: gt4py's build cache and MPI ranks need the library's output deterministic.
+    `compute_ddqz_z_half` folds copy chains (10 temporaries stock, 2 with the library)."""
+    spec = "icon4py.model.common.metrics.metric_fields:compute_ddqz_z_half"
+    assert main(["census", spec, "--determinism"]) == 0
+    out = capsys.readouterr().out
+    assert "1 of 1 programs give the same SDFG" in out

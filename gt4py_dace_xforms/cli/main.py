@@ -161,10 +161,12 @@ def cmd_census(args: argparse.Namespace) -> int:
             raise CliError("no programs found: is icon4py installed? (make venv installs it)")
     if args.json:
         _check_writable(args.json)
+    if sum(map(bool, (args.compare, args.eager, args.determinism))) > 1:
+        raise CliError("--compare, --eager and --determinism are separate runs: pass one of them")
     if args.compare:
-        if args.eager:
-            raise CliError("--compare and --eager are separate runs: pass one of them")
         return _census_compare(refs, args)
+    if args.determinism:
+        return _census_determinism(refs, args)
     print(f"census{' (eager)' if args.eager else ''} of {len(refs)} programs ({args.jobs} processes)", file=sys.stderr)
 
     def progress(r) -> None:
@@ -213,6 +215,26 @@ def _census_compare(refs, args: argparse.Namespace) -> int:
     return 0 if all(r.equal for r in results) else 1
 
 
+def _census_determinism(refs, args: argparse.Namespace) -> int:
+    """`census --determinism`: every program lowered with the library in two processes with
+    different PYTHONHASHSEED; exit status 1 unless every final SDFG hashes the same."""
+    from gt4py_dace_xforms.integration import census, determinism
+
+    print(f"determinism of {len(refs)} programs ({args.jobs} processes, PYTHONHASHSEED "
+          f"{', '.join(map(str, determinism.SEEDS))})", file=sys.stderr)
+
+    def progress(r) -> None:
+        print(f"  {r.short_name}: {'same' if r.deterministic else r.error or 'DIFFERENT'} ({r.seconds:.0f} s)",
+              file=sys.stderr, flush=True)
+
+    results = census.map_programs(determinism.check_program, refs, jobs=args.jobs, progress=progress)
+    print(determinism.table(results))
+    if args.json:
+        with open(args.json, "w") as f:
+            f.write(determinism.to_json(results))
+    return 0 if all(r.deterministic for r in results) else 1
+
+
 def _check_writable(out: str) -> None:
     parent = os.path.dirname(os.path.abspath(out))
     if os.path.isdir(out) or not os.path.isdir(parent):
@@ -250,6 +272,9 @@ def build_parser() -> argparse.ArgumentParser:
     cen.add_argument("--compare", action="store_true",
                      help="instead: compile every program stock, with the default backend and with everything "
                           "sound, run all three on the same random inputs and compare their outputs (slow)")
+    cen.add_argument("--determinism", action="store_true",
+                     help="instead: lower every program with the library in two processes with different "
+                          "PYTHONHASHSEED and check that the final SDFGs hash the same (no compilation)")
     cen.add_argument("--cells", type=int, help="--compare: elements per horizontal dimension (default 64)")
     cen.add_argument("--levels", type=int, help="--compare: model levels (default 12)")
     cen.add_argument("--seed", type=int, help="--compare: seed of the inputs and neighbor tables (default 0)")

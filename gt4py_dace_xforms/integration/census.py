@@ -27,6 +27,7 @@ from gt4py.next.program_processors.runners.dace.transformations.auto_optimize im
 
 from gt4py_dace_xforms.analysis.candidate import analyse_candidate
 from gt4py_dace_xforms.analysis.producer import Decline
+from gt4py_dace_xforms.analysis.races import unordered_accesses
 from gt4py_dace_xforms.integration.capture import OPTIMIZED, capture_stages
 from gt4py_dace_xforms.integration.compare import two_d_transients
 from gt4py_dace_xforms.integration.hooks import optimization_hooks
@@ -62,6 +63,9 @@ class ProgramCensus:
     #: declines left after the cost-model pass at the first Step (analysis or policy),
     #: reason (abstracted) -> count
     model_declines: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: arrays gt4py's SDFG accesses in an undefined order at the first Step (`analysis.races`),
+    #: as "array@state"; the library declines every rewrite there
+    racy: list[str] = dataclasses.field(default_factory=list)
     seconds: float = 0.0
     error: Optional[str] = None
 
@@ -102,6 +106,7 @@ def census_program(ref: ProgramRef, *, grid: Any = None, cost_model: Optional[In
         extra = ([_POST] + ([OPTIMIZED] if final else [])) if transients else []
         taken = capture_stages(program, [_STEP] + extra, offset_provider=provider)
         step = taken[_STEP]
+        result.racy = [f"{r.data}@{r.state}" for r in unordered_accesses(step)]
         declines: collections.Counter = collections.Counter()
         for state, node, consumer in find_candidates(step):
             result.candidates += 1
@@ -177,6 +182,7 @@ def totals(results: list[ProgramCensus]) -> ProgramCensus:
             setattr(total, f, getattr(total, f) + getattr(r, f))
         declines.update(r.declines)
         model.update(r.model_declines)
+        total.racy.extend(f"{r.short_name}:{x}" for x in r.racy)
     if any(r.final_stock < 0 for r in results if not r.error):
         total.final_stock = total.final_model = total.final_sound = -1
     total.declines = dict(declines.most_common())
@@ -187,23 +193,25 @@ def totals(results: list[ProgramCensus]) -> ProgramCensus:
 def table(results: list[ProgramCensus]) -> str:
     """The per-program table, the totals, and the decline histograms."""
     head = ("program", "cand", "sound", "appl sound", "appl model", "retarget model/sound",
-            "2-D tr Post stock/model/sound", "2-D tr final stock/model/sound", "s")
+            "2-D tr Post stock/model/sound", "2-D tr final stock/model/sound", "racy", "s")
     rows = []
     for r in results + [totals(results)]:
         if r.error:
-            rows.append((r.short_name, "error: " + r.error, "", "", "", "", "", "", f"{r.seconds:.0f}"))
+            rows.append((r.short_name, "error: " + r.error, "", "", "", "", "", "", "", f"{r.seconds:.0f}"))
             continue
         rows.append((r.short_name, r.candidates, r.sound, r.applied_sound, r.applied_model,
                      f"{r.retargeted_model}/{r.retargeted_sound}",
                      f"{r.transients_stock}/{r.transients_model}/{r.transients_sound}",
                      f"{r.final_stock}/{r.final_model}/{r.final_sound}" if r.final_stock >= 0 else "-",
-                     f"{r.seconds:.0f}"))
+                     len(r.racy), f"{r.seconds:.0f}"))
     widths = [max(len(str(x)) for x in col) for col in zip(head, *[row for row in rows if not str(row[1]).startswith("error")])]
     fmt = "  ".join(f"{{:<{w}}}" if i == 0 else f"{{:>{w}}}" for i, w in enumerate(widths))
     lines = [fmt.format(*head), fmt.format(*("-" * w for w in widths))]
     for row in rows:
         lines.append(f"{row[0]:<{widths[0]}}  {row[1]}" if str(row[1]).startswith("error") else fmt.format(*row))
     total = totals(results)
+    lines += ["", f"arrays gt4py accesses in an undefined order, left as they are ({len(total.racy)}; docs/races.md):"]
+    lines += [f"  {x}" for x in total.racy] or ["  none"]
     lines += ["", f"analysis declines ({sum(total.declines.values())}):"]
     lines += [f"  {n:4d}  {reason}" for reason, n in total.declines.items()]
     lines += ["", f"declines left by the cost-model pass at the first Step ({sum(total.model_declines.values())}):"]
