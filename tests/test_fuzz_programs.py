@@ -34,3 +34,20 @@ TWO_LEVEL_SCAN = Prog(
 def test_scan_reading_a_local_at_two_levels_agrees_with_stock_and_numpy():
     outcome = check(TWO_LEVEL_SCAN, 7, ALL_BUILDS)
     assert outcome.applied["sound"] >= 1, outcome.applied
+
+
+#: Issue 32's shape as the generator draws it (`Prog.overwrite`): out0 written, read at
+#: K + 1 into outR, then overwritten; gt4py leaves the two writes of out0 unordered.
+WRITTEN_READ_OVERWRITTEN = Prog(
+    dtype="float64", fields=("a", "b"), cells=(), scalars=(), levels=(),
+    locals=(("t0", Bin("+", Bin("*", Read("a"), Lit(2.0)), Read("b"))),),
+    outputs=(Bin("-", Read("t0", 1), Read("t0")),),
+    cell_domain=(0, NC), k_domain=(0, NL - 2), runtime_k_domain=False, overwrite=True,
+)
+
+
+def test_racy_generated_program_equals_stock_bit_for_bit():
+    """The oracle for racy programs: the library reports the race and its outputs are
+    stock's bits (numpy has no defined answer for out0 and outR there)."""
+    outcome = check(WRITTEN_READ_OVERWRITTEN, 11, ALL_BUILDS)
+    assert outcome.races and all(n >= 1 for n in outcome.races.values()), outcome.races

@@ -97,6 +97,8 @@ def _simpler_conds(c) -> Iterator:
 
 def _edits(prog: Prog, data_seed: int) -> Iterator[tuple[Prog, int]]:
     """Candidate reductions, larger ones first."""
+    if prog.overwrite:
+        yield dataclasses.replace(prog, overwrite=False), data_seed
     if len(prog.outputs) > 1:
         for o in prog.outputs:
             yield dataclasses.replace(prog, outputs=(o,)), data_seed

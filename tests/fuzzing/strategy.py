@@ -142,6 +142,11 @@ class Prog:
     k_domain: tuple[int, int]
     runtime_k_domain: bool  # K bounds passed as int32 arguments `k_start`, `k_stop`
     flags: tuple[tuple[str, bool], ...] = ()  # bool arguments (`Pick`) and their values
+    #: Two more statements after the field operator: `outR = 2 * out0(K + 1)` on the domain
+    #: less its top level, then `out0 = 3 * <first field>` on the domain: an output written,
+    #: read shifted and overwritten, which gt4py can lower to two unordered writes of
+    #: `out0` in one state (issue 32; the runner's oracle then asks for stock's bits).
+    overwrite: bool = False
 
     # --- gt4py source ---------------------------------------------------------------------
 
@@ -169,6 +174,7 @@ class Prog:
         params += [f"{fl}: bool" for fl, _ in self.flags]
         names = [p.split(":")[0] for p in params]
         outs = [f"out{i}" for i in range(len(self.outputs))]
+        extra_params = ["outR: F"] if self.overwrite else []
         ret = "tuple[" + ", ".join("F" for _ in outs) + "]" if len(outs) > 1 else "F"
         body = []
         for n, e in self.locals:
@@ -178,8 +184,14 @@ class Prog:
                 body.append(f"    {n} = {emit(e)}")
         body.append("    return " + ", ".join(emit(e) for e in self.outputs))
         kd = ("k_start", "k_stop") if self.runtime_k_domain else self.k_domain
-        prog_params = params + [f"{o}: F" for o in outs] + (["k_start: int32", "k_stop: int32"] if self.runtime_k_domain else [])
+        prog_params = params + [f"{o}: F" for o in outs] + extra_params + (
+            ["k_start: int32", "k_stop: int32"] if self.runtime_k_domain else [])
+        cd = f"Cell: {self.cell_domain}"
         out_arg = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ")"
+        statements = [f"    fop({', '.join(names)}, out={out_arg}, domain={{{cd}, K: ({kd[0]}, {kd[1]})}})"]
+        if self.overwrite:
+            statements += [f"    reread(out0, out=outR, domain={{{cd}, K: ({kd[0]}, {kd[1]} - 1)}})",
+                           f"    again({self.fields[0]}, out=out0, domain={{{cd}, K: ({kd[0]}, {kd[1]})}})"]
         return "\n".join(
             [
                 "import gt4py.next as gtx",
@@ -211,15 +223,37 @@ class Prog:
                 *body,
                 "",
                 "",
+                *([
+                    "@gtx.field_operator",
+                    "def reread(x: F) -> F:",
+                    f"    return x(K + 1) * {lit(2.0)}",
+                    "",
+                    "",
+                    "@gtx.field_operator",
+                    "def again(x: F) -> F:",
+                    f"    return x * {lit(3.0)}",
+                    "",
+                    "",
+                ] if self.overwrite else []),
                 "@gtx.program",
                 f"def program({', '.join(prog_params)}):",
-                f"    fop({', '.join(names)}, out={out_arg}, domain={{Cell: {self.cell_domain}, K: ({kd[0]}, {kd[1]})}})",
+                *statements,
                 "",
             ]
         )
 
     def key(self) -> str:
         return hashlib.sha256(self.source().encode()).hexdigest()[:16]
+
+    def out_names(self) -> list[str]:
+        """The program's output fields: one per `outputs`, then `outR` (`overwrite`)."""
+        return [f"out{i}" for i in range(len(self.outputs))] + (["outR"] if self.overwrite else [])
+
+    def out_domains(self) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+        """(cells, levels) each of `out_names()` is written on."""
+        k0, k1 = self.k_domain
+        return [(self.cell_domain, self.k_domain)] * len(self.outputs) + (
+            [(self.cell_domain, (k0, k1 - 1))] if self.overwrite else [])
 
     def uses_neighbors(self) -> bool:
         return any(r.nbr is not None for e in [e for _, e in self.locals] + list(self.outputs) for r in _read_nodes(e))
@@ -237,7 +271,7 @@ class Prog:
                 return count(e.lhs) + count(e.rhs)
             return 0
 
-        return sum(count(e) for _, e in self.locals) + sum(count(e) for e in self.outputs)
+        return sum(count(e) for _, e in self.locals) + sum(count(e) for e in self.outputs) + 2 * self.overwrite
 
     def call_args(self, data_seed: int) -> dict:
         """Inputs as numpy arrays (fields, 1-D fields, scalars) and the int32 arguments."""
@@ -316,7 +350,11 @@ def evaluate_numpy(prog: Prog, args: dict, magnitude: bool = False, scan_args: b
     with np.errstate(invalid="ignore", over="ignore"):
         for name, e in prog.locals:
             env[name] = ev(e)
-        return [ev(e)[:, PAD : PAD + NL] for e in prog.outputs]
+        outs = [ev(e) for e in prog.outputs]
+        if prog.overwrite:  # outR = 2 out0(K + 1) of the first statement's out0; then out0 = 3 a
+            outs.append(dt(2.0) * _shift(outs[0], 1))
+            outs[0] = dt(3.0) * env[prog.fields[0]]
+        return [o[:, PAD : PAD + NL] for o in outs]
 
 
 def tolerance(prog: Prog, args: dict) -> list[np.ndarray]:
@@ -525,7 +563,10 @@ def programs(draw, max_locals: int = 3, max_depth: int = 3) -> Prog:
     k1 = hi - draw(st.integers(0, hi - k0 - 2))
     c0 = draw(st.integers(0, NC - 2))
     c1 = NC - draw(st.integers(0, NC - c0 - 2))
-    return dataclasses.replace(prog, cell_domain=(c0, c1), k_domain=(k0, k1), runtime_k_domain=draw(st.booleans()))
+    # One program in six writes out0, reads it shifted and overwrites it (needs 3 levels).
+    overwrite = k1 - k0 >= 3 and draw(st.integers(0, 5)) == 0
+    return dataclasses.replace(prog, cell_domain=(c0, c1), k_domain=(k0, k1), runtime_k_domain=draw(st.booleans()),
+                               overwrite=overwrite)
 
 
 def prune(prog: Prog) -> Prog:
