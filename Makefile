@@ -84,7 +84,7 @@ gpu-tools: $(GPU_STAMP)
 
 $(GPU_STAMP): $(STAMP)
 	$(PY) -m pip install -q $(CUDA_WHEELS) 2>&1 | grep -v '^WARNING: Location' || true
-	$(PY) -c 'from gt4py_dace_xforms.integration.cuda_check import find_cuda_toolkit as f; t = f(); \
+	$(PY) -c 'from gt4py_dace_xforms.measure.cuda_check import find_cuda_toolkit as f; t = f(); \
 		assert t is not None and t.source == "wheel", t; print("nvcc", t.version, t.nvcc)'
 	@touch $(GPU_STAMP)
 

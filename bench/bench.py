@@ -43,8 +43,8 @@ sys.path.insert(0, str(HERE))
 import cases as bench_cases  # noqa: E402
 from verdicts import configs  # noqa: E402
 
-from gt4py_dace_xforms.integration.programs import copy_args  # noqa: E402
-from gt4py_dace_xforms.integration.timing import ALLOCATORS, MIN_FLOOR, MIN_SPAN_S, pin_allocator  # noqa: E402
+from gt4py_dace_xforms.tools.programs import copy_args  # noqa: E402
+from gt4py_dace_xforms.measure.timing import ALLOCATORS, MIN_FLOOR, MIN_SPAN_S, pin_allocator  # noqa: E402
 
 GOALS = {"target_time_ratio": 0.80, "target_2d_transients": 3, "opt_time_ratio": 1.15}
 RTOL = 1e-12
@@ -205,7 +205,7 @@ def time_config(case_name: str, callers: dict, args: dict, offset_provider: dict
     (`timing.short_span`). Both stop at 20 batches. With `replace`, every batch after the
     first runs on newly allocated persistent transients (`timing.replace_persistent`), so
     that a verdict does not rest on one placement of them."""
-    from gt4py_dace_xforms.integration.timing import (
+    from gt4py_dace_xforms.measure.timing import (
         Timing, compiled_sdfgs, may_extend, noise_floor, omp_threads, pin_allocator, reallocation_faults_per_mib,
         replace_persistent, short_span, time_rounds, undecided, verdict,
     )  # fmt: skip
@@ -275,7 +275,7 @@ def run_mode(case: bench_cases.Case, program, mode: str, args: dict, offset_prov
              malloc: str = "glibc", extend_s: float = 0.0, min_span_s: float = 0.0) -> tuple[dict, dict]:  # fmt: skip
     """Stock, a second stock (A/A) and the inlined build with memory mode `mode`: compiled,
     outputs compared with stock, timed at each thread count. Returns (results, builds)."""
-    from gt4py_dace_xforms.integration.compare import inline_build, stock_build
+    from gt4py_dace_xforms.tools.compare import inline_build, stock_build
 
     sync = make_sync(gpu)
     mm = memory_mode(mode)
@@ -320,7 +320,7 @@ def run_mode(case: bench_cases.Case, program, mode: str, args: dict, offset_prov
 def run_case(case: bench_cases.Case, *, quick: bool, gpu: bool, rounds: int, threads: list[int | None],
              modes: list[str], max_rounds: int | None = None, malloc: str = "glibc",
              extend_s: float = 0.0, min_span_s: float = 0.0) -> dict:  # fmt: skip
-    from gt4py_dace_xforms.integration.compare import two_d_transients
+    from gt4py_dace_xforms.tools.compare import two_d_transients
 
     sizes = case.sizes(quick)
     row: dict[str, Any] = {"program": case.name, "what": case.what, "sizes": sizes, "status": "ok", "rounds": rounds}

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from gt4py_dace_xforms.integration import programs
+from gt4py_dace_xforms.tools import programs
 
 # Icosahedral R2B4-like sizes: 20480 cells, 30720 edges, 10242 vertices.
 FULL = {"Cell": 20480, "Edge": 30720, "Vertex": 10242, "K": 80}
@@ -183,7 +183,7 @@ def _census_program(ref: str):
 
 def _census_inputs(ref: str):
     def make(sizes: dict, seed: int):
-        from gt4py_dace_xforms.integration import census_compare
+        from gt4py_dace_xforms.measure import census_compare
 
         return census_compare.census_inputs(_census_program(ref)(), n_horizontal=sizes["Cell"],
                                             n_levels=sizes["K"], seed=seed)  # fmt: skip

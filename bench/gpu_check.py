@@ -43,7 +43,7 @@ def log(msg: str) -> None:
 
 def make_build(policy: str):
     import gt4py_dace_xforms as gx
-    from gt4py_dace_xforms.integration.compare import inline_build, stock_build
+    from gt4py_dace_xforms.tools.compare import inline_build, stock_build
 
     if policy == "cost":
         return inline_build(gpu=True)
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     if bad := [n for n in policies if n not in POLICIES]:
         p.error(f"unknown policy(ies) {bad}; known: {list(POLICIES)}")
 
-    from gt4py_dace_xforms.integration import cuda_check
+    from gt4py_dace_xforms.measure import cuda_check
 
     toolkit = cuda_check.find_cuda_toolkit()
     if toolkit is None:

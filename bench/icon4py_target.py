@@ -1,7 +1,7 @@
 """The measured target, icon4py 0.4.1's `compute_perturbed_quantities_and_interpolation`,
 for the benchmarks and the tests (which put this folder on `sys.path`).
 
-Its inputs come from the signature (`gt4py_dace_xforms.integration.programs.random_args`);
+Its inputs come from the signature (`gt4py_dace_xforms.tools.programs.random_args`);
 what is specific to it (scalar values, half levels, outputs) is defined once, in the demo
 (`gt4py_dace_xforms.cli.demo`), which runs it too.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from gt4py_dace_xforms.cli import demo
-from gt4py_dace_xforms.integration.programs import copy_args  # noqa: F401  # re-exported for the callers
+from gt4py_dace_xforms.tools.programs import copy_args  # noqa: F401  # re-exported for the callers
 
 MODULE, _, PROGRAM = demo.TARGET_SPEC.partition(":")
 OUTPUTS = demo.TARGET_OUTPUTS

@@ -32,7 +32,7 @@ sys.path.insert(0, str(HERE))
 
 import cases as bench_cases  # noqa: E402
 
-from gt4py_dace_xforms.integration.timing import ALLOCATORS, pin_allocator  # noqa: E402
+from gt4py_dace_xforms.measure.timing import ALLOCATORS, pin_allocator  # noqa: E402
 
 
 def log(msg: str) -> None:
@@ -42,7 +42,8 @@ def log(msg: str) -> None:
 def resolve(name: str, quick: bool):
     """(short name, program, args, offset_provider, sizes) for a bench case, an icon4py
     program name or MODULE:PROGRAM."""
-    from gt4py_dace_xforms.integration import census_compare, programs
+    from gt4py_dace_xforms.measure import census_compare
+    from gt4py_dace_xforms.tools import programs
 
     by_case = {c.name: c for c in bench_cases.CASES}
     if name in by_case:
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
 
     from gt4py_dace_xforms.integration import capture
-    from gt4py_dace_xforms.integration.oracle import run_oracle
+    from gt4py_dace_xforms.measure.oracle import run_oracle
 
     name, program, args, provider, sizes = resolve(opts.program, opts.quick)
     step = (GT4PyAutoOptHook.TopLevelDataFlowStep, 1)

@@ -21,7 +21,8 @@ os.environ.setdefault("GT4PY_BUILD_JOBS", "0")
 from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook  # noqa: E402
 
 import gt4py_dace_xforms as gx  # noqa: E402
-from gt4py_dace_xforms.integration import capture, programs  # noqa: E402
+from gt4py_dace_xforms.integration import capture  # noqa: E402
+from gt4py_dace_xforms.tools import programs
 
 STEP = (GT4PyAutoOptHook.TopLevelDataFlowStep, 1)
 

@@ -8,7 +8,7 @@ from typing import Any
 import gt4py.next as gtx
 import numpy as np
 
-from gt4py_dace_xforms.integration.compare import Build, inline_build, stock_build, two_d_transients
+from gt4py_dace_xforms.tools.compare import Build, inline_build, stock_build, two_d_transients
 
 
 @dataclasses.dataclass
@@ -45,7 +45,7 @@ def side_by_side(program, args: dict[str, Any], outputs: tuple[str, ...], **call
 
 def rerun(run: SideBySide, program, args: dict[str, Any], outputs: tuple[str, ...], **call_kwargs) -> SideBySide:
     """`program(**args)` again with the builds of `run` (compiled already), e.g. on
-    poisoned inputs (`integration.poison`)."""
+    poisoned inputs (`measure.poison`)."""
     results = {}
     for name in ("stock", "inlined"):
         a = _fresh(args)

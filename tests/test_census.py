@@ -7,7 +7,7 @@ import gt4py.next as gtx
 import pytest
 
 from gt4py_dace_xforms.cli.main import main
-from gt4py_dace_xforms.integration import census, determinism, programs
+from gt4py_dace_xforms.tools import census, determinism, programs
 
 SEED = "gt4py_dace_xforms.cli.demo:vertical_difference_computed_program"
 THREE_LEVEL = "gt4py_dace_xforms.cli.demo:three_level_sum_program"

@@ -1,12 +1,14 @@
 """Census programs compiled stock, with the default backend and with everything sound give
-the same outputs (`integration/census_compare.py`; the full run is `make census-compare`)."""
+the same outputs (`measure/census_compare.py`; the full run is `make census-compare`)."""
 
 import os
 
 import numpy as np
 import pytest
 
-from gt4py_dace_xforms.integration import census_compare as cc, programs
+from gt4py_dace_xforms.measure import census_compare as cc
+
+from gt4py_dace_xforms.tools import programs
 
 METRICS = "icon4py.model.common.metrics.metric_fields"
 

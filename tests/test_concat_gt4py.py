@@ -7,7 +7,7 @@ import gt4py.next as gtx
 from gt4py.next import Dims, float32
 from gt4py.next.ffront.experimental import concat_where
 
-from gt4py_dace_xforms.integration.poison import poison_unread
+from gt4py_dace_xforms.measure.poison import poison_unread
 from gt4py_helpers import assert_equal_to_stock, rerun, side_by_side
 
 pytestmark = pytest.mark.compile
@@ -224,7 +224,7 @@ def test_cell_only_field_branch_read_at_k_plus_1_compiles_and_matches_numpy():
     # gt4py 1.2.3's concat_where replacement raises IndexError on it, stock backend too.
     from user_programs import cell_only_branch as cell_only_branch_program
 
-    from gt4py_dace_xforms.integration.compare import inline_build
+    from gt4py_dace_xforms.tools.compare import inline_build
 
     b, out = field(), field()
     c = gtx.as_field([Cell], RNG.random(NC))

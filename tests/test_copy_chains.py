@@ -22,7 +22,7 @@ from gt4py.next.program_processors.runners.dace.transformations.auto_optimize im
 from builders import compile_cached, run
 from gt4py_dace_xforms.analysis.copy_cover import copy_covers_array
 from gt4py_dace_xforms.integration.capture import capture_stages
-from gt4py_dace_xforms.integration.compare import inline_build, stock_build, two_d_transients
+from gt4py_dace_xforms.tools.compare import inline_build, stock_build, two_d_transients
 from gt4py_dace_xforms.transformations import copy_chain
 from gt4py_dace_xforms.transformations.copy_chain import ProvenCopyChainRemover, gt_remove_copy_chains
 from gt4py_helpers import run_out

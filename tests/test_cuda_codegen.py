@@ -14,8 +14,8 @@ import pytest
 import gt4py.next as gtx
 import gt4py_dace_xforms as gx
 from gt4py_dace_xforms.cli import demo
-from gt4py_dace_xforms.integration import cuda_check
-from gt4py_dace_xforms.integration.compare import inline_build
+from gt4py_dace_xforms.measure import cuda_check
+from gt4py_dace_xforms.tools.compare import inline_build
 
 _ROOT = pathlib.Path(__file__).resolve().parent.parent
 _BUILD = pathlib.Path(os.environ.get("GT4PY_DACE_XFORMS_TEST_BUILD", _ROOT / ".build"))

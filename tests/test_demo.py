@@ -45,7 +45,7 @@ def test_target_inputs_follow_its_signature():
 
 
 def test_random_args_from_a_users_signature():
-    from gt4py_dace_xforms.integration.programs import random_args
+    from gt4py_dace_xforms.tools.programs import random_args
     from user_programs import shifted_sum
 
     args = random_args(shifted_sum, {"Cell": 64, "K": 7}, seed=2, scalars={"nlev": 7})

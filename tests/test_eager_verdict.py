@@ -15,9 +15,9 @@ import test_concat_gt4py as programs
 from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
 from gt4py_dace_xforms.analysis import annotations
 from gt4py_dace_xforms.analysis.concat import find_witness
-from gt4py_dace_xforms.integration import eager
+from gt4py_dace_xforms.tools import eager
 from gt4py_dace_xforms.integration.lowering import KEY, record_annotations
-from gt4py_dace_xforms.integration.poison import poison_unread
+from gt4py_dace_xforms.measure.poison import poison_unread
 
 Cell, K, F64 = programs.Cell, programs.K, programs.F64
 

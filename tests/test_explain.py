@@ -5,7 +5,7 @@ import dace
 import pytest
 
 from gt4py_dace_xforms.cli.main import main
-from gt4py_dace_xforms.integration.explain import explain
+from gt4py_dace_xforms.tools.explain import explain
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +28,7 @@ def test_user_program_temporary_removed(shifted_sum):
 def test_before_after_sdfgs_for_the_viewer(shifted_sum, tmp_path):
     import gt4py_dace_xforms  # noqa: F401  # registers InlineFuser
 
-    from gt4py_dace_xforms.integration.explain import write_sdfgs
+    from gt4py_dace_xforms.tools.explain import write_sdfgs
 
     before, after = write_sdfgs(shifted_sum, str(tmp_path / "shifted_sum"))
     assert before.endswith("shifted_sum.before.sdfg") and after.endswith("shifted_sum.after.sdfg")
@@ -101,7 +101,7 @@ def test_explain_shows_the_stock_crash_and_the_library_taking_the_node():
 
 
 def test_a_retargeted_temporary_says_so():
-    from gt4py_dace_xforms.integration.explain import Temporary
+    from gt4py_dace_xforms.tools.explain import Temporary
     from gt4py_dace_xforms.report import InlineRecord
 
     rec = InlineRecord("s", "gtir_tmp_49", "map_55_fieldop", (("0", "0"),), True, "gain")

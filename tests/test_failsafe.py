@@ -20,7 +20,7 @@ from gt4py.next.program_processors.runners.dace.transformations.auto_optimize im
 import gt4py_dace_xforms as gx
 from gt4py_dace_xforms.integration import failsafe, hooks
 from gt4py_dace_xforms.integration.capture import capture_stages
-from gt4py_dace_xforms.integration.compare import inline_build, stock_build, two_d_transients
+from gt4py_dace_xforms.tools.compare import inline_build, stock_build, two_d_transients
 from gt4py_dace_xforms.transformations import inline_fusion_pass, rewrite
 
 from gt4py_helpers import run_out

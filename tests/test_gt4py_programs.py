@@ -5,7 +5,7 @@ import pytest
 
 import gt4py.next as gtx
 from gt4py_dace_xforms.cli import demo
-from gt4py_dace_xforms.integration.compare import inline_build, stock_build, two_d_transients
+from gt4py_dace_xforms.tools.compare import inline_build, stock_build, two_d_transients
 
 pytestmark = pytest.mark.compile
 

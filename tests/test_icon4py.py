@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import icon4py_target as target  # bench/icon4py_target.py
-from gt4py_dace_xforms.integration.compare import inline_build, stock_build, two_d_transients
+from gt4py_dace_xforms.tools.compare import inline_build, stock_build, two_d_transients
 
 pytestmark = [
     pytest.mark.compile,

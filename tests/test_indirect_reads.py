@@ -13,7 +13,7 @@ from gt4py_dace_xforms.analysis.candidate import analyse_candidate
 from gt4py_dace_xforms.analysis.indirect import match_indirect_read
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.integration import capture
-from gt4py_dace_xforms.integration.compare import inline_build, stock_build, two_d_transients
+from gt4py_dace_xforms.tools.compare import inline_build, stock_build, two_d_transients
 from gt4py_dace_xforms.transformations.inline_fusion_pass import find_candidates
 
 STEP = (GT4PyAutoOptHook.TopLevelDataFlowStep, 1)

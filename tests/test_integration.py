@@ -9,7 +9,7 @@ import gt4py_dace_xforms as gx
 from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
 from gt4py_dace_xforms import backends
 from gt4py_dace_xforms.cli import demo
-from gt4py_dace_xforms.integration.compare import two_d_transients
+from gt4py_dace_xforms.tools.compare import two_d_transients
 
 
 def _args(nlev=20):

@@ -8,7 +8,7 @@ import gt4py.next as gtx
 from gt4py.next.program_processors.runners.dace import transformations as gtx_transformations
 from gt4py_dace_xforms.cli import demo
 from gt4py_dace_xforms.integration.backends import make_backend
-from gt4py_dace_xforms.integration.compare import inline_build, stock_build
+from gt4py_dace_xforms.tools.compare import inline_build, stock_build
 
 Mode = gtx_transformations.TransientMemoryMode
 

@@ -1,4 +1,4 @@
-"""The oracle (integration/oracle.py, bench/oracle.py): the policy that pins a decision set,
+"""The oracle (measure/oracle.py, bench/oracle.py): the policy that pins a decision set,
 the greedy search on made-up timings, and one small program run end to end."""
 
 import copy
@@ -9,7 +9,7 @@ import pytest
 import gt4py.next as gtx
 import gt4py_dace_xforms as gx
 from builders import producer_consumer, transient_arrays
-from gt4py_dace_xforms.integration import oracle
+from gt4py_dace_xforms.measure import oracle
 from gt4py_dace_xforms.policy import InlineOnly
 
 

@@ -17,7 +17,7 @@ from gt4py.next.program_processors.runners.dace.transformations.auto_optimize im
 import gt4py_dace_xforms as gx
 from gt4py_dace_xforms.analysis.races import race_problem, unordered_accesses
 from gt4py_dace_xforms.integration.capture import capture_stages
-from gt4py_dace_xforms.integration.compare import inline_build, stock_build
+from gt4py_dace_xforms.tools.compare import inline_build, stock_build
 from gt4py_dace_xforms.integration.hooks import UnorderedAccessWarning
 
 Cell = gtx.Dimension("Cell")
@@ -171,7 +171,7 @@ def test_racy_program_equals_stock_bit_for_bit_with_one_warning(name):
 
 
 def test_explain_and_the_report_table_name_the_race():
-    from gt4py_dace_xforms.integration.explain import explain
+    from gt4py_dace_xforms.tools.explain import explain
 
     text = explain(written_read_overwritten).text()
     assert "undefined order" in text and "'t_out' has an unordered write/write" in text, text

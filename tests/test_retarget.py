@@ -14,7 +14,7 @@ import pytest
 import gt4py_dace_xforms as gx
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.analysis.retarget import retarget_plan
-from gt4py_dace_xforms.integration.compare import two_d_transients
+from gt4py_dace_xforms.tools.compare import two_d_transients
 
 N, K = 8, 6
 

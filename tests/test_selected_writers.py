@@ -16,7 +16,7 @@ from gt4py.next.program_processors.runners.dace.transformations.auto_optimize im
 
 from gt4py_dace_xforms.analysis.candidate import InlineCandidate, analyse_candidate
 from gt4py_dace_xforms.integration.capture import capture_stages
-from gt4py_dace_xforms.integration.compare import inline_build, stock_build, two_d_transients
+from gt4py_dace_xforms.tools.compare import inline_build, stock_build, two_d_transients
 from gt4py_dace_xforms.policy import InlineWhereSound
 from gt4py_dace_xforms.transformations.inline_fusion_pass import find_candidates, gt_inline_fusion
 

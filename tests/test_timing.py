@@ -1,4 +1,4 @@
-"""The bench's and the demo's measurement (integration/timing.py), without compiling
+"""The bench's and the demo's measurement (measure/timing.py), without compiling
 except where marked: round order, the fields every build of a round shares, the
 median's interval, the A/A floor and the verdict, new persistent transients per batch."""
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import gt4py.next as gtx
-from gt4py_dace_xforms.integration import timing
+from gt4py_dace_xforms.measure import timing
 
 Cell = gtx.Dimension("Cell")
 K = gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)
@@ -299,7 +299,7 @@ def test_allocator_regimes_are_configurations_of_their_own():
 
 _PIN_SCRIPT = """
 import json, sys
-from gt4py_dace_xforms.integration import timing
+from gt4py_dace_xforms.measure import timing
 regime = sys.argv[1]
 out = {"unpinned": timing.reallocation_faults_per_mib()}
 timing.pin_allocator(regime)

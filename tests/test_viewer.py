@@ -10,7 +10,7 @@ import pytest
 from dace.transformation.optimizer import SDFGOptimizer
 
 import gt4py_dace_xforms as gx
-from gt4py_dace_xforms.integration.compare import two_d_transients
+from gt4py_dace_xforms.tools.compare import two_d_transients
 
 
 def _listed(sdfg):

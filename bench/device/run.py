@@ -171,8 +171,8 @@ def check_installed(site: pathlib.Path) -> dict:
 
 def dry_run(opts: argparse.Namespace) -> int:
     """What needs no GPU: the seed program through the library's GPU backend to CUDA code."""
-    from gt4py_dace_xforms.integration import cuda_check
-    from gt4py_dace_xforms.integration.compare import inline_build
+    from gt4py_dace_xforms.measure import cuda_check
+    from gt4py_dace_xforms.tools.compare import inline_build
 
     import cases as bench_cases
 
@@ -304,7 +304,7 @@ class CaseRun:
 
     def add(self, label: str, build) -> dict:
         """Translate, compile and run `build` once (its first call), keep its outputs."""
-        from gt4py_dace_xforms.integration.programs import copy_args
+        from gt4py_dace_xforms.tools.programs import copy_args
 
         row = self.rows.setdefault(label, {"build": label, "status": "ok"})
         self.builds[label] = build
@@ -330,7 +330,7 @@ class CaseRun:
 
     def time(self, labels: list[str], reps: int, budget: Budget) -> int:
         """Interleaved timing of `labels`; returns the rounds done (fewer if time runs short)."""
-        from gt4py_dace_xforms.integration.programs import copy_args
+        from gt4py_dace_xforms.tools.programs import copy_args
 
         for label in labels:  # untimed warm-up
             self.call(label, copy_args(self.args))
@@ -366,7 +366,7 @@ class CaseRun:
 
 def make_builds(gpu: bool) -> dict:
     import gt4py_dace_xforms as gx
-    from gt4py_dace_xforms.integration.compare import inline_build, stock_build
+    from gt4py_dace_xforms.tools.compare import inline_build, stock_build
 
     return {
         "stock": lambda: stock_build(gpu=gpu),

@@ -20,8 +20,9 @@ import numpy as np  # noqa: E402
 from gt4py.next import Dims  # noqa: E402
 from gt4py.next.ffront.experimental import concat_where  # noqa: E402
 
-from gt4py_dace_xforms.integration.compare import inline_build, stock_build, two_d_transients  # noqa: E402
-from gt4py_dace_xforms.integration.timing import Timing, time_rounds, verdict  # noqa: E402
+from gt4py_dace_xforms.tools.compare import inline_build, stock_build, two_d_transients  # noqa: E402
+from gt4py_dace_xforms.tools.quiet import quiet_third_party  # noqa: E402
+from gt4py_dace_xforms.measure.timing import Timing, time_rounds, verdict  # noqa: E402
 
 Cell = gtx.Dimension("Cell")
 K = gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)
@@ -90,21 +91,6 @@ CASES = [
     ),
     ("three_level_sum (reads k, k+1, k+2)", three_level_sum_program, _three_level_sum_numpy, 2),
 ]
-
-
-@contextlib.contextmanager
-def quiet_third_party() -> Iterator[None]:
-    """The demo's screen: gt4py warns on every compile that Python runs without -O, DaCe
-    on every empty Map and when it loads a library twice; none says anything about the
-    demo. Other warnings are shown once. (Only inside the demo: importing the package
-    changes no filter.)"""
-    with warnings.catch_warnings():
-        warnings.simplefilter("once")
-        warnings.filterwarnings("ignore", message="Python is not running in optimized mode")
-        warnings.filterwarnings("ignore", message=r"The iteration range of Map .* zero or negative sized range")
-        # The A/A build's library is the stock one (gt4py caches by content); DaCe loads a copy.
-        warnings.filterwarnings("ignore", message=r"Library .* already loaded, renaming file")
-        yield
 
 
 @contextlib.contextmanager
@@ -202,7 +188,7 @@ TARGET_OUTPUTS = (
 
 
 def target_program() -> Any:
-    from gt4py_dace_xforms.integration.programs import load_program
+    from gt4py_dace_xforms.tools.programs import load_program
 
     return load_program(TARGET_SPEC)
 
@@ -212,7 +198,7 @@ def target_args(n_cells: int, n_levels: int, *, seed: int = 0, taylor_hydro: boo
     Half-level fields have `n_levels + 1` levels; `surface_level = n_levels + 1`."""
     from icon4py.model.atmosphere.dycore.dycore_states import HorizontalPressureDiscretizationType as Method
 
-    from gt4py_dace_xforms.integration.programs import random_args
+    from gt4py_dace_xforms.tools.programs import random_args
 
     scalars = {
         "igradp_method": int(Method.TAYLOR_HYDRO if taylor_hydro else Method.CONVENTIONAL),
@@ -244,7 +230,7 @@ def run_target(n_cells: int = 20480, n_levels: int = 80, rounds: int = 12, verbo
     name = TARGET_SPEC.rpartition(":")[2]
     print(f"\nicon4py target: {name}, {n_cells} cells x {n_levels} levels")
     args = target_args(n_cells, n_levels)
-    from gt4py_dace_xforms.integration.programs import copy_args
+    from gt4py_dace_xforms.tools.programs import copy_args
 
     builds = {"stock": stock_build(), "second stock (A/A)": stock_build(), "library": inline_build()}
     outputs: dict[str, dict[str, np.ndarray]] = {}

@@ -105,7 +105,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from gt4py_dace_xforms.integration import explain as ex, programs
+    from gt4py_dace_xforms.tools import explain as ex, programs
 
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # a user's module in the current folder, as with `python -m`
@@ -141,7 +141,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_census(args: argparse.Namespace) -> int:
-    from gt4py_dace_xforms.integration import census, programs
+    from gt4py_dace_xforms.tools import census, programs
 
     if args.exact and not args.compare:
         raise CliError("--exact only applies to --compare (it changes how the builds compile)")
@@ -174,7 +174,7 @@ def cmd_census(args: argparse.Namespace) -> int:
         print(f"  {name}: {r.seconds:.0f} s" + (f" ERROR {r.error}" if r.error else ""), file=sys.stderr, flush=True)
 
     if args.eager:
-        from gt4py_dace_xforms.integration import eager
+        from gt4py_dace_xforms.tools import eager
 
         results = census.map_programs(eager.eager_program, refs, jobs=args.jobs, progress=progress)
         print(eager.table(results))
@@ -194,8 +194,8 @@ def _census_compare(refs, args: argparse.Namespace) -> int:
     """`census --compare`: compile every program stock, with the default backend and with
     everything sound, run them on the same random inputs and compare the outputs.
     Exit status 1 if any program differs from stock or fails to build."""
-    from gt4py_dace_xforms.cli.demo import quiet_third_party
-    from gt4py_dace_xforms.integration import census_compare as cc
+    from gt4py_dace_xforms.tools.quiet import quiet_third_party
+    from gt4py_dace_xforms.measure import census_compare as cc
 
     settings = {"n_horizontal": args.cells or cc.N_HORIZONTAL, "n_levels": args.levels or cc.N_LEVELS,
                 "seed": cc.SEED if args.seed is None else args.seed, "exact": args.exact}
@@ -218,7 +218,7 @@ def _census_compare(refs, args: argparse.Namespace) -> int:
 def _census_determinism(refs, args: argparse.Namespace) -> int:
     """`census --determinism`: every program lowered with the library in two processes with
     different PYTHONHASHSEED; exit status 1 unless every final SDFG hashes the same."""
-    from gt4py_dace_xforms.integration import census, determinism
+    from gt4py_dace_xforms.tools import census, determinism
 
     print(f"determinism of {len(refs)} programs ({args.jobs} processes, PYTHONHASHSEED "
           f"{', '.join(map(str, determinism.SEEDS))})", file=sys.stderr)

@@ -43,8 +43,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Optional
 
 import numpy as np
 
-from gt4py_dace_xforms.integration.compare import Build, inline_build, stock_build, two_d_transients
-from gt4py_dace_xforms.integration.programs import (
+from gt4py_dace_xforms.tools.compare import Build, inline_build, stock_build, two_d_transients
+from gt4py_dace_xforms.tools.programs import (
     ICOSAHEDRAL_NEIGHBORS,
     ProgramRef,
     copy_args,
@@ -354,7 +354,7 @@ def run_comparison(refs: Iterable[ProgramRef], *, jobs: int = 1,
                    progress: Optional[Callable[[ProgramComparison], None]] = None,
                    **kwargs: Any) -> list[ProgramComparison]:
     """`compare_program` for every program, in `jobs` processes (results in input order)."""
-    from gt4py_dace_xforms.integration.census import map_programs
+    from gt4py_dace_xforms.tools.census import map_programs
 
     return map_programs(_compare_one, [(r, kwargs) for r in refs], jobs=jobs, progress=progress)
 

@@ -19,7 +19,7 @@ the same decisions share one build. After compiling, each build's own report giv
 it really applied, and its outputs are compared with stock's (`census_compare`'s
 tolerance), so a variant that computes something else is never timed as a candidate.
 
-Timing (`integration.timing`): every variant on the same inputs per round, balanced
+Timing (`measure.timing`): every variant on the same inputs per round, balanced
 orders, at each thread count; ratios to stock with their intervals and the A/A floor;
 the *regret* is the model's time over the best variant's, per round, with its interval.
 """
@@ -34,9 +34,9 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from gt4py_dace_xforms.integration.compare import Build, inline_build, stock_build, two_d_transients
-from gt4py_dace_xforms.integration.programs import copy_args
-from gt4py_dace_xforms.integration.timing import (
+from gt4py_dace_xforms.tools.compare import Build, inline_build, stock_build, two_d_transients
+from gt4py_dace_xforms.tools.programs import copy_args
+from gt4py_dace_xforms.measure.timing import (
     Interval, Timing, median_interval, noise_floor, omp_threads, pin_allocator, time_rounds, verdict,
 )  # fmt: skip
 from gt4py_dace_xforms.policy import CostModel, InlineOnly, InlinePolicy, InlineWhereSound
@@ -194,7 +194,7 @@ class Oracle:
 
 
 def _mismatch(got: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray]) -> str:
-    from gt4py_dace_xforms.integration.census_compare import diff_field
+    from gt4py_dace_xforms.measure.census_compare import diff_field
 
     bad = [k for k in ref if not diff_field(k, "", got[k], ref[k]).within_tolerance]
     return ", ".join(bad)

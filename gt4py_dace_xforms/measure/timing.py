@@ -45,7 +45,7 @@ import statistics
 import time
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from gt4py_dace_xforms.integration.programs import copy_args
+from gt4py_dace_xforms.tools.programs import copy_args
 
 FASTER = "faster"
 SLOWER = "slower"

@@ -29,9 +29,9 @@ from gt4py_dace_xforms.analysis.candidate import analyse_candidate
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.analysis.races import unordered_accesses
 from gt4py_dace_xforms.integration.capture import OPTIMIZED, capture_stages
-from gt4py_dace_xforms.integration.compare import two_d_transients
+from gt4py_dace_xforms.tools.compare import two_d_transients
 from gt4py_dace_xforms.integration.hooks import optimization_hooks
-from gt4py_dace_xforms.integration.programs import ProgramRef, offset_provider_for
+from gt4py_dace_xforms.tools.programs import ProgramRef, offset_provider_for
 from gt4py_dace_xforms.policy import CostModel, InlinePolicy, InlineWhereSound
 from gt4py_dace_xforms.transformations.inline_fusion_pass import find_candidates, gt_inline_fusion
 

@@ -5,7 +5,7 @@ depend on it, and iterating a set of nodes or names is where it breaks (45bf91f 
 
 `hash_of(spec)` lowers one program to gt4py's final SDFG without compiling (the default
 backend's hooks and annotations, `integration.capture`); `check_program(ref)` runs that in
-subprocesses, one per seed, and compares. `python -m gt4py_dace_xforms.integration.determinism
+subprocesses, one per seed, and compares. `python -m gt4py_dace_xforms.tools.determinism
 MODULE:PROGRAM` prints the hash (what the subprocesses run); `census --determinism` checks
 a set of programs.
 """
@@ -45,7 +45,7 @@ def hash_of(spec: str, grid=None) -> str:
     backend's hooks, lowered without compiling."""
     from gt4py_dace_xforms.integration.capture import OPTIMIZED, capture_stages
     from gt4py_dace_xforms.integration.hooks import optimization_hooks
-    from gt4py_dace_xforms.integration.programs import load_program, offset_provider_for
+    from gt4py_dace_xforms.tools.programs import load_program, offset_provider_for
 
     program = load_program(spec)
     taken = capture_stages(program, [OPTIMIZED], offset_provider=offset_provider_for(program, grid),
@@ -92,7 +92,7 @@ def to_json(results: list[ProgramDeterminism]) -> str:
 
 
 if __name__ == "__main__":
-    from gt4py_dace_xforms.cli.demo import quiet_third_party
+    from gt4py_dace_xforms.tools.quiet import quiet_third_party
 
     with quiet_third_party():
         digest = hash_of(sys.argv[1])

@@ -144,8 +144,8 @@ def eager_program(ref, *, grid: Any = None) -> ProgramEager:
     """Lower `ref` (a `programs.ProgramRef`) to the first `TopLevelDataFlowStep` and take
     its rows (never raises: a failure is recorded in `error`)."""
     from gt4py_dace_xforms.integration.capture import capture_stages
-    from gt4py_dace_xforms.integration.census import _STEP
-    from gt4py_dace_xforms.integration.programs import offset_provider_for
+    from gt4py_dace_xforms.tools.census import _STEP
+    from gt4py_dace_xforms.tools.programs import offset_provider_for
 
     result = ProgramEager(ref.spec)
     start = time.perf_counter()

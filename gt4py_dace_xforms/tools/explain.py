@@ -23,9 +23,9 @@ import dace
 from gt4py.next import errors as gtx_errors
 from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
 
-from gt4py_dace_xforms.integration import programs
+from gt4py_dace_xforms.tools import programs
 from gt4py_dace_xforms.integration.capture import OPTIMIZED, capture_stages, lower_to_gtir
-from gt4py_dace_xforms.integration.compare import two_d_transients
+from gt4py_dace_xforms.tools.compare import two_d_transients
 from gt4py_dace_xforms.integration.hooks import default_policy, optimization_hooks
 from gt4py_dace_xforms.policy import InlinePolicy
 from gt4py_dace_xforms.report import InlineRecord, InlineReport

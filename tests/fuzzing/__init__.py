@@ -2,7 +2,7 @@
 
 Each build is called twice: on the drawn inputs, and on the same inputs set to NaN
 wherever gt4py's domain inference says the program does not read them
-(`gt4py_dace_xforms.integration.poison`), so that a value read outside (a concat branch
+(`gt4py_dace_xforms.measure.poison`), so that a value read outside (a concat branch
 selected outside its region, eager or lazy) shows as NaN in an output.
 
 Profiles: "fuzz-ci" (fixed seed, few examples, run by `make test`) and "fuzz-long"

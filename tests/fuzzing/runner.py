@@ -26,8 +26,8 @@ import numpy as np
 from hypothesis import currently_in_test_context, given, note, settings, strategies as st
 
 import gt4py_dace_xforms
-from gt4py_dace_xforms.integration.compare import Build, inline_build, stock_build
-from gt4py_dace_xforms.integration.poison import poison_unread
+from gt4py_dace_xforms.tools.compare import Build, inline_build, stock_build
+from gt4py_dace_xforms.measure.poison import poison_unread
 from fuzzing.reduce import reduce
 from fuzzing.strategy import C2C_TABLE, NC, NL, SENTINEL, Prog, evaluate_numpy, programs, tolerance
 
@@ -125,7 +125,7 @@ def _as_gt4py(prog: Prog, args: dict) -> dict:
     return out
 
 
-#: Suffix of the outputs of a second call on poisoned inputs (`integration.poison`).
+#: Suffix of the outputs of a second call on poisoned inputs (`measure.poison`).
 POISONED = "+poisoned"
 
 
