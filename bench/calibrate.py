@@ -47,6 +47,8 @@ warnings.filterwarnings("ignore", message="Python is not running in optimized mo
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from gt4py_dace_xforms.policy import InlinePolicy  # noqa: E402  # after the build settings above
+
 import numpy as np  # noqa: E402
 
 FEATURES = ("alloc", "traffic", "ops", "gathers")
@@ -87,13 +89,14 @@ def extent_sizes(symbols, sizes: dict, scalars: dict | None = None) -> dict[str,
     return out
 
 
-class Recorder:
+class Recorder(InlinePolicy):
     """Accepts every sound candidate of `names` (like `InlineOnly`) and records the cost
     model's figures for it; no limit of the model applies (the oracle built these sets)."""
 
+    writeback_retarget = True
+
     def __init__(self, names, model):
         self.names, self.model, self.figures = set(names), model, []
-        self.writeback_retarget = True
 
     def _take(self, cand, fig):
         from gt4py_dace_xforms.policy.default import Decision

@@ -58,7 +58,7 @@ from gt4py_dace_xforms.analysis.broadcast import gt4py_replacement_fails
 from gt4py_dace_xforms.analysis.candidate import InlineCandidate
 from gt4py_dace_xforms.analysis.crossstate import co_executed_sets
 from gt4py_dace_xforms.analysis.symbolic import to_sympy
-from gt4py_dace_xforms.policy.default import Decision, too_many_copies
+from gt4py_dace_xforms.policy.default import Decision, InlinePolicy, too_many_copies
 
 #: Machine balance, in bytes of DRAM traffic per arithmetic operation: what one saved
 #: byte buys in recomputation; a division counts as 4 operations. GPU (H100/H200 class):
@@ -79,7 +79,7 @@ _ALLOCATION_CPU = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
-class CostModel:
+class CostModel(InlinePolicy):
     """Decides whether a sound inlining pays off; see the module docstring.
 
     Attributes:

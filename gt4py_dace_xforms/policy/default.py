@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Protocol
+from typing import Optional
 
 import dace
 
@@ -31,19 +31,46 @@ def too_many_copies(candidate: InlineCandidate, bound: int) -> str | None:
     return f"{n} distinct offsets exceed the bound max_distinct_offsets={bound}"
 
 
-class InlinePolicy(Protocol):
-    """Decides on candidates the analysis has proven sound. Must not mutate the SDFG.
+class InlinePolicy:
+    """What the pass asks a policy. Subclasses implement `decide`; every other member has
+    a default here. A policy never mutates the SDFG.
 
-    A policy may also define `decide_group(sdfg, candidate, group)`: the decision for
-    `candidate` when `group` (which contains it) are all readers of its intermediate and
-    all can be inlined, so that inlining every one of them removes the intermediate.
+    Attributes:
+        writeback_copies: write a write-back copy as a Map where that lets every reader of
+            its buffer be inlined (`convert_writeback_copies`, docs/writeback.md).
+        writeback_retarget: once a write-back buffer's only reader is its copy, let its
+            writers write the output directly (`WriteBackRetarget`, docs/retarget.md).
     """
 
-    def decide(self, sdfg: dace.SDFG, candidate: InlineCandidate) -> Decision: ...
+    writeback_copies: bool = True
+    writeback_retarget: bool = False
+
+    @property
+    def pinned(self) -> Optional[tuple[str, ...]]:
+        """The only intermediates this policy touches (a pinned decision set, `InlineOnly`),
+        or None: any. Retargeting is limited to them too."""
+        return None
+
+    def decide(self, sdfg: dace.SDFG, candidate: InlineCandidate) -> Decision:
+        """Whether to inline `candidate` (proven sound) on its own."""
+        raise NotImplementedError(f"{type(self).__name__} does not decide")
+
+    def decide_group(self, sdfg: dace.SDFG, candidate: InlineCandidate, group: list,
+                     writeback_points: Optional[tuple] = None) -> Optional[Decision]:
+        """The decision for `candidate` as one of `group`, every reader of its intermediate,
+        all inlinable: inlining them all removes the intermediate. `writeback_points`: the
+        extents of a write-back copy that is then retargeted. None (this default): judge
+        each reader on its own with `decide`."""
+        return None
+
+    @property
+    def judges_groups(self) -> bool:
+        """Whether `decide_group` is this policy's own (else the pass need not form groups)."""
+        return type(self).decide_group is not InlinePolicy.decide_group
 
 
 @dataclasses.dataclass(frozen=True)
-class InlineWhereSound:
+class InlineWhereSound(InlinePolicy):
     """Accept every sound candidate, within a bound on copies per consumer.
 
     Attributes:
@@ -77,7 +104,7 @@ class InlineWhereSound:
 
 
 @dataclasses.dataclass(frozen=True)
-class InlineOnly:
+class InlineOnly(InlinePolicy):
     """Accept the sound candidates of the named intermediates, decline every other.
 
     For experiments that pin a decision set (the oracle, `bench/oracle.py`, builds one
@@ -95,6 +122,10 @@ class InlineOnly:
     max_distinct_offsets: int = 8
     allow_eager: bool = True
     writeback_retarget: bool = True
+
+    @property
+    def pinned(self) -> Optional[tuple[str, ...]]:
+        return tuple(self.intermediates)
 
     def decide(self, sdfg: dace.SDFG, candidate: InlineCandidate) -> Decision:
         name = candidate.intermediate.data

@@ -10,8 +10,8 @@ from dace.sdfg import nodes as dn, utils as sdutil
 
 from gt4py_dace_xforms.analysis.candidate import analyse_candidate
 from gt4py_dace_xforms.analysis.producer import Decline
-from gt4py_dace_xforms.analysis.retarget import retarget_plan
 from gt4py_dace_xforms.policy import CostModel, Decision, InlinePolicy
+from gt4py_dace_xforms.policy.decide import decide_candidate
 from gt4py_dace_xforms.report import InlineRecord, InlineReport
 from gt4py_dace_xforms.transformations import rewrite
 from gt4py_dace_xforms.transformations.retarget import gt_retarget_writebacks
@@ -42,53 +42,6 @@ def find_candidates(sdfg: dace.SDFG) -> Iterator[tuple[dace.SDFGState, dn.Access
                 if isinstance(e.dst, dn.MapEntry) and scope[e.dst] is None and e.dst not in seen:
                     seen.add(e.dst)
                     yield state, node, e.dst
-
-
-def _decide(sdfg, policy, cand):
-    """The policy's decision; for a reader that leaves the intermediate in place, judged
-    together with the other readers when all of them can be inlined too (then the
-    intermediate goes away once the last one is, which a one-by-one view cannot see).
-    A write-back copy whose writers can write the output instead (`retarget_plan`) does
-    not keep the intermediate: the group is priced with the copied points still
-    computed (`writeback_points`)."""
-    if cand.removes_intermediate or not hasattr(policy, "decide_group"):
-        return policy.decide(sdfg, cand)
-    plan = None
-    if getattr(policy, "writeback_retarget", False):
-        plan = retarget_plan(sdfg, cand.intermediate.data, allow_map_readers=True)
-        plan = None if isinstance(plan, Decline) else plan
-    group = sibling_candidates(sdfg, cand, retarget=plan)
-    if group is None:
-        return policy.decide(sdfg, cand)
-    if plan is None:
-        return policy.decide_group(sdfg, cand, group)
-    return policy.decide_group(sdfg, cand, group, writeback_points=plan.copied_extents)
-
-
-def sibling_candidates(sdfg, cand, *, retarget=None):
-    """Every reader of `cand`'s intermediate as a sound candidate, or None if some reader
-    cannot be inlined (or is no Map consumer). `retarget`: a `RetargetPlan` for the
-    intermediate; its write-back copies (the writers write the output once the Maps
-    are inlined) are no obstacle."""
-    name = cand.intermediate.data
-    group = []
-    copies = [c.edge for c in retarget.copies] if retarget is not None else []
-    for st in sdfg.states():
-        for node in st.data_nodes():
-            if node.data != name:
-                continue
-            for e in st.out_edges(node):
-                if not isinstance(e.dst, dn.MapEntry):
-                    if any(e is c for c in copies):
-                        continue
-                    return None
-                if any(g.consumer is e.dst for g in group):
-                    continue
-                other = cand if e.dst is cand.consumer else analyse_candidate(sdfg, st, node, e.dst)
-                if isinstance(other, Decline):
-                    return None
-                group.append(other)
-    return group if group else None
 
 
 def mode_of(candidate) -> str:
@@ -146,7 +99,7 @@ def gt_inline_fusion(
             if node.data in committed:
                 decision = Decision(True, "member of an accepted group of readers")
             else:
-                decision = _decide(sdfg, chosen, result)
+                decision = decide_candidate(sdfg, chosen, result)
             shifts = tuple(result.shifts)
             if not decision.accept:
                 last_decline[key] = InlineRecord(
@@ -171,11 +124,11 @@ def gt_inline_fusion(
             break
     for rec in last_decline.values():
         report.add(rec)
-    if getattr(chosen, "writeback_retarget", False):
-        # Transients now read only by their write-back copy: the writers write the output.
-        # (`InlineOnly` pins a decision set: only its named intermediates.)
-        names = getattr(chosen, "intermediates", None)
-        report.writebacks_retargeted.extend(gt_retarget_writebacks(sdfg, list(names) if names is not None else None))
+    if chosen.writeback_retarget:
+        # Transients now read only by their write-back copy: the writers write the output
+        # (of a pinned decision set, only its own intermediates).
+        pinned = chosen.pinned
+        report.writebacks_retargeted.extend(gt_retarget_writebacks(sdfg, list(pinned) if pinned is not None else None))
     if validate:
         sdfg.validate()
     return report

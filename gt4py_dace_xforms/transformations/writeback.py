@@ -21,7 +21,9 @@ from gt4py_dace_xforms.analysis.candidate import analyse_candidate
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.analysis.retarget import retarget_plan
 from gt4py_dace_xforms.analysis.writeback import WriteBackCopy, map_readers, other_readers, writeback_copies
+from gt4py_dace_xforms.analysis.siblings import sibling_candidates
 from gt4py_dace_xforms.policy import InlinePolicy, InlineWhereSound
+from gt4py_dace_xforms.policy.decide import decide_candidate
 
 
 def _param_names(sdfg: dace.SDFG, state: dace.SDFGState, copy: WriteBackCopy) -> list[str]:
@@ -93,8 +95,6 @@ def group_problem(sdfg: dace.SDFG, name: str, policy: InlinePolicy) -> Optional[
     """Why writing the write-back copies of `name` as Maps would not let every reader of
     `name` be inlined under `policy`, or None. Never mutates `sdfg`: the decisive check
     runs on a deep copy (only once the cheap checks pass)."""
-    from gt4py_dace_xforms.transformations.inline_fusion_pass import _decide, sibling_candidates
-
     copies = writeback_copies(sdfg, name)
     if isinstance(copies, Decline):
         return copies.reason
@@ -114,17 +114,17 @@ def group_problem(sdfg: dace.SDFG, name: str, policy: InlinePolicy) -> Optional[
         return f"the copy as a Map: {cand.reason}"
     if sibling_candidates(trial, cand) is None:
         return f"not every reader of '{name}' can be inlined once the copy is a Map"
-    decision = _decide(trial, policy, cand)
+    decision = decide_candidate(trial, policy, cand)
     return None if decision.accept else f"policy: {decision.reason}"
 
 
 def convert_writeback_copies(sdfg: dace.SDFG, policy: InlinePolicy) -> list[str]:
     """Write the write-back copies of every transient as Maps where `group_problem` finds
     none (the policy accepts inlining the whole group). Returns those transients. A policy
-    with `writeback_copies = False` (the cost model's default) opts out."""
-    if not getattr(policy, "writeback_copies", True):
+    with `writeback_copies = False` opts out."""
+    if not policy.writeback_copies:
         return []
-    retargets = getattr(policy, "writeback_retarget", False)
+    retargets = policy.writeback_retarget
     converted = []
     for name in sorted(n for n, d in sdfg.arrays.items() if d.transient):
         copies = writeback_copies(sdfg, name)

@@ -1,0 +1,32 @@
+"""`decide_candidate`: how the pass puts a sound candidate to its policy."""
+
+from __future__ import annotations
+
+import dace
+
+from gt4py_dace_xforms.analysis.candidate import InlineCandidate
+from gt4py_dace_xforms.analysis.producer import Decline
+from gt4py_dace_xforms.analysis.retarget import retarget_plan
+from gt4py_dace_xforms.analysis.siblings import sibling_candidates
+from gt4py_dace_xforms.policy.default import Decision, InlinePolicy
+
+
+def decide_candidate(sdfg: dace.SDFG, policy: InlinePolicy, cand: InlineCandidate) -> Decision:
+    """The policy's decision; for a reader that leaves the intermediate in place, judged
+    together with the other readers when all of them can be inlined too (then the
+    intermediate goes away once the last one is, which a one-by-one view cannot see).
+    A write-back copy whose writers can write the output instead (`retarget_plan`) does
+    not keep the intermediate: the group is priced with the copied points still
+    computed (`writeback_points`)."""
+    if cand.removes_intermediate or not policy.judges_groups:
+        return policy.decide(sdfg, cand)
+    plan = None
+    if policy.writeback_retarget:
+        plan = retarget_plan(sdfg, cand.intermediate.data, allow_map_readers=True)
+        plan = None if isinstance(plan, Decline) else plan
+    group = sibling_candidates(sdfg, cand, retarget=plan)
+    if group is None:
+        return policy.decide(sdfg, cand)
+    decision = policy.decide_group(sdfg, cand, group,
+                                   writeback_points=None if plan is None else plan.copied_extents)
+    return policy.decide(sdfg, cand) if decision is None else decision
