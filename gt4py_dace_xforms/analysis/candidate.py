@@ -185,10 +185,63 @@ def analyse_candidate(
         return Decline(f"analysis failed: {type(err).__name__}: {err}")
 
 
+@dataclasses.dataclass(eq=False)
+class _Proof:
+    """What the proof steps of `_analyse_candidate` have established so far about one
+    (intermediate, consumer) pair. Each step reads the facts of the steps before it and
+    adds its own, or declines; nothing here touches the SDFG."""
+
+    sdfg: dace.SDFG
+    state: SDFGState
+    intermediate: dn.AccessNode
+    consumer: dn.MapEntry
+    check_remainder: bool = True
+    desc: object = None
+    users: dict = dataclasses.field(default_factory=dict)
+    # the writers: one producer Map, a concat node's writers, or an if/else's branches
+    selected: Optional[SelectedWriters] = None
+    pstate: Optional[SDFGState] = None
+    pnode: Optional[dn.AccessNode] = None
+    prod: Optional[ProducerSlice] = None
+    concat: Optional[ConcatAnalysis] = None
+    parts: list = dataclasses.field(default_factory=list)  # (state, writer set or None)
+    slice_states: list = dataclasses.field(default_factory=list)  # (state, slice) the copies evaluate
+    # the consumer and its reads
+    reads: list = dataclasses.field(default_factory=list)
+    cparams: list = dataclasses.field(default_factory=list)
+    cranges: dict = dataclasses.field(default_factory=dict)
+    facts: list = dataclasses.field(default_factory=list)  # the consumer Map runs: extents >= 0
+    used: set = dataclasses.field(default_factory=set)  # symbols the inlined dataflow sees
+    inputs: set = dataclasses.field(default_factory=set)  # data it reads
+    # what the reads need: one group per element read, indirect and nested reads
+    groups: dict = dataclasses.field(default_factory=dict)
+    split_dims: list = dataclasses.field(default_factory=list)
+    boxes: list = dataclasses.field(default_factory=list)
+    indirect: list = dataclasses.field(default_factory=list)
+    nested: list = dataclasses.field(default_factory=list)
+    verdict: Optional[EagerVerdict] = None
+    lazy_reason: Optional[str] = None
+
+    @property
+    def slices(self) -> list[ProducerSlice]:
+        return [sl for _, sl in self.slice_states]
+
+
 def _analyse_candidate(sdfg, state, intermediate, consumer, check_remainder: bool = True) -> AnalysisResult:
-    if intermediate.data not in sdfg.arrays:
+    """`_PROOF_STEPS` in order; the first decline is the answer, else the candidate."""
+    proof = _Proof(sdfg, state, intermediate, consumer, check_remainder)
+    for step in _PROOF_STEPS:
+        decline = step(proof)
+        if decline is not None:
+            return decline
+    return _candidate(proof)
+
+
+def _intermediate_is_local_storage(p: _Proof) -> Optional[Decline]:
+    """A transient array or scalar (no View, Stream or Reference) that lives only for the call."""
+    if p.intermediate.data not in p.sdfg.arrays:
         return Decline("intermediate is not data of this SDFG")
-    desc = sdfg.arrays[intermediate.data]
+    desc = p.desc = p.sdfg.arrays[p.intermediate.data]
     if not desc.transient:
         return Decline("intermediate is global (non-transient) data")
     if isinstance(desc, dace_data.View):
@@ -198,202 +251,280 @@ def _analyse_candidate(sdfg, state, intermediate, consumer, check_remainder: boo
         return Decline(f"intermediate is a {type(desc).__name__}, not an array")
     if desc.lifetime in _GLOBAL_LIFETIMES:
         return Decline(f"intermediate has lifetime {desc.lifetime.name}")
-    scope = state.scope_dict()
-    if scope[consumer] is not None:
+    if p.state.scope_dict()[p.consumer] is not None:
         return Decline("consumer Map is not at the top level of the state")
-    users = data_users(sdfg)
-    writers = [(st, n) for st, n in users.get(intermediate.data, ()) if st.in_degree(n) > 0]
+    return None
+
+
+def _one_writer_set(p: _Proof) -> Optional[Decline]:
+    """One AccessNode written, in this state or an earlier one, or the branches of one
+    if/else (`analysis.selected`); the consumer is not the producer."""
+    sdfg, state, intermediate = p.sdfg, p.state, p.intermediate
+    p.users = data_users(sdfg)
+    writers = [(st, n) for st, n in p.users.get(intermediate.data, ()) if st.in_degree(n) > 0]
     if not writers:
         return Decline("intermediate is never written")
-    selected: Optional[SelectedWriters] = None
     if len(writers) > 1:
         # Several writers: only the branches of one if/else (exactly one of them runs).
-        selected = analyse_selected_writers(sdfg, intermediate.data, writers, users)
+        selected = analyse_selected_writers(sdfg, intermediate.data, writers, p.users)
         if isinstance(selected, Decline):
             return selected
+        p.selected = selected
         if state.in_degree(intermediate) > 0:
             return Decline("intermediate is written in two states")
-    pstate, pnode = writers[0] if selected is None else (selected.branches[0].state, selected.branches[0].node)
+    pstate, pnode = writers[0] if p.selected is None else (p.selected.branches[0].state, p.selected.branches[0].node)
+    p.pstate, p.pnode = pstate, pnode
     if pstate is not state and state.in_degree(intermediate) > 0:
         return Decline("intermediate is written in two states")
     if pstate is state and pnode is not intermediate:
         # A second, unwritten AccessNode is a source of the state: nothing orders its
         # reads after the write (in a loop they see the previous iteration's values).
         return Decline("intermediate is read through another AccessNode than the one written in this state")
-    if any(isinstance(e.src, dn.MapExit) and pstate.entry_node(e.src) is consumer for e in pstate.in_edges(pnode)):
+    if any(isinstance(e.src, dn.MapExit) and pstate.entry_node(e.src) is p.consumer for e in pstate.in_edges(pnode)):
         return Decline("producer and consumer are the same Map")
+    return None
 
-    in_edges = list(pstate.in_edges(pnode))
-    prod: Optional[ProducerSlice] = None
-    concat: Optional[ConcatAnalysis] = None
-    if selected is not None:
+
+def _producer_evaluable(p: _Proof) -> Optional[Decline]:
+    """What a copy evaluates: one producer Map's slice (`analyse_producer`), a concat
+    node's writers (`analyse_concat`), or every branch's writers of an if/else."""
+    in_edges = list(p.pstate.in_edges(p.pnode))
+    if p.selected is not None:
         # For the checks below and the cost model: every writer of every branch.
-        concat = ConcatAnalysis(tuple(b for sb in selected.branches for b in sb.writers.branches))
-        parts = [(sb.state, sb.writers) for sb in selected.branches]
+        p.concat = ConcatAnalysis(tuple(b for sb in p.selected.branches for b in sb.writers.branches))
+        p.parts = [(sb.state, sb.writers) for sb in p.selected.branches]
     elif len(in_edges) == 1 and isinstance(in_edges[0].src, dn.MapExit):
-        prod = analyse_producer(sdfg, pstate, in_edges[0], users)
+        prod = analyse_producer(p.sdfg, p.pstate, in_edges[0], p.users)
         if isinstance(prod, Decline):
             return prod
-        parts = [(pstate, None)]
+        p.prod, p.parts = prod, [(p.pstate, None)]
     else:
-        concat = analyse_concat(sdfg, pstate, pnode, users)
+        concat = analyse_concat(p.sdfg, p.pstate, p.pnode, p.users)
         if isinstance(concat, Decline):
             return concat
-        parts = [(pstate, concat)]
-    # (state, slice) of everything the copies evaluate.
-    slice_states = [(pstate, prod)] if prod is not None else [
-        (pst, b.slice) for pst, part in parts for b in part.branches if b.slice is not None
+        p.concat, p.parts = concat, [(p.pstate, concat)]
+    p.slice_states = [(p.pstate, p.prod)] if p.prod is not None else [
+        (pst, b.slice) for pst, part in p.parts for b in part.branches if b.slice is not None
     ]
-    slices = [sl for _, sl in slice_states]
+    return None
 
-    outer, reads = consumer_read_edges(state, intermediate, consumer)
+
+def _consumer_reads(p: _Proof) -> Optional[Decline]:
+    """The consumer reads the intermediate through plain `IN_`/`OUT_` connectors."""
+    _, reads = consumer_read_edges(p.state, p.intermediate, p.consumer)
     if reads is None:
         return Decline("intermediate enters the consumer through a dynamic-range connector")
     if not reads:
         return Decline("consumer does not read the intermediate")
+    p.reads = reads
+    cmap = p.consumer.map
+    p.cparams = list(cmap.params)
+    p.cranges = {q: (b, e) for q, (b, e, _) in zip(p.cparams, cmap.range.ndrange())}
+    p.facts = [to_sympy(e) - to_sympy(b) for b, e in p.cranges.values()]  # the consumer Map runs
+    return None
 
-    cmap = consumer.map
-    cparams = list(cmap.params)
-    cranges = {p: (b, e) for p, (b, e, _) in zip(cparams, cmap.range.ndrange())}
-    facts = [to_sympy(e) - to_sympy(b) for b, e in cranges.values()]  # the consumer Map runs
 
-    # Symbols the inlined dataflow sees must mean the same inside the consumer.
-    used = set()
-    for pst, sl in slice_states:
-        used |= _shadowed_symbols(pst, sl, {p for p, _, _ in sl.param_ranges})
-    if selected is not None:
-        used |= selected.condition_symbols
-    clash = _reserved_name_clash(sdfg, slices, used, concat)
+def _symbols_mean_the_same(p: _Proof) -> Optional[Decline]:
+    """Symbols the inlined dataflow sees mean the same inside the consumer: no clash with
+    the rewrite's reserved names, the consumer's parameters or its dynamic inputs."""
+    for pst, sl in p.slice_states:
+        p.used |= _shadowed_symbols(pst, sl, {q for q, _, _ in sl.param_ranges})
+    if p.selected is not None:
+        p.used |= p.selected.condition_symbols
+    clash = _reserved_name_clash(p.sdfg, p.slices, p.used, p.concat)
     if clash:
         return Decline(clash)
-    if concat is not None:
-        used |= {str(s) for b in concat.branches for r in b.region for x in r for s in to_sympy(x).free_symbols}
-        used |= {str(s) for b in concat.branches for x in b.source_index for s in x.free_symbols}
-        used -= {str(index_symbol(d)) for d in range(len(desc.shape))}
-    shadowed = used & set(cparams)
+    if p.concat is not None:
+        concat = p.concat
+        p.used |= {str(s) for b in concat.branches for r in b.region for x in r for s in to_sympy(x).free_symbols}
+        p.used |= {str(s) for b in concat.branches for x in b.source_index for s in x.free_symbols}
+        p.used -= {str(index_symbol(d)) for d in range(len(p.desc.shape))}
+    shadowed = p.used & set(p.cparams)
     if shadowed:
         return Decline(f"consumer parameters {sorted(shadowed)} shadow symbols the producer uses")
     # A dynamic in-connector of the consumer (a value read at run time, e.g. for its
     # range) is also a name inside its scope: the copy would see it, not the symbol.
-    shadowed = used & {c for c in consumer.in_connectors if not c.startswith("IN_")}
+    shadowed = p.used & {c for c in p.consumer.in_connectors if not c.startswith("IN_")}
     if shadowed:
         return Decline(f"consumer dynamic inputs {sorted(shadowed)} shadow symbols the producer uses")
-    inputs = {i.data for sl in slices for i in sl.inputs} | (
+    return None
+
+
+def _inputs_unchanged(p: _Proof) -> Optional[Decline]:
+    """The data the copies read holds, at the consumer, what the producer read: no shape
+    of the consumer's parameters, no aliasing, no race in the states involved, and, from
+    a later state, alive there and not written in between (`cross_state_conflict`)."""
+    sdfg, concat = p.sdfg, p.concat
+    p.inputs = {i.data for sl in p.slices for i in sl.inputs} | (
         {b.source.data for b in concat.branches if b.source is not None} if concat else set()
     )
-    for data in inputs:
-        if any(name in cparams for name in map(str, sdfg.arrays[data].free_symbols)):
+    for data in p.inputs:
+        if any(name in p.cparams for name in map(str, sdfg.arrays[data].free_symbols)):
             return Decline(f"shape of '{data}' depends on a consumer parameter")
-    aliased = _may_alias_conflict(sdfg, users, inputs)
+    aliased = _may_alias_conflict(sdfg, p.users, p.inputs)
     if aliased:
         return Decline(aliased)
     # A race gt4py's SDFG already has: moving its accesses could pick another order.
-    race = race_problem(sdfg, [state] + [pst for pst, _ in parts], inputs | {intermediate.data})
+    race = race_problem(sdfg, [p.state] + [pst for pst, _ in p.parts], p.inputs | {p.intermediate.data})
     if race:
         return Decline(race.reason)
-    if pstate is not state:
-        for data in inputs:
+    if p.pstate is not p.state:
+        for data in p.inputs:
             if sdfg.arrays[data].transient and sdfg.arrays[data].lifetime == dtypes.AllocationLifetime.State:
                 return Decline(f"input '{data}' does not live beyond the producer's state")
-        for pst, part in parts:
-            part_inputs = inputs if part is None else {i.data for b in part.branches for i in b.inputs}
-            conflict = cross_state_conflict(sdfg, pst, state, part_inputs, used)
+        for pst, part in p.parts:
+            part_inputs = p.inputs if part is None else {i.data for b in part.branches for i in b.inputs}
+            conflict = cross_state_conflict(sdfg, pst, p.state, part_inputs, p.used)
             if conflict:
                 return Decline(conflict)
+    return None
 
-    groups: dict[tuple[str, ...], dict] = {}
-    split_dims: list[set[int]] = [set() for _ in parts]  # per writer set
-    boxes: list = []
-    indirect: list[IndirectRead] = []
-    nested: list[NestedRead] = []
-    for e in reads:
+
+def _reads_are_covered(p: _Proof) -> Optional[Decline]:
+    """Every read is one the rewrite knows (a nested SDFG's column, an indirect read, an
+    element `param + c`), and the producer provably writes what it reads."""
+    p.split_dims = [set() for _ in p.parts]  # per writer set
+    for e in p.reads:
         if e.data.wcr is not None:
             return Decline("consumer reads the intermediate through a WCR edge")
         if isinstance(e.dst, dn.ExitNode):
             return Decline("consumer reads the intermediate inside a nested Map (range read)")
-        sub = e.data.get_src_subset(e, state)
+        sub = e.data.get_src_subset(e, p.state)
         if isinstance(e.dst, dn.NestedSDFG) and (sub is None or not is_single_element(sub)):
-            found = match_nested_reads(state, e, len(desc.shape))
-            if isinstance(found, Decline):
-                return found
-            # As for indirect reads: the copies may be asked for any element in bounds, so
-            # the producer (or the union of the concat regions) must write every element.
-            # An empty dimension has no element in bounds to read: assume every extent >= 1.
-            extents = [to_sympy(n) - 1 for n in desc.shape]
-            if prod is not None:
-                reason = covers_whole_array(prod, desc.shape, extents, what="nested read")
-            else:
-                box = [(sympy.Integer(0), x) for x in extents]
-                reason = _cover_concat(parts, box, list(facts) + extents, split_dims)
-                boxes.append(box)
-            if reason:
-                return Decline(reason)
-            needed = used | {str(x) for i in inputs for x in sdfg.arrays[i].free_symbols}
-            # An input it already receives whole is reused; other data of that name is not ours.
-            reason = symbol_conflict(found, needed) or next(
-                (f"nested read: the nested SDFG has its own data named '{i}'"
-                 for i in sorted(inputs) if i in found.node.sdfg.arrays and i != found.connector
-                 and not receives_whole(sdfg, state, found.node, i)), None)
-            if reason:
-                return Decline(reason)
-            nested.append(found)
-            continue
-        if isinstance(e.dst, dn.MapEntry) or sub is None or not is_single_element(sub):
-            if isinstance(e.dst, dn.MapEntry):
-                found = reads_through_inner_maps(state, e, len(desc.shape))
-            else:
-                found = match_indirect_read(state, e, len(desc.shape))
-                found = found if isinstance(found, Decline) else [found]
-            if isinstance(found, Decline):
-                return found
-            if prod is None:
-                return Decline("indirect read of a concat node (not supported)")
-            # An empty dimension has no element in bounds to read: assume every extent >= 1.
-            reason = covers_whole_array(prod, desc.shape, [to_sympy(n) - 1 for n in desc.shape])
-            if reason:
-                return Decline(reason)
-            inner_params = {p for r in found for m in r.inner_maps for p in m.map.params}
-            shadowed = sorted(used & inner_params)
-            if shadowed:
-                return Decline(f"nested Map parameters {shadowed} shadow symbols the producer uses")
-            indirect.extend(found)
-            continue
-        if len(sub) != len(desc.shape):
-            return Decline("read and intermediate have different dimensionality")
-        try:
-            rterms = [split_index(b, cparams) for b, _, _ in sub.ndrange()]
-        except UnsupportedIndex as err:
-            return Decline(f"consumer read index unsupported: {err}")
-        key = tuple(canonical(t.expr()) for t in rterms)
-        if key in groups:
-            groups[key]["edges"].append(e)
-            continue
-        if prod is not None:
-            mapping, shift, reason = _solve_and_cover(rterms, prod, cranges)
+            read = _nested_read
+        elif isinstance(e.dst, dn.MapEntry) or sub is None or not is_single_element(sub):
+            read = _indirect_read
         else:
-            mapping, shift = {}, _concat_shift(rterms, concat)
-            box = read_box(rterms, cranges)
-            reason = _cover_concat(parts, box, facts, split_dims)
-            boxes.append(box)
-        if reason:
-            return Decline(reason)
-        groups[key] = {"edges": [e], "mapping": mapping, "shift": shift, "index": [t.expr() for t in rterms]}
+            read = _element_read
+        decline = read(p, e, sub)
+        if decline is not None:
+            return decline
+    return None
 
-    for dims in split_dims:
+
+def _nested_read(p: _Proof, e, sub) -> Optional[Decline]:
+    """A column passed to a nested SDFG that reads elements of it (`analysis.nested_reads`)."""
+    desc = p.desc
+    found = match_nested_reads(p.state, e, len(desc.shape))
+    if isinstance(found, Decline):
+        return found
+    # As for indirect reads: the copies may be asked for any element in bounds, so
+    # the producer (or the union of the concat regions) must write every element.
+    # An empty dimension has no element in bounds to read: assume every extent >= 1.
+    extents = [to_sympy(n) - 1 for n in desc.shape]
+    if p.prod is not None:
+        reason = covers_whole_array(p.prod, desc.shape, extents, what="nested read")
+    else:
+        box = [(sympy.Integer(0), x) for x in extents]
+        reason = _cover_concat(p.parts, box, list(p.facts) + extents, p.split_dims)
+        p.boxes.append(box)
+    if reason:
+        return Decline(reason)
+    needed = p.used | {str(x) for i in p.inputs for x in p.sdfg.arrays[i].free_symbols}
+    # An input it already receives whole is reused; other data of that name is not ours.
+    reason = symbol_conflict(found, needed) or next(
+        (f"nested read: the nested SDFG has its own data named '{i}'"
+         for i in sorted(p.inputs) if i in found.node.sdfg.arrays and i != found.connector
+         and not receives_whole(p.sdfg, p.state, found.node, i)), None)
+    if reason:
+        return Decline(reason)
+    p.nested.append(found)
+    return None
+
+
+def _indirect_read(p: _Proof, e, sub) -> Optional[Decline]:
+    """An element at a computed index: a deref tasklet, maybe inside nested Maps
+    (`analysis.indirect`); the producer must write the whole array."""
+    desc = p.desc
+    if isinstance(e.dst, dn.MapEntry):
+        found = reads_through_inner_maps(p.state, e, len(desc.shape))
+    else:
+        found = match_indirect_read(p.state, e, len(desc.shape))
+        found = found if isinstance(found, Decline) else [found]
+    if isinstance(found, Decline):
+        return found
+    if p.prod is None:
+        return Decline("indirect read of a concat node (not supported)")
+    # An empty dimension has no element in bounds to read: assume every extent >= 1.
+    reason = covers_whole_array(p.prod, desc.shape, [to_sympy(n) - 1 for n in desc.shape])
+    if reason:
+        return Decline(reason)
+    inner_params = {q for r in found for m in r.inner_maps for q in m.map.params}
+    shadowed = sorted(p.used & inner_params)
+    if shadowed:
+        return Decline(f"nested Map parameters {shadowed} shadow symbols the producer uses")
+    p.indirect.extend(found)
+    return None
+
+
+def _element_read(p: _Proof, e, sub) -> Optional[Decline]:
+    """One element, each index `param + c` of the consumer's parameters; reads of one
+    element form one group (one copy), and the producer covers every element read."""
+    if len(sub) != len(p.desc.shape):
+        return Decline("read and intermediate have different dimensionality")
+    try:
+        rterms = [split_index(b, p.cparams) for b, _, _ in sub.ndrange()]
+    except UnsupportedIndex as err:
+        return Decline(f"consumer read index unsupported: {err}")
+    key = tuple(canonical(t.expr()) for t in rterms)
+    if key in p.groups:
+        p.groups[key]["edges"].append(e)
+        return None
+    if p.prod is not None:
+        mapping, shift, reason = _solve_and_cover(rterms, p.prod, p.cranges)
+    else:
+        mapping, shift = {}, _concat_shift(rterms, p.concat)
+        box = read_box(rterms, p.cranges)
+        reason = _cover_concat(p.parts, box, p.facts, p.split_dims)
+        p.boxes.append(box)
+    if reason:
+        return Decline(reason)
+    p.groups[key] = {"edges": [e], "mapping": mapping, "shift": shift, "index": [t.expr() for t in rterms]}
+    return None
+
+
+def _one_split_dimension(p: _Proof) -> Optional[Decline]:
+    """Each writer set selects its branch along one dimension only."""
+    for dims in p.split_dims:
         if len(dims) > 1:
             return Decline(f"reads select concat branches along several dimensions {sorted(dims)}")
-    verdict = None
-    lazy_reason = None
-    if selected is not None:
-        selected = dataclasses.replace(selected, branches=tuple(
+    return None
+
+
+def _evaluation_mode(p: _Proof) -> Optional[Decline]:
+    """Lazy or eager: an if/else is always lazy; a concat node is eager only where every
+    branch is proven in bounds everywhere (`eager_verdict`). Never declines."""
+    if p.selected is not None:
+        p.selected = dataclasses.replace(p.selected, branches=tuple(
             dataclasses.replace(sb, writers=dataclasses.replace(sb.writers, split_dims=tuple(dims)))
-            for sb, dims in zip(selected.branches, split_dims)
+            for sb, dims in zip(p.selected.branches, p.split_dims)
         ))
-        lazy_reason = "selected by an if/else: only the branch that ran is evaluated"
-    elif concat is not None:
-        concat = dataclasses.replace(concat, split_dims=tuple(split_dims[0]))
-        verdict = eager_verdict(sdfg, pstate, pnode.data, concat, boxes, facts)
-        lazy_reason = verdict.reason
+        p.lazy_reason = "selected by an if/else: only the branch that ran is evaluated"
+    elif p.concat is not None:
+        p.concat = dataclasses.replace(p.concat, split_dims=tuple(p.split_dims[0]))
+        p.verdict = eager_verdict(p.sdfg, p.pstate, p.pnode.data, p.concat, p.boxes, p.facts)
+        p.lazy_reason = p.verdict.reason
+    return None
+
+
+#: The obligations, in the order they are proven (a new rewrite kind adds a step).
+_PROOF_STEPS = (
+    _intermediate_is_local_storage,
+    _one_writer_set,
+    _producer_evaluable,
+    _consumer_reads,
+    _symbols_mean_the_same,
+    _inputs_unchanged,
+    _reads_are_covered,
+    _one_split_dimension,
+    _evaluation_mode,
+)
+
+
+def _candidate(p: _Proof) -> AnalysisResult:
+    """The proven candidate; a kept intermediate must not leave a shape gt4py's
+    MapSplitter would assert on."""
+    state, intermediate, consumer = p.state, p.intermediate, p.consumer
     read_groups = tuple(
         ReadGroup(
             key=k,
@@ -402,31 +533,31 @@ def _analyse_candidate(sdfg, state, intermediate, consumer, check_remainder: boo
             param_mapping=tuple(sorted(v["mapping"].items())),
             index=tuple(v["index"]),
         )
-        for k, v in groups.items()
+        for k, v in p.groups.items()
     )
-    writer_nodes = [pnode] if selected is None else [sb.node for sb in selected.branches]
-    removes = _is_last_reader(sdfg, state, intermediate, pstate, writer_nodes, consumer, users)
-    if not removes and check_remainder and _remainder_trips_map_splitter(sdfg, state, intermediate, consumer):
+    writer_nodes = [p.pnode] if p.selected is None else [sb.node for sb in p.selected.branches]
+    removes = _is_last_reader(p.sdfg, state, intermediate, p.pstate, writer_nodes, consumer, p.users)
+    if not removes and p.check_remainder and _remainder_trips_map_splitter(p.sdfg, state, intermediate, consumer):
         return Decline(
             "the kept intermediate's one remaining reader reads a part of it that gt4py's "
             "MapSplitter cannot split off symbolically (its apply would assert)"
         )
     return InlineCandidate(
         state=state,
-        producer_state=pstate,
-        producer_node=pnode,
+        producer_state=p.pstate,
+        producer_node=p.pnode,
         intermediate=intermediate,
         consumer=consumer,
-        producer=prod,
+        producer=p.prod,
         groups=read_groups,
         removes_intermediate=removes,
-        concat=concat,
-        eager=verdict is not None and verdict.sound,
-        lazy_reason=lazy_reason,
-        eager_verdict=verdict,
-        indirect=tuple(indirect),
-        selected=selected,
-        nested=tuple(nested),
+        concat=p.concat,
+        eager=p.verdict is not None and p.verdict.sound,
+        lazy_reason=p.lazy_reason,
+        eager_verdict=p.verdict,
+        indirect=tuple(p.indirect),
+        selected=p.selected,
+        nested=tuple(p.nested),
     )
 
 
