@@ -1,6 +1,6 @@
 """gt4py_dace_xforms: DaCe SDFG transformations for GT4Py.
 
-Importing the package registers `InlineFuser`, `WriteBackToMap`, `WriteBackRetarget` and
+Importing the package registers `InlineFuser`, `VerticalWindow`, `WriteBackToMap`, `WriteBackRetarget` and
 `ProvenCopyChainRemover` with DaCe's pattern matcher, so that `SDFGOptimizer` (and the DaCe VS Code viewer) list them. Backends: `gt4py_dace_xforms.backends`.
 """
 
@@ -11,11 +11,13 @@ from gt4py_dace_xforms.report import InlineRecord, InlineReport
 from gt4py_dace_xforms.transformations import (
     InlineFuser,
     ProvenCopyChainRemover,
+    VerticalWindow,
     WriteBackRetarget,
     WriteBackToMap,
     gt_inline_fusion,
     gt_remove_copy_chains,
     gt_retarget_writebacks,
+    gt_vertical_windows,
 )
 
 __all__ = [
@@ -30,9 +32,11 @@ __all__ = [
     "gt_inline_fusion",
     "gt_remove_copy_chains",
     "gt_retarget_writebacks",
+    "gt_vertical_windows",
     "install",
     "optimization_hooks",
     "uninstall",
+    "VerticalWindow",
     "WriteBackRetarget",
     "WriteBackToMap",
 ]

@@ -284,16 +284,48 @@ def inline_candidate(sdfg: dace.SDFG, cand: InlineCandidate) -> list[dn.NestedSD
     intermediate, its array and the dataflow that only served it are removed.
     """
     state, consumer = cand.state, cand.consumer
-    if cand.selected is not None:
-        template = build_selected_sdfg(sdfg, cand)
-    elif cand.concat is None:
-        template = _producer_template(sdfg, cand.producer_state, cand.producer, cand.intermediate.data)
-    else:
-        template = build_concat_sdfg(sdfg, cand)
+    template = element_template(sdfg, cand)
+    in_conns = pass_inputs(sdfg, cand)
 
-    # One consumer connector pair per input, shared by all copies. In the producer's
-    # state the inputs come from the AccessNodes the producer read (keeps the order);
-    # in a later state from new AccessNodes (nothing writes them in between).
+    dtype = sdfg.arrays[cand.intermediate.data].dtype
+    inserted = []
+    for group in cand.groups:
+        bind = element_binding(cand, group)
+        inserted.append(_insert_copy(sdfg, state, consumer, template, group, bind, in_conns, dtype, cand))
+    for read in cand.indirect:
+        inserted.append(_insert_indirect_copy(sdfg, state, consumer, template, read, in_conns, cand))
+    for read in cand.nested:
+        inserted.extend(_insert_nested_copies(sdfg, state, consumer, template, read, in_conns, cand))
+
+    for conn in in_conns.values():
+        _drop_unused_entry_connector(state, consumer, conn)  # every copy read it from elsewhere
+    drop_intermediate(sdfg, cand)
+    return inserted
+
+
+def element_template(sdfg: dace.SDFG, cand: InlineCandidate) -> dace.SDFG:
+    """The nested SDFG that evaluates one element of `cand`'s intermediate: the producer's
+    slice (its parameters free), a concat node's lazy or eager selection, or an if/else's."""
+    if cand.selected is not None:
+        return build_selected_sdfg(sdfg, cand)
+    if cand.concat is None:
+        return _producer_template(sdfg, cand.producer_state, cand.producer, cand.intermediate.data)
+    return build_concat_sdfg(sdfg, cand)
+
+
+def element_binding(cand: InlineCandidate, group: ReadGroup) -> dict:
+    """The `symbol_mapping` entries that make `element_template` evaluate the element
+    `group` reads: the producer iteration, or the index (`__concat_idx_<d>`)."""
+    if cand.concat is None:
+        return dict(group.param_mapping)
+    return {str(index_symbol(d)): e for d, e in enumerate(group.index)}
+
+
+def pass_inputs(sdfg: dace.SDFG, cand: InlineCandidate) -> dict[str, str]:
+    """One consumer connector pair per input the copies read: data -> `OUT_` connector.
+    In the producer's state the inputs come from the AccessNodes the producer read (keeps
+    the order); in a later state from new AccessNodes (nothing writes them in between)."""
+    state, consumer = cand.state, cand.consumer
     in_conns: dict[str, str] = {}
     for data, source in _inputs(cand).items():
         if cand.producer_state is not state:
@@ -303,22 +335,13 @@ def inline_candidate(sdfg: dace.SDFG, cand: InlineCandidate) -> list[dn.NestedSD
         consumer.add_out_connector("OUT_" + conn)
         state.add_edge(source, None, consumer, "IN_" + conn, dace.Memlet.from_array(data, sdfg.arrays[data]))
         in_conns[data] = "OUT_" + conn
+    return in_conns
 
-    dtype = sdfg.arrays[cand.intermediate.data].dtype
-    inserted = []
-    for group in cand.groups:
-        if cand.concat is None:
-            bind = dict(group.param_mapping)
-        else:
-            bind = {str(index_symbol(d)): e for d, e in enumerate(group.index)}
-        inserted.append(_insert_copy(sdfg, state, consumer, template, group, bind, in_conns, dtype, cand))
-    for read in cand.indirect:
-        inserted.append(_insert_indirect_copy(sdfg, state, consumer, template, read, in_conns, cand))
-    for read in cand.nested:
-        inserted.extend(_insert_nested_copies(sdfg, state, consumer, template, read, in_conns, cand))
 
-    for conn in in_conns.values():
-        _drop_unused_entry_connector(state, consumer, conn)  # every copy read it from elsewhere
+def drop_intermediate(sdfg: dace.SDFG, cand: InlineCandidate) -> None:
+    """After the consumer's reads are rerouted: drop its connectors of the intermediate and,
+    where it was the last reader, the intermediate and the dataflow that only served it."""
+    state = cand.state
     _drop_consumer_path(state, cand)
     if state.degree(cand.intermediate) == 0:
         state.remove_node(cand.intermediate)  # a read-only node in a later state with no reader left
@@ -329,7 +352,6 @@ def inline_candidate(sdfg: dace.SDFG, cand: InlineCandidate) -> list[dn.NestedSD
         for wstate, wnode in writers:
             if wstate is not state:
                 remove_dead_dataflow(sdfg, wstate, [wnode], going=[w for _, w in writers])
-    return inserted
 
 
 def _insert_copy(sdfg, state, consumer, template, group: ReadGroup, bind, in_conns, dtype, cand):

@@ -1,0 +1,124 @@
+"""`VerticalWindow`: remove an intermediate read at several K offsets by sweeping its consumer in K."""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+import dace
+from dace import properties, transformation
+from dace.sdfg import nodes as dn, utils as sdutil
+
+from gt4py_dace_xforms.analysis.candidate import analyse_candidate
+from gt4py_dace_xforms.analysis.producer import Decline
+from gt4py_dace_xforms.analysis.window import WindowPlan, analyse_window
+from gt4py_dace_xforms.transformations.window_rewrite import window_candidate
+
+
+@properties.make_properties
+@transformation.explicit_cf_compatible
+class VerticalWindow(transformation.SingleStateTransformation):
+    """Evaluate each level of an intermediate once, in a K sweep of its consumer, and keep
+    the levels the consumer reads in a window of registers (GridTools' k-caches).
+
+    Pattern: as `InlineFuser`'s, top-level `MapExit -> (T) -> MapEntry` and
+    `(T) -> MapEntry` (`T` written by copies or in an earlier state).
+
+    ```python
+    for i, k in range(N, K):                 # producer
+        T[i, k] = a[i, k] * 2 + b[i, k]
+    for i, k in range(N, K - 1):             # consumer
+        o[i, k] = T[i, k + 1] - T[i, k]
+    # becomes
+    for i in range(N):                       # parallel
+        w[1] = a[i, 0] * 2 + b[i, 0]; w[0] = w[1]                 # fill the window
+        for k in range(K - 1):               # sequential
+            w[1] = a[i, k + 1] * 2 + b[i, k + 1]                  # one evaluation per level
+            o[i, k] = w[1] - w[0]
+            w[0] = w[1]
+    ```
+
+    Where `InlineFuser` evaluates the producer once per offset read (here twice per
+    level), this evaluates it once per level; `T` goes away in both. The price is
+    parallelism: the K loop is sequential, one column per horizontal point.
+
+    Conditions: everything `InlineFuser` proves (`analyse_candidate`: the producer can be
+    evaluated at every element read, a single Map, a concat node or an if/else's writers),
+    and `analysis.window.analyse_window`: plain element reads by the intermediate's only
+    reader, differing in one dimension at `kp + d` for contiguous integer `d`, at most
+    `max_width` of them; the consumer keeps another parameter, has steps of 1, no dynamic
+    inputs, no WCR, no nested Map, and writes each output at `kp + c` (one column per
+    horizontal point).
+
+    Restrictions: one reader (several readers of `T` share one sweep only once gt4py has
+    fused them into one Map); no K tiling yet (the sweep runs the whole column).
+    `can_be_applied()` never mutates and never raises.
+    """
+
+    producer_exit = transformation.PatternNode(dn.MapExit)
+    intermediate = transformation.PatternNode(dn.AccessNode)
+    consumer_entry = transformation.PatternNode(dn.MapEntry)
+
+    max_width = properties.Property(
+        dtype=int, default=8, desc="Decline if the window would hold more levels than this (registers)."
+    )
+
+    @classmethod
+    def expressions(cls) -> Any:
+        return [
+            sdutil.node_path_graph(cls.producer_exit, cls.intermediate, cls.consumer_entry),
+            sdutil.node_path_graph(cls.intermediate, cls.consumer_entry),
+        ]
+
+    def analyse(self, state: dace.SDFGState, sdfg: dace.SDFG) -> Union[WindowPlan, Decline]:
+        """The plan for this match, or why it does not apply."""
+        try:
+            cand = analyse_candidate(sdfg, state, self.intermediate, self.consumer_entry)
+            if isinstance(cand, Decline):
+                return cand
+            map_writers = [e.src for e in state.in_edges(self.intermediate) if isinstance(e.src, dn.MapExit)]
+            if self.expr_index == 0 and self.producer_exit is not map_writers[0]:
+                return Decline("the match is reported once, for the first writing Map")
+            if self.expr_index == 1 and map_writers:
+                return Decline("a Map writes the intermediate here: matched by the first pattern")
+            return analyse_window(sdfg, cand, self.max_width)
+        except Exception as err:  # noqa: BLE001  # a matcher must decline, never abort compilation
+            return Decline(f"analysis failed: {type(err).__name__}: {err}")
+
+    def can_be_applied(self, graph, expr_index: int, sdfg: dace.SDFG, permissive: bool = False) -> bool:
+        return isinstance(self.analyse(graph, sdfg), WindowPlan)
+
+    def apply(self, graph: dace.SDFGState, sdfg: dace.SDFG) -> dn.NestedSDFG:
+        plan = self.analyse(graph, sdfg)
+        if isinstance(plan, Decline):
+            raise ValueError(f"VerticalWindow cannot be applied: {plan.reason}")
+        return window_candidate(sdfg, plan)
+
+
+def gt_vertical_windows(sdfg: dace.SDFG, *, max_width: int = 8, only=None, validate: bool = False) -> list[str]:
+    """Apply `VerticalWindow` wherever it applies in the top-level states (`only`: just the
+    named intermediates), to a fixed point; returns the intermediates removed, in order.
+    No cost model decides here: the caller chooses (docs/vertical_window.md)."""
+    from gt4py_dace_xforms.transformations.inline_fusion_pass import find_candidates
+
+    done: list[str] = []
+    progress = True
+    while progress:
+        progress = False
+        for state, node, consumer in list(find_candidates(sdfg)):
+            if node not in state.nodes() or consumer not in state.nodes():
+                continue
+            if only is not None and node.data not in only:
+                continue
+            cand = analyse_candidate(sdfg, state, node, consumer)
+            if isinstance(cand, Decline):
+                continue
+            plan = analyse_window(sdfg, cand, max_width)
+            if isinstance(plan, Decline):
+                continue
+            window_candidate(sdfg, plan)
+            done.append(node.data)
+            progress = True
+            break  # the graph changed: enumerate again
+    if validate:
+        sdfg.validate()
+    return done

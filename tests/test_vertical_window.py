@@ -1,0 +1,171 @@
+"""Vertical windows (issue 30): an intermediate read at k, k+1, ... by one consumer is
+evaluated once per level in a K sweep of the consumer, the levels read kept in registers.
+Hand-built shapes (applied and compiled against the original; declines leave the SDFG
+unchanged) and gt4py programs through a backend that applies `VerticalWindow` at the
+library's stage, compared with stock and numpy."""
+
+import copy
+import functools
+
+import dace
+import numpy as np
+import pytest
+from dace.sdfg.state import LoopRegion
+
+import gt4py.next as gtx
+from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
+from gt4py.next.program_processors.runners.dace.workflow import backend as gtx_backend, factory as gtx_factory
+
+import gt4py_dace_xforms as gx
+from gt4py_dace_xforms.analysis.candidate import InlineCandidate, analyse_candidate
+from gt4py_dace_xforms.analysis.producer import Decline
+from gt4py_dace_xforms.analysis.window import WindowPlan, analyse_window
+from gt4py_dace_xforms.cli import demo
+from gt4py_dace_xforms.integration.backends import annotating_translator, optimize_args
+from gt4py_dace_xforms.tools.compare import stock_build, two_d_transients
+from gt4py_dace_xforms.transformations.inline_fusion_pass import find_candidates
+
+from builders import compare_before_after, producer_consumer, transient_arrays
+
+RNG = np.random.default_rng(30)
+SYMS = dict(N=5, K=9)
+
+
+def _shape(name, reads, consumer_k="0:K-2", consumer_i="0:N", **kw):
+    return producer_consumer(name, producer_ranges={"i": "0:N", "k": "0:K"},
+                             consumer_ranges={"i": consumer_i, "k": consumer_k}, write="i, k", reads=reads, **kw)
+
+
+def _plans(sdfg, max_width=8):
+    found = []
+    for st, node, entry in find_candidates(sdfg):
+        cand = analyse_candidate(sdfg, st, node, entry)
+        found.append(cand if isinstance(cand, Decline) else analyse_window(sdfg, cand, max_width))
+    return found
+
+
+def _loops(sdfg):
+    return [r for sd in sdfg.all_sdfgs_recursive() for r in sd.all_control_flow_regions() if isinstance(r, LoopRegion)]
+
+
+@pytest.mark.parametrize("reads", [["i, k", "i, k + 1"], ["i, k", "i, k + 1", "i, k + 2"],
+                                   ["i, k + 2", "i, k", "i, k + 1", "i, k"]],
+                         ids=["two_levels", "three_levels", "three_levels_unordered_repeated"])
+def test_window_plan_has_one_slot_per_level(reads):
+    [plan] = _plans(_shape("plan", reads))
+    assert isinstance(plan, WindowPlan), plan
+    assert plan.kparam == "k" and plan.kdim == 1 and plan.width == len(set(reads))
+    assert plan.offsets == tuple(range(plan.width)) and plan.top.shift[1] == str(plan.width - 1)
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("reads", [["i, k", "i, k + 1"], ["i, k + 1", "i, k + 2", "i, k"]],
+                         ids=["two_levels", "three_levels"])
+def test_window_removes_the_intermediate_and_computes_the_same(reads):
+    before = _shape("window_" + str(len(reads)), reads)
+    after = copy.deepcopy(before)
+    assert after.apply_transformations(gx.VerticalWindow) == 1
+    after.validate()
+    assert transient_arrays(after, 2) == []
+    [loop_fill, loop_sweep] = sorted(_loops(after), key=lambda r: r.label)
+    assert {loop_fill.label, loop_sweep.label} == {"fill_window", "sweep"}
+    arrays = {"a": RNG.random((5, 9)), "out": RNG.random((5, 9))}
+    compare_before_after(before, after, arrays, SYMS)
+
+
+@pytest.mark.compile
+def test_window_sweeps_whichever_dimension_the_reads_differ_in():
+    """Reads at i and i + 1 (a Cartesian horizontal shift): swept in i, parallel in k."""
+    before = producer_consumer("window_in_i", producer_ranges={"i": "0:N", "k": "0:K"},
+                               consumer_ranges={"i": "0:N-1", "k": "0:K"}, write="i, k", reads=["i, k", "i + 1, k"])
+    [plan] = _plans(before)
+    assert isinstance(plan, WindowPlan) and (plan.kparam, plan.kdim) == ("i", 0)
+    after = copy.deepcopy(before)
+    assert after.apply_transformations(gx.VerticalWindow) == 1
+    compare_before_after(before, after, {"a": RNG.random((5, 9)), "out": RNG.random((5, 9))}, SYMS)
+
+
+@pytest.mark.compile
+def test_window_of_a_shifted_start_and_a_negative_offset():
+    """Reads at k - 1 and k on k in [1, K): the fill starts below the consumer's range."""
+    before = _shape("window_negative", ["i, k - 1", "i, k"], consumer_k="1:K")
+    after = copy.deepcopy(before)
+    assert after.apply_transformations(gx.VerticalWindow) == 1
+    compare_before_after(before, after, {"a": RNG.random((5, 9)), "out": RNG.random((5, 9))}, SYMS)
+
+
+DECLINES = {
+    "one_offset": (dict(reads=["i, k + 1"]), "one element read per iteration"),
+    "gap": (dict(reads=["i, k", "i, k + 2"]), "leave a gap"),
+    "too_wide": (dict(reads=["i, k", "i, k + 1", "i, k + 2"], max_width=2), "exceed the window's bound"),
+    "two_dimensions": (dict(reads=["i, k", "i + 1, k + 1"], consumer_i="0:N-1"), "differ in dimensions [0, 1]"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DECLINES))
+def test_window_declines_and_leaves_the_sdfg_unchanged(case):
+    kw, why = DECLINES[case]
+    kw = dict(kw)
+    max_width = kw.pop("max_width", 8)
+    sdfg = _shape(case, **kw)
+    before = sdfg.hash_sdfg()
+    plans = _plans(sdfg, max_width)
+    assert len(plans) == 1 and isinstance(plans[0], Decline) and why in plans[0].reason, plans
+    xf = gx.VerticalWindow()
+    xf.max_width = max_width
+    assert sdfg.apply_transformations(xf) == 0
+    assert sdfg.hash_sdfg() == before
+
+
+def test_window_declines_a_second_reader_unchanged():
+    sdfg = _shape("second_reader", ["i, k", "i, k + 1"])
+    sdfg.add_array("keep", ["N", "K"], dace.float64)
+    st = sdfg.states()[0]
+    tmp = next(n for n in st.data_nodes() if n.data == "tmp")
+    st.add_mapped_tasklet("other", {"i": "0:N", "k": "0:K"}, {"__t": dace.Memlet("tmp[i, k]")}, "__o = __t",
+                          {"__o": dace.Memlet("keep[i, k]")}, external_edges=True, input_nodes={"tmp": tmp})
+    before = sdfg.hash_sdfg()
+    assert any(isinstance(p, Decline) and "other readers keep" in p.reason for p in _plans(sdfg))
+    assert sdfg.apply_transformations(gx.VerticalWindow) == 0 and sdfg.hash_sdfg() == before
+
+
+def test_vertical_window_properties_round_trip_through_json():
+    xf = gx.VerticalWindow()
+    xf.max_width = 3
+    again = dace.transformation.PatternTransformation.from_json(xf.to_json())
+    assert isinstance(again, gx.VerticalWindow) and again.max_width == 3
+
+
+# ---- gt4py programs --------------------------------------------------------------------------
+
+
+def _window_backend(reports: list):
+    """gt4py's dace backend with `gt_vertical_windows` at the library's stage."""
+
+    def hook(sdfg):
+        reports.append(gx.gt_vertical_windows(sdfg))
+
+    return gtx_backend.make_dace_toolchain(
+        gtx_factory.DaCeConfig(gpu=False, auto_optimize=True), name_postfix=f"_window_test{id(reports)}",
+        translation=functools.partial(annotating_translator,
+                                      auto_optimize_args=optimize_args({GT4PyAutoOptHook.TopLevelDataFlowStep: hook})))
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("case", [1, 2], ids=["concat_where_computed", "three_level_sum"])
+def test_gt4py_programs_windowed_match_stock_and_numpy(case):
+    _, program, reference, short = demo.CASES[case]
+    nlev = 12
+    x, y = RNG.random((64, nlev)), RNG.random((64, nlev))
+    names = ("interior", "surface") if case == 1 else ("a", "b")
+    want = reference(x, y, nlev)
+    reports: list = []
+    results = {}
+    for label, backend in (("stock", stock_build().backend), ("window", _window_backend(reports))):
+        out = gtx.as_field([demo.Cell, demo.K], np.full((64, nlev), -7.0))
+        args = {names[0]: gtx.as_field([demo.Cell, demo.K], x), names[1]: gtx.as_field([demo.Cell, demo.K], y)}
+        program.with_backend(backend)(**args, out=out, nlev=np.int32(nlev), offset_provider={})
+        results[label] = out.asnumpy()
+    assert sum(len(r) for r in reports) == 1, reports
+    np.testing.assert_allclose(results["window"][:, : nlev - short], want, rtol=1e-14)
+    np.testing.assert_array_equal(results["window"], results["stock"])
