@@ -38,6 +38,8 @@ class InlineReport:
     copy_chains_removed: int = 0
     #: transients whose writers now write their write-back target (`gt_retarget_writebacks`)
     writebacks_retargeted: list[str] = dataclasses.field(default_factory=list)
+    #: intermediates removed by a vertical window (`gt_vertical_windows`, before inlining)
+    windowed: list[str] = dataclasses.field(default_factory=list)
     #: why the pass failed and was undone by the hook's fail-safe (`integration.failsafe`)
     failures: list[str] = dataclasses.field(default_factory=list)
     #: unordered conflicting accesses in the SDFG the pass received (`analysis.races`);
@@ -65,6 +67,7 @@ class InlineReport:
         self.copy_chains_removed += other.copy_chains_removed
         self.writebacks_retargeted.extend(other.writebacks_retargeted)
         self.failures.extend(other.failures)
+        self.windowed.extend(other.windowed)
         self.races.extend(r for r in other.races if r not in self.races)
 
     def to_json(self) -> list[dict]:
@@ -92,6 +95,7 @@ class InlineReport:
         fmt = "  ".join(f"{{:<{w}}}" for w in widths)
         lines = [fmt.format(*head), fmt.format(*("-" * w for w in widths))]
         lines += [fmt.format(*row) for row in rows]
+        lines += [f"windowed (one evaluation per level, in a K sweep): {w}" for w in self.windowed]
         lines += [f"unordered access, left as it is: {r}" for r in self.races]
         lines += [f"FAILED and undone: {f}" for f in self.failures]
         return "\n".join(lines)

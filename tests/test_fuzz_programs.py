@@ -51,3 +51,17 @@ def test_racy_generated_program_equals_stock_bit_for_bit():
     stock's bits (numpy has no defined answer for out0 and outR there)."""
     outcome = check(WRITTEN_READ_OVERWRITTEN, 11, ALL_BUILDS)
     assert outcome.races and all(n >= 1 for n in outcome.races.values()), outcome.races
+
+
+#: A local read at three levels by one consumer: what `VerticalWindow` sweeps.
+THREE_LEVELS = Prog(
+    dtype="float64", fields=("a", "b"), cells=(), scalars=(), levels=(),
+    locals=(("t0", Where(Cond("<", 3), Bin("*", Read("a"), Lit(2.0)), Bin("+", Read("b"), Read("a", 1)))),),
+    outputs=(Bin("+", Bin("-", Read("t0", 1), Read("t0")), Read("t0", 2)),),
+    cell_domain=(0, NC), k_domain=(0, NL - 3), runtime_k_domain=True,
+)
+
+
+def test_windowed_generated_program_agrees_with_stock_and_numpy():
+    outcome = check(THREE_LEVELS, 5, ALL_BUILDS)
+    assert outcome.windowed["window"] >= 1, outcome.windowed

@@ -84,7 +84,8 @@ def check(
     unchanged, or leaves an SDFG that validates and, given `symbols`, computes the
     same non-transient data as the original on random inputs;
     (c) the same for DaCe's own loop (`apply_transformations_repeated`, the viewer's
-    path), which also reaches nested SDFGs; compiled only if it differs from (b).
+    path), which also reaches nested SDFGs; compiled only if it differs from (b);
+    (d) `VerticalWindow` through DaCe's loop: unchanged, or the same results.
     """
     work = copy.deepcopy(sdfg)
     h = work.hash_sdfg()  # stable across a deep copy: test_hash_is_stable_across_deepcopy
@@ -100,6 +101,16 @@ def check(
     else:
         assert report.applied or report.writebacks_retargeted, "declined but changed the SDFG"
         _same_results(sdfg, work, symbols, arrays, reject_uncompilable=reject_uncompilable)
+
+    # (d) Vertical windows (DaCe's loop, as the viewer applies them): a decline leaves the
+    # SDFG as it was, an applied sweep computes the same.
+    windowed = copy.deepcopy(sdfg)
+    with dace.config.set_temporary("optimizer", "match_exception", value=True):
+        n_windows = windowed.apply_transformations_repeated(gx.VerticalWindow, validate=True)
+    if n_windows == 0:
+        assert windowed.hash_sdfg() == h, "VerticalWindow declined but changed the SDFG"
+    else:
+        _same_results(sdfg, windowed, symbols, arrays, tag="window", reject_uncompilable=reject_uncompilable)
 
     if not viewer:
         return work, report, matches

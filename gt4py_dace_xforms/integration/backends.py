@@ -25,6 +25,7 @@ def make_backend(
     optimization_hooks: Optional[Mapping[GT4PyAutoOptHook, Callable]] = None,
     name_postfix: str = "_xforms",
     transient_memory_mode=None,
+    windows: bool = False,
 ) -> gtx_backend.DaCeBackend:
     """A gt4py dace backend (built with `make_dace_toolchain`) that runs the inliner.
 
@@ -38,8 +39,12 @@ def make_backend(
         transient_memory_mode: gt4py's `TransientMemoryMode` for `gt_auto_optimize`
             (None: its default, transients allocated per call); the default cost model
             is told (`CostModel.persistent_transients`).
+        windows: sweep consumers that read an intermediate at several levels in K
+            (`VerticalWindow`) before inlining; off by default until the cost model
+            chooses between keeping, inlining and windowing (docs/vertical_window.md).
     """
-    hooks = _library_hooks(cost_model, gpu=gpu, user_hooks=optimization_hooks, transient_memory_mode=transient_memory_mode)
+    hooks = _library_hooks(cost_model, gpu=gpu, user_hooks=optimization_hooks, transient_memory_mode=transient_memory_mode,
+                           windows=windows)
     return gtx_backend.make_dace_toolchain(
         gtx_factory.DaCeConfig(gpu=gpu, auto_optimize=True),
         name_postfix=name_postfix,

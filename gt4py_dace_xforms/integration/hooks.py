@@ -15,6 +15,7 @@ from gt4py_dace_xforms.policy import CostModel, InlinePolicy
 from gt4py_dace_xforms.report import InlineReport
 from gt4py_dace_xforms.transformations.copy_chain import gt_remove_copy_chains
 from gt4py_dace_xforms.transformations.inline_fusion_pass import gt_inline_fusion
+from gt4py_dace_xforms.transformations.vertical_window import gt_vertical_windows
 
 HookFun = Callable[[dace.SDFG], None]
 
@@ -50,12 +51,15 @@ def make_inline_hook(
     gpu: bool = False,
     copy_chains: bool = True,
     transient_memory_mode=None,
+    windows: bool = False,
 ) -> HookFun:
     """A hook function running `gt_inline_fusion` with `cost_model` (any policy; default:
     `default_policy(gpu, transient_memory_mode)`); reports are appended to `reports`. `copy_chains`: first fold
     the copy chains whose coverage gt4py cannot prove (`gt_remove_copy_chains`,
     docs/copy_chains.md): nothing is recomputed, and a branch folded into its concat
-    node is a Map writer the inliner takes like any other.
+    node is a Map writer the inliner takes like any other. `windows`: then sweep the
+    consumers that read an intermediate at several levels in K (`gt_vertical_windows`,
+    docs/vertical_window.md), before inlining the rest; off until the cost model decides.
 
     If the pass raises, the SDFG is restored to what the hook received, one
     `LibraryFailureWarning` names the program and the exception, and the hook leaves that
@@ -75,7 +79,9 @@ def make_inline_hook(
             if races:
                 warn_races(sdfg, races)
             folded = gt_remove_copy_chains(sdfg) if copy_chains else 0
+            windowed = gt_vertical_windows(sdfg) if windows else []
             report = gt_inline_fusion(sdfg, cost_model=policy, validate=False)
+            report.windowed = windowed
         except Exception as exc:
             if saved is None:
                 raise
@@ -132,6 +138,7 @@ def optimization_hooks(
     reports: Optional[list[InlineReport]] = None,
     copy_chains: bool = True,
     transient_memory_mode=None,
+    windows: bool = False,
 ) -> dict[GT4PyAutoOptHook, Callable]:
     """The `optimization_hooks` argument for `gt_auto_optimize` that runs the pass.
 
@@ -146,7 +153,7 @@ def optimization_hooks(
     """
     hooks: dict[GT4PyAutoOptHook, Callable] = dict(user_hooks or {})
     inline = make_inline_hook(cost_model, reports, gpu=gpu, copy_chains=copy_chains,
-                              transient_memory_mode=transient_memory_mode)
+                              transient_memory_mode=transient_memory_mode, windows=windows)
     for stage in INLINE_STAGES:
         hooks[stage] = chain_hooks(inline, hooks.get(stage))
     return hooks

@@ -66,6 +66,7 @@ def inline_build(
     gpu: bool = False,
     policy: Optional[InlinePolicy] = None,
     transient_memory_mode: Optional[TransientMemoryMode] = None,
+    windows: bool = False,
 ) -> Build:
     """The library's backend as `backends.make_backend` builds it (`policy`: the cost model
     or any policy; default the target's `CostModel`), plus a capture hook (and
@@ -75,7 +76,7 @@ def inline_build(
         GT4PyAutoOptHook.TopLevelDataFlowPost: lambda s: build.post_sdfgs.append(copy.deepcopy(s))
     }
     hooks = optimization_hooks(policy, gpu=gpu, user_hooks=capture, reports=build.reports,
-                               transient_memory_mode=transient_memory_mode)
+                               transient_memory_mode=transient_memory_mode, windows=windows)
     build.backend = gtx_backend.make_dace_toolchain(
         gtx_factory.DaCeConfig(gpu=gpu, auto_optimize=True),
         name_postfix=f"_xforms_capture{next(_UNIQUE)}",

@@ -40,6 +40,9 @@ FUZZ_DIR = pathlib.Path(os.environ.get("GT4PY_DACE_XFORMS_TEST_BUILD", _ROOT / "
 LIBRARY_BUILDS: dict[str, Callable[[], Build]] = {
     "sound": lambda: inline_build(policy=gt4py_dace_xforms.InlineWhereSound()),
     "cost_model": lambda: inline_build(),
+    # Vertical windows first, then everything sound on the rest: the window rewrite on
+    # every program, and composed with the inliner.
+    "window": lambda: inline_build(policy=gt4py_dace_xforms.InlineWhereSound(), windows=True),
 }
 
 _loaded: dict[str, object] = {}
@@ -99,6 +102,8 @@ class Outcome:
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)  # compile and run
     #: unordered accesses the library found in gt4py's SDFG (`InlineReport.races`), per library build
     races: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: intermediates removed by a vertical window, per library build
+    windowed: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def offset_provider(prog: Prog) -> dict:
@@ -151,6 +156,7 @@ def run_builds(prog: Prog, args: dict, builds: tuple[str, ...]) -> Outcome:
             report = build.report
             outcome.applied[name] = len(report.applied)
             outcome.races[name] = len(report.races)
+            outcome.windowed[name] = len(report.windowed)
             outcome.folded[name] = report.copy_chains_removed
             outcome.retargeted[name] = len(report.writebacks_retargeted)
             if report.records and currently_in_test_context():
@@ -180,15 +186,17 @@ def run_cached(prog: Prog, data_seed: int, builds: tuple[str, ...]) -> Outcome:
     reuse = os.environ.get("FUZZ_REUSE", "1") != "0"
     if reuse and path.exists():
         with np.load(path) as z:
-            names = {k.rpartition("/")[0] for k in z.files if not k.startswith(("applied/", "races/"))}
+            names = {k.rpartition("/")[0] for k in z.files if not k.startswith(("applied/", "races/", "windowed/"))}
             outputs = {b: [z[f"{b}/{i}"] for i in range(len(prog.out_names()))] for b in names}
             applied = {b: int(z[f"applied/{b}"]) for b in builds if b != "stock"}
             races = {b: int(z[f"races/{b}"]) for b in builds if b != "stock" and f"races/{b}" in z.files}
-            return Outcome(outputs, applied, reused=True, races=races)
+            windowed = {b: int(z[f"windowed/{b}"]) for b in builds if b != "stock" and f"windowed/{b}" in z.files}
+            return Outcome(outputs, applied, reused=True, races=races, windowed=windowed)
     outcome = run_builds(prog, prog.call_args(data_seed), builds)
     arrays = {f"{b}/{i}": o for b, outs in outcome.outputs.items() for i, o in enumerate(outs)}
     arrays |= {f"applied/{b}": np.int64(n) for b, n in outcome.applied.items()}
     arrays |= {f"races/{b}": np.int64(n) for b, n in outcome.races.items()}
+    arrays |= {f"windowed/{b}": np.int64(n) for b, n in outcome.windowed.items()}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
     np.savez(tmp, **arrays)
