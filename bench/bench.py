@@ -272,7 +272,8 @@ def time_config(case_name: str, callers: dict, args: dict, offset_provider: dict
 
 def run_mode(case: bench_cases.Case, program, mode: str, args: dict, offset_provider: dict, *, gpu: bool,
              rounds: int, threads: list[int | None], max_rounds: int | None = None,
-             malloc: str = "glibc", extend_s: float = 0.0, min_span_s: float = 0.0) -> tuple[dict, dict]:  # fmt: skip
+             malloc: str = "glibc", extend_s: float = 0.0, min_span_s: float = 0.0,
+             windows: bool = False) -> tuple[dict, dict]:  # fmt: skip
     """Stock, a second stock (A/A) and the inlined build with memory mode `mode`: compiled,
     outputs compared with stock, timed at each thread count. Returns (results, builds)."""
     from gt4py_dace_xforms.tools.compare import inline_build, stock_build
@@ -281,7 +282,7 @@ def run_mode(case: bench_cases.Case, program, mode: str, args: dict, offset_prov
     mm = memory_mode(mode)
     builds = {"stock": stock_build(gpu=gpu, transient_memory_mode=mm),
               "A/A": stock_build(gpu=gpu, transient_memory_mode=mm),
-              "inlined": inline_build(gpu=gpu, transient_memory_mode=mm)}  # fmt: skip
+              "inlined": inline_build(gpu=gpu, transient_memory_mode=mm, windows=windows)}  # fmt: skip
     callers = {label: program.with_backend(b.backend) for label, b in builds.items()}
     outputs = bench_cases.outputs_of(case)
     res: dict[str, Any] = {"mode": mode}
@@ -319,7 +320,7 @@ def run_mode(case: bench_cases.Case, program, mode: str, args: dict, offset_prov
 
 def run_case(case: bench_cases.Case, *, quick: bool, gpu: bool, rounds: int, threads: list[int | None],
              modes: list[str], max_rounds: int | None = None, malloc: str = "glibc",
-             extend_s: float = 0.0, min_span_s: float = 0.0) -> dict:  # fmt: skip
+             extend_s: float = 0.0, min_span_s: float = 0.0, windows: bool = False) -> dict:  # fmt: skip
     from gt4py_dace_xforms.tools.compare import two_d_transients
 
     sizes = case.sizes(quick)
@@ -337,7 +338,7 @@ def run_case(case: bench_cases.Case, *, quick: bool, gpu: bool, rounds: int, thr
             stage = f"memory mode {mode}"
             res, builds = run_mode(case, program, mode, args, offset_provider, gpu=gpu, rounds=rounds, threads=threads,
                                    max_rounds=max_rounds, malloc=malloc, extend_s=extend_s,
-                                   min_span_s=min_span_s)
+                                   min_span_s=min_span_s, windows=windows)
             row["modes"][mode] = res
             bad = [f"{who} {k}" for who in ("inlined_vs_stock", "aa_vs_stock")
                    for k, v in res[who]["outputs"].items() if not v["allclose"]]  # fmt: skip
@@ -504,6 +505,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="allocator regime, pinned for the whole run: fresh (every large block gets new pages, as a"
                    " production-size grid's transients do), reuse (freed memory is reused), glibc (not pinned: glibc's"
                    " history-dependent default) (default fresh; with --gpu glibc)")
+    p.add_argument("--windows", action="store_true",
+                   help="the library's build also sweeps consumers in K with vertical windows (opt-in, "
+                   "docs/vertical_window.md)")
     p.add_argument("--json", default=str(HERE / "results.json"), help="where to write the results (default bench/results.json)")
     opts = p.parse_args(argv)  # fmt: skip
 
@@ -549,7 +553,8 @@ def main(argv: list[str] | None = None) -> int:
         log(f"== {case.name}: {case.what}, sizes {case.sizes(opts.quick)}")
         t0 = time.perf_counter()
         row = run_case(case, quick=opts.quick, gpu=opts.gpu, rounds=rounds, threads=threads, modes=modes,
-                       max_rounds=max_rounds, malloc=malloc, extend_s=extend_s, min_span_s=min_span_s)
+                       max_rounds=max_rounds, malloc=malloc, extend_s=extend_s, min_span_s=min_span_s,
+                       windows=opts.windows)
         row["case_wall_s"] = time.perf_counter() - t0
         rows.append(row)
     wall = time.perf_counter() - t_start
