@@ -16,6 +16,21 @@ from gt4py_dace_xforms.policy.default import too_many_copies
 from gt4py_dace_xforms.transformations.upstream import pending_upstream
 
 
+def candidate_of_match(xf, state: dace.SDFGState, sdfg: dace.SDFG) -> Union[InlineCandidate, Decline]:
+    """The inliner's analysis of a match of the two patterns `InlineFuser` and
+    `VerticalWindow` share (`producer_exit`, `intermediate`, `consumer_entry`), each pair
+    reported once: for the first writing Map, or by the second pattern where no Map writes."""
+    result = analyse_candidate(sdfg, state, xf.intermediate, xf.consumer_entry)
+    if isinstance(result, Decline):
+        return result
+    map_writers = [e.src for e in state.in_edges(xf.intermediate) if isinstance(e.src, dn.MapExit)]
+    if xf.expr_index == 0 and xf.producer_exit is not map_writers[0]:
+        return Decline("the match is reported once, for the first writing Map")  # no duplicate matches
+    if xf.expr_index == 1 and map_writers:
+        return Decline("a Map writes the intermediate here: matched by the first pattern")
+    return result
+
+
 @properties.make_properties
 @transformation.explicit_cf_compatible
 class InlineFuser(transformation.SingleStateTransformation):
@@ -129,14 +144,9 @@ class InlineFuser(transformation.SingleStateTransformation):
             return Decline(f"analysis failed: {type(err).__name__}: {err}")
 
     def _analyse(self, state: dace.SDFGState, sdfg: dace.SDFG) -> Union[InlineCandidate, Decline]:
-        result = analyse_candidate(sdfg, state, self.intermediate, self.consumer_entry)
+        result = candidate_of_match(self, state, sdfg)
         if isinstance(result, Decline):
             return result
-        map_writers = [e.src for e in state.in_edges(self.intermediate) if isinstance(e.src, dn.MapExit)]
-        if self.expr_index == 0 and self.producer_exit is not map_writers[0]:
-            return Decline("the match is reported once, for the first writing Map")  # no duplicate matches
-        if self.expr_index == 1 and map_writers:
-            return Decline("a Map writes the intermediate here: matched by the first pattern")
         too_many = too_many_copies(result, self.max_distinct_offsets)
         if too_many:
             return Decline(too_many)

@@ -11,6 +11,7 @@ from dace.sdfg import nodes as dn, utils as sdutil
 from gt4py_dace_xforms.analysis.candidate import analyse_candidate
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.analysis.window import WindowPlan, analyse_window
+from gt4py_dace_xforms.transformations.inline_fuser import candidate_of_match
 from gt4py_dace_xforms.transformations.window_rewrite import window_candidate
 
 
@@ -72,14 +73,9 @@ class VerticalWindow(transformation.SingleStateTransformation):
     def analyse(self, state: dace.SDFGState, sdfg: dace.SDFG) -> Union[WindowPlan, Decline]:
         """The plan for this match, or why it does not apply."""
         try:
-            cand = analyse_candidate(sdfg, state, self.intermediate, self.consumer_entry)
+            cand = candidate_of_match(self, state, sdfg)
             if isinstance(cand, Decline):
                 return cand
-            map_writers = [e.src for e in state.in_edges(self.intermediate) if isinstance(e.src, dn.MapExit)]
-            if self.expr_index == 0 and self.producer_exit is not map_writers[0]:
-                return Decline("the match is reported once, for the first writing Map")
-            if self.expr_index == 1 and map_writers:
-                return Decline("a Map writes the intermediate here: matched by the first pattern")
             return analyse_window(sdfg, cand, self.max_width)
         except Exception as err:  # noqa: BLE001  # a matcher must decline, never abort compilation
             return Decline(f"analysis failed: {type(err).__name__}: {err}")

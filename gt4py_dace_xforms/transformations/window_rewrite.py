@@ -77,6 +77,7 @@ def window_candidate(sdfg: dace.SDFG, plan: WindowPlan) -> dn.NestedSDFG:
     kp, n = plan.kparam, plan.width
     first, last = dace.symbolic.symstr(plan.k_first), dace.symbolic.symstr(plan.k_last)
     init = inner.add_state("init", is_start_block=True)
+    _emit_clear(init, window, n)
     fill = LoopRegion("fill_window", f"{kp} < {first}", kp, f"{kp} = {first} - {n - 1}", f"{kp} = {kp} + 1")
     sweep = LoopRegion("sweep", f"{kp} <= {last}", kp, f"{kp} = {first}", f"{kp} = {kp} + 1")
     inner.add_node(fill)
@@ -137,6 +138,16 @@ def _emit_evaluation(inner, st, template, binding, level, in_conns) -> dn.Access
     value = st.add_access(level)
     st.add_edge(node, rewrite.INLINE_OUTPUT, value, None, dace.Memlet(data=level, subset="0"))
     return value
+
+
+def _emit_clear(st, window, n) -> None:
+    """Zeros into the window: the fill shifts its first slots out unread, but DaCe warns
+    about (and a reader could not tell apart) a transient read before it is written."""
+    code = "\n".join(f"__o{m} = 0" for m in range(n - 1))
+    t = st.add_tasklet("clear_window", {}, {f"__o{m}": None for m in range(n - 1)}, code)
+    cleared = st.add_access(window)
+    for m in range(n - 1):
+        st.add_edge(t, f"__o{m}", cleared, None, dace.Memlet(data=window, subset=str(m)))
 
 
 def _emit_shift(st, held, value, window, n, after) -> None:
