@@ -19,7 +19,7 @@ CUDA_WHEELS := nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==1
 	nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85
 GPU_STAMP := $(VENV)/.gpu-tools-13.0.88
 
-.PHONY: venv demo test test-fast fixtures bench oracle calibrate fuzz census census-compare clean gpu-tools gpu-check device-wheels device-dry-run
+.PHONY: venv demo test test-fast fixtures bench counts oracle calibrate fuzz census census-compare clean gpu-tools gpu-check device-wheels device-dry-run
 
 venv: $(STAMP)
 
@@ -53,6 +53,12 @@ fixtures: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/bench.py $(BENCH_ARGS)
+
+# Instructions and simulated last-level misses of one call per build, under callgrind
+# (gt4py_dace_xforms/measure/counts.py; COUNTS_ARGS: see bench/counts.py --help).
+COUNTS_ARGS ?=
+counts: $(STAMP)
+	$(PY) bench/counts.py $(COUNTS_ARGS)
 
 # One program's decision sets timed against each other: the cost model's regret (bench/README.md).
 ORACLE_ARGS ?= --program target
