@@ -94,6 +94,34 @@ def test_window_of_a_shifted_start_and_a_negative_offset():
     compare_before_after(before, after, {"a": RNG.random((5, 9)), "out": RNG.random((5, 9))}, SYMS)
 
 
+@pytest.mark.compile
+def test_window_consumer_reading_the_producers_input_too():
+    """The consumer reads `a`, which the producer reads as well: one feed of `a` into the
+    sweep, no connector of the consumer left dangling."""
+    sdfg = dace.SDFG("window_shared_input")
+    for name in ("a", "out"):
+        sdfg.add_array(name, ["N", "K"], dace.float64)
+    sdfg.add_array("tmp", ["N", "K"], dace.float64, transient=True)
+    st = sdfg.add_state("main")
+    a, tmp = st.add_access("a"), st.add_access("tmp")
+    st.add_mapped_tasklet("producer", {"i": "0:N", "k": "0:K"}, {"__a": dace.Memlet("a[i, k]")}, "__o = 2.0 * __a + 1.0",
+                          {"__o": dace.Memlet("tmp[i, k]")}, external_edges=True, input_nodes={"a": a},
+                          output_nodes={"tmp": tmp})
+    st.add_mapped_tasklet("consumer", {"i": "0:N", "k": "0:K-1"},
+                          {"__t0": dace.Memlet("tmp[i, k]"), "__t1": dace.Memlet("tmp[i, k + 1]"),
+                           "__a": dace.Memlet("a[i, k]")},
+                          "__o = __t1 - __t0 + __a", {"__o": dace.Memlet("out[i, k]")}, external_edges=True,
+                          input_nodes={"tmp": tmp, "a": a})
+    sdfg.validate()
+    after = copy.deepcopy(sdfg)
+    assert after.apply_transformations(gx.VerticalWindow) == 1
+    after.validate()
+    entry = next(n for n in after.states()[0].nodes() if isinstance(n, dace.nodes.MapEntry))
+    st2 = after.states()[0]
+    assert all(any(True for _ in st2.out_edges_by_connector(entry, c)) for c in entry.out_connectors)
+    compare_before_after(sdfg, after, {"a": RNG.random((5, 9)), "out": RNG.random((5, 9))}, SYMS)
+
+
 DECLINES = {
     "one_offset": (dict(reads=["i, k + 1"]), "one element read per iteration"),
     "gap": (dict(reads=["i, k", "i, k + 2"]), "leave a gap"),

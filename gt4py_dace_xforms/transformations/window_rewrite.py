@@ -98,18 +98,19 @@ def window_candidate(sdfg: dace.SDFG, plan: WindowPlan) -> dn.NestedSDFG:
 
     names = {str(s) for s in inner.free_symbols} | set(entry.map.params) - {kp}
     rewrite._symbol_table(inner, sdfg, names - {kp})
-    node = state.add_nested_sdfg(inner, dict.fromkeys(sorted(set(inputs) | set(in_conns))),
-                                 dict.fromkeys(sorted(columns)), symbol_mapping={s: s for s in inner.symbols},
-                                 name=f"window_{name}")
-    for data in sorted(set(inputs) | set(in_conns)):
-        conn = in_conns.get(data) or inputs[data]
+    # One feed per input: the producer's connector where both read it (its source keeps the
+    # producer's order), else the body's own.
+    feeds = {data: in_conns.get(data) or inputs[data] for data in sorted(set(inputs) | set(in_conns))}
+    node = state.add_nested_sdfg(inner, dict.fromkeys(feeds), dict.fromkeys(sorted(columns)),
+                                 symbol_mapping={s: s for s in inner.symbols}, name=f"window_{name}")
+    for data, conn in feeds.items():
         state.add_edge(entry, conn, node, data, dace.Memlet.from_array(data, sdfg.arrays[data]))
     for data, col in sorted(columns.items()):
         conn = _exit_connector(state, exit_, data)
         state.add_edge(node, data, exit_, conn, dace.Memlet(data=data, subset=_column(plan, col)))
-    if not inputs and not in_conns:
+    if not feeds:
         state.add_edge(entry, None, node, None, dace.Memlet())
-    _restructure(sdfg, state, entry, exit_, body, plan, inner, inputs, in_conns)
+    _restructure(sdfg, state, entry, exit_, body, plan, set(feeds.values()))
     rewrite.drop_intermediate(sdfg, cand)
     rewrite._remove_unused_data(sdfg, locals_)
     return node
@@ -207,7 +208,7 @@ def _copy_body(sdfg, state, entry, exit_, body, st, plan: WindowPlan, held, valu
     return list(sinks.values())
 
 
-def _restructure(sdfg, state, entry, exit_, body, plan: WindowPlan, inner, inputs, in_conns) -> None:
+def _restructure(sdfg, state, entry, exit_, body, plan: WindowPlan, used: set) -> None:
     """Remove the body from the state, drop the swept parameter from the Map, and make the
     Map's input memlets whole arrays (the nested SDFG indexes them absolutely)."""
     for node in body:
@@ -217,7 +218,6 @@ def _restructure(sdfg, state, entry, exit_, body, plan: WindowPlan, inner, input
     ranges = cmap.range.ranges
     cmap.params = [cmap.params[i] for i in keep]
     cmap.range = dace_sbs.Range([ranges[i] for i in keep])
-    used = set(inputs.values()) | set(in_conns.values())
     for e in list(state.in_edges(entry)):
         if e.dst_conn and e.dst_conn.startswith("IN_") and "OUT_" + e.dst_conn[3:] in used:
             e.data = dace.Memlet.from_array(e.data.data, sdfg.arrays[e.data.data])
