@@ -96,11 +96,15 @@ def _array_extent(desc, values: dict) -> int:
 
 
 def _buffer_bytes(ptr: int, buffers) -> Optional[int]:
-    """Bytes from `ptr` to the end of the buffer among `buffers` (numpy arrays) holding it."""
+    """Bytes from `ptr` to the end of the memory of the buffer among `buffers` (numpy
+    arrays) holding it: the span its strides cover, which `nbytes` understates for a padded
+    layout (icon4py's `c_intp` has a stride of 264 over 258 vertices)."""
+    import numpy as np
+
     for b in buffers:
-        base = b.__array_interface__["data"][0]
-        if base <= ptr < base + b.nbytes:
-            return base + b.nbytes - ptr
+        low, high = np.lib.array_utils.byte_bounds(b)
+        if low <= ptr < high:
+            return high - ptr
     return None
 
 
