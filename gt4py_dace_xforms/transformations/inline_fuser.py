@@ -16,6 +16,16 @@ from gt4py_dace_xforms.policy.default import too_many_copies
 from gt4py_dace_xforms.transformations.upstream import pending_upstream
 
 
+def shifted_read_expressions(cls) -> list:
+    """The two patterns `InlineFuser` and `VerticalWindow` match: 0, a Map writes the
+    intermediate in this state (single or concat mode); 1, no Map writes it here: copies
+    only (a concat of copies) or an earlier state."""
+    return [
+        sdutil.node_path_graph(cls.producer_exit, cls.intermediate, cls.consumer_entry),
+        sdutil.node_path_graph(cls.intermediate, cls.consumer_entry),
+    ]
+
+
 def candidate_of_match(xf, state: dace.SDFGState, sdfg: dace.SDFG) -> Union[InlineCandidate, Decline]:
     """The inliner's analysis of a match of the two patterns `InlineFuser` and
     `VerticalWindow` share (`producer_exit`, `intermediate`, `consumer_entry`), each pair
@@ -129,12 +139,7 @@ class InlineFuser(transformation.SingleStateTransformation):
 
     @classmethod
     def expressions(cls) -> Any:
-        # 0: a Map writes the intermediate in this state (single or concat mode);
-        # 1: no Map writes it here: copies only (concat of copies) or an earlier state.
-        return [
-            sdutil.node_path_graph(cls.producer_exit, cls.intermediate, cls.consumer_entry),
-            sdutil.node_path_graph(cls.intermediate, cls.consumer_entry),
-        ]
+        return shifted_read_expressions(cls)
 
     def analyse(self, state: dace.SDFGState, sdfg: dace.SDFG) -> Union[InlineCandidate, Decline]:
         """The analysis of this match, including this instance's configuration."""

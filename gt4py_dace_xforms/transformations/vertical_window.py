@@ -6,12 +6,12 @@ from typing import Any, Union
 
 import dace
 from dace import properties, transformation
-from dace.sdfg import nodes as dn, utils as sdutil
+from dace.sdfg import nodes as dn
 
 from gt4py_dace_xforms.analysis.candidate import analyse_candidate
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.analysis.window import WindowPlan, analyse_window
-from gt4py_dace_xforms.transformations.inline_fuser import candidate_of_match
+from gt4py_dace_xforms.transformations.inline_fuser import candidate_of_match, shifted_read_expressions
 from gt4py_dace_xforms.transformations.window_rewrite import window_candidate
 
 
@@ -65,10 +65,7 @@ class VerticalWindow(transformation.SingleStateTransformation):
 
     @classmethod
     def expressions(cls) -> Any:
-        return [
-            sdutil.node_path_graph(cls.producer_exit, cls.intermediate, cls.consumer_entry),
-            sdutil.node_path_graph(cls.intermediate, cls.consumer_entry),
-        ]
+        return shifted_read_expressions(cls)
 
     def analyse(self, state: dace.SDFGState, sdfg: dace.SDFG) -> Union[WindowPlan, Decline]:
         """The plan for this match, or why it does not apply."""
