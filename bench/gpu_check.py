@@ -6,7 +6,8 @@ through the library's GPU backend, compiled with nvcc for sm_90.
 
 `make gpu-check` runs it (after `make gpu-tools` installed NVIDIA's CUDA wheels). For each
 program (bench/cases.py) and policy (`cost`: the GPU cost model, as `backends.run_dace_gpu`;
-`sound`: `InlineWhereSound()`; `stock`: gt4py's backend, for comparison) it translates for
+`sound`: `InlineWhereSound()`; `window`: vertical windows, then the GPU cost model;
+`stock`: gt4py's backend, for comparison) it translates for
 the GPU, generates the code, and compiles every object (`nvcc -c` for `.cu`, the host
 compiler for `.cpp`). Exit status 1 if any object fails. See docs/gpu.md.
 """
@@ -34,7 +35,7 @@ import cases as bench_cases  # noqa: E402
 
 #: The seed programs and the target (the other icon4py programs with `--only`).
 DEFAULT_PROGRAMS = ("seed_demo", "three_level_demo", "seed", "three_level", "target")
-POLICIES = ("cost", "sound", "stock")
+POLICIES = ("cost", "sound", "window", "stock")
 
 
 def log(msg: str) -> None:
@@ -49,6 +50,8 @@ def make_build(policy: str):
         return inline_build(gpu=True)
     if policy == "sound":
         return inline_build(gpu=True, policy=gx.InlineWhereSound())
+    if policy == "window":
+        return inline_build(gpu=True, windows=True)  # vertical windows, then the GPU cost model
     return stock_build(gpu=True)
 
 
