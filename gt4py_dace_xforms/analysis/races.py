@@ -69,17 +69,15 @@ def _may_overlap(a: Iterable, b: Iterable) -> bool:
     return False
 
 
-def unordered_accesses(sdfg: dace.SDFG, names: Optional[Iterable[str]] = None) -> list[UnorderedAccess]:
-    """Every unordered conflicting access to an array of `sdfg` (only `names`, if given),
-    in the states of its own control-flow tree (not inside nested SDFGs), one entry per
-    (state, array), in state and name order."""
-    wanted = None if names is None else set(names)
+def unordered_accesses(sdfg: dace.SDFG) -> list[UnorderedAccess]:
+    """Every unordered conflicting access to an array of `sdfg`, in the states of its own
+    control-flow tree (not inside nested SDFGs), one entry per (state, array), in state and
+    name order."""
     found: list[UnorderedAccess] = []
     for state in sdfg.states():
         by_data: dict[str, list[dn.AccessNode]] = {}
         for node in state.data_nodes():
-            if wanted is None or node.data in wanted:
-                by_data.setdefault(node.data, []).append(node)
+            by_data.setdefault(node.data, []).append(node)
         scope = None
         for data in sorted(by_data):
             nodes, desc = by_data[data], sdfg.arrays.get(data)

@@ -83,5 +83,8 @@ def failure_message(sdfg: dace.SDFG, exc: BaseException) -> str:
     )
 
 
-def warn_failure(sdfg: dace.SDFG, exc: BaseException) -> None:
-    warnings.warn(failure_message(sdfg, exc), LibraryFailureWarning, stacklevel=3)
+def warn_failure(sdfg: dace.SDFG, exc: BaseException) -> str:
+    """Warn once (`LibraryFailureWarning`); returns the message, for the report."""
+    message = failure_message(sdfg, exc)
+    warnings.warn(message, LibraryFailureWarning, stacklevel=3)
+    return message

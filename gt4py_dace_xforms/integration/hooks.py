@@ -88,8 +88,7 @@ def make_inline_hook(
             # Whatever the pass did is undone: gt4py goes on with the SDFG it handed over.
             failsafe.restore_in_place(sdfg, saved)
             failsafe.mark_failed(sdfg)
-            failsafe.warn_failure(sdfg, exc)
-            report = InlineReport(failures=[failsafe.failure_message(sdfg, exc)])
+            report = InlineReport(failures=[failsafe.warn_failure(sdfg, exc)])
             folded = 0
         report.copy_chains_removed = folded
         report.races = [r.reason for r in races]
