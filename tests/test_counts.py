@@ -30,7 +30,8 @@ def captured(tmp_path_factory, monkeypatch_module):
     rng = np.random.default_rng(31)
     x, y = rng.random((64, NLEV)), rng.random((64, NLEV))
     folders = {}
-    for label, build in (("stock", stock_build()), ("inlined", inline_build()), ("window", inline_build(windows=True))):
+    for label, build in (("stock", stock_build()), ("inlined", inline_build(windows=False)),
+                         ("window", inline_build(windows=True))):
         args = dict(a=gtx.as_field([demo.Cell, demo.K], x), b=gtx.as_field([demo.Cell, demo.K], y),
                     out=gtx.as_field([demo.Cell, demo.K], np.zeros((64, NLEV))), nlev=np.int32(NLEV))
         call = demo.three_level_sum_program.with_backend(build.backend)
@@ -50,6 +51,19 @@ def monkeypatch_module():
 def test_a_replayed_call_counts_the_same_twice(captured):
     first, again = (counts.count_call(captured["stock"], "cpu") for _ in range(2))
     assert first.events == again.events and first.instructions > 10_000
+
+
+def test_a_replay_does_not_depend_on_the_callers_paths_or_environment(captured, tmp_path, monkeypatch):
+    """The same call replayed from a folder with a longer path and with a larger environment:
+    the same events. (The folder's path length once moved the replaying interpreter's heap,
+    memcpy's alignment and so the instruction count; the environment's size the stack.)"""
+    import shutil
+
+    first = counts.count_call(captured["inlined"], "gpu")
+    elsewhere = tmp_path / ("a_much_longer_folder_name_than_before" * 2) / "0"
+    shutil.copytree(captured["inlined"], elsewhere)
+    monkeypatch.setenv("GT4PY_DACE_XFORMS_PADDING", "x" * 4096)
+    assert counts.count_call(elsewhere, "gpu").events == first.events
 
 
 def test_inlining_and_windows_remove_the_temporarys_memory_traffic(captured):

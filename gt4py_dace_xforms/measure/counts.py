@@ -153,13 +153,20 @@ def capture_call(call: Callable[[], Any], folder: os.PathLike, buffers=()) -> li
         init = [i for i, name in enumerate(names) if name in csdfg._free_symbols]
         # A copy of the library: gt4py removes a session's build folder when the process ends.
         shutil.copyfile(csdfg.filename, out / "program.so")
-        spec = {"library": "program.so", "sdfg": sdfg.name, "args": args, "init": init}
+        spec = {"library": "program.so", "sdfg": sdfg.name, "args": args, "init": init,
+                "code_hash": code_hash(sdfg)}
         (out / "call.json").write_text(json.dumps(spec, indent=1))
         written.append(out)
 
     with dace.hooks.on_compiled_sdfg_call(before=note):
         call()
     return written
+
+
+def code_hash(sdfg: Any) -> str:
+    """DaCe's hash of the compiled SDFG: two builds with the same hash generate the same
+    code, so their counts are the same and are replayed once (gt4py keeps no sources)."""
+    return sdfg.hash_sdfg()[:16]
 
 
 def last_level_bytes(cache: str) -> int:
@@ -180,11 +187,18 @@ def count_call(folder: os.PathLike, cache: str = "cpu", timeout: float = 1800) -
     spec = json.loads((pathlib.Path(folder) / "call.json").read_text())
     with tempfile.TemporaryDirectory(prefix="counts_") as tmp:
         out = pathlib.Path(tmp) / "callgrind.out"
+        # The replay reads the call through a path of fixed length: the path's length moved
+        # the interpreter's heap, and with it memcpy's alignment and the instruction count.
+        call = pathlib.Path(tmp) / "call"
+        call.symlink_to(pathlib.Path(folder).resolve(), target_is_directory=True)
         cmd = [binary, "--tool=callgrind", "--cache-sim=yes", "--collect-atstart=no",
                # the SDFG's code: the exported wrapper is inlined; its OpenMP clones end in ']'
                f"--toggle-collect=__program_{spec['sdfg']}_internal(*)", f"--callgrind-out-file={out}",
-               *_cache_flags(cache), sys.executable, str(REPLAY), str(folder), str(2 * last_level_bytes(cache))]
-        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
+               *_cache_flags(cache), sys.executable, str(REPLAY), str(call), str(2 * last_level_bytes(cache))]
+        # A fixed environment: the caller's (its size moves the stack, PYTHONHASHSEED the
+        # interpreter's allocations) shifted a few simulated misses between runs.
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "OMP_NUM_THREADS": "1",
+               "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "LC_ALL": "C"}
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
         if "unhandled instruction" in done.stderr:
             raise RuntimeError("counts: valgrind cannot decode the library's instructions (AVX-512?): compile the "
