@@ -1,14 +1,19 @@
 """`make counts`: instructions and simulated last-level misses of one call per build
 (gt4py_dace_xforms/measure/counts.py), next to the times of `make bench`.
 
-For each bench program: stock, the library's default build, everything sound and (with
-`--windows`) the library with vertical windows, each compiled natively (gt4py's flags less
+For each bench program: stock, the library's default build (vertical windows where the cost
+model takes them), everything sound and (with `--windows`) the library without windows and
+with every window that applies, each compiled natively (gt4py's flags less
 AVX-512), called once on the bench inputs, the call replayed under callgrind with a
 server-CPU cache and with a GPU-like last level. Ratios to stock; the counts are exact,
 so a 1 % change is a change. Only the default memory mode: with persistent transients the
 same code runs and only the allocation calls leave the count (a few instructions).
 
     python bench/counts.py [--only seed,three_level] [--quick] [--windows] [--json out.json]
+    python bench/counts.py --decisions [--only target]     # predicted vs counted per decision
+
+Replays run on two workers while the next build compiles; builds whose generated code is
+the same (`counts.code_hash`) are replayed once.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import sys
 import tempfile
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
+from typing import Optional
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -46,35 +53,85 @@ def builds(windows: bool) -> dict:
     from gt4py_dace_xforms.tools.compare import inline_build, stock_build
 
     made = {"stock": stock_build(), "library": inline_build(), "sound": inline_build(policy=gx.InlineWhereSound())}
-    if windows:
-        made["windows"] = inline_build(windows=True)
+    if windows:  # the library without windows, and with every window that applies
+        made["no_windows"] = inline_build(windows=False)
+        made["all_windows"] = inline_build(windows=True)
     return made
 
 
-def count_case(case, quick: bool, windows: bool, work: pathlib.Path) -> dict:
+class Replays:
+    """Replays captured calls under callgrind on a pool of two workers (the 2-core CI
+    machine compiles the next build meanwhile). Builds whose generated code and inputs are
+    those of an earlier build of the same program (`counts.code_hash`) are not replayed
+    again: they share its counts."""
+
+    def __init__(self, workers: int = 2):
+        self.pool = ThreadPoolExecutor(max_workers=workers)
+        self.by_code: dict = {}
+
+    def submit(self, case: str, folders: list[pathlib.Path]) -> tuple[dict, Optional[str]]:
+        """Futures of the summed events per cache, and the label of the build they were first
+        counted for (None: this one)."""
+        key = (case, tuple(json.loads((f / "call.json").read_text())["code_hash"] for f in folders))
+        if key in self.by_code:
+            return self.by_code[key][0], self.by_code[key][1]
+        jobs = {cache: self.pool.submit(_count_all, folders, cache) for cache in counts.CACHES}
+        self.by_code[key] = (jobs, None)
+        return jobs, None
+
+    def mark(self, case: str, folders: list[pathlib.Path], label: str) -> None:
+        key = (case, tuple(json.loads((f / "call.json").read_text())["code_hash"] for f in folders))
+        jobs, first = self.by_code[key]
+        if first is None:
+            self.by_code[key] = (jobs, label)
+
+
+def _count_all(folders: list[pathlib.Path], cache: str) -> dict:
+    totals: dict = {}
+    for folder in folders:
+        for k, v in counts.count_call(folder, cache).events.items():
+            totals[k] = totals.get(k, 0) + v
+    return totals
+
+
+def capture_build(case_name: str, label: str, program, build, args: dict, offsets: dict, work: pathlib.Path,
+                  replays: Replays) -> dict:
+    """Compile and run `build` once, capture one call, submit its replays; the row entry
+    (its "cpu"/"gpu" values are futures until `resolve`)."""
+    caller = program.with_backend(build.backend)
+    fresh = {k: v for k, v in args.items()}
+    t0 = time.perf_counter()
+    caller(**fresh, offset_provider=offsets)  # compile and run once
+    compile_s = time.perf_counter() - t0
+    # the fields' and the neighbor tables' memory: their extents (`counts.capture_call`)
+    buffers = [v.ndarray for v in [*fresh.values(), *offsets.values()] if hasattr(v, "ndarray")]
+    folders = counts.capture_call(lambda: caller(**fresh, offset_provider=offsets), work / case_name / label, buffers)
+    jobs, same_as = replays.submit(case_name, folders)
+    replays.mark(case_name, folders, label)
+    entry = {"compile_s": compile_s, "calls": len(folders), **jobs}
+    if same_as is not None:
+        entry["same_code_as"] = same_as
+    print(f"  {case_name} {label}: built and captured in {compile_s:.0f} s"
+          f"{f' (the code of {same_as}: counted once)' if same_as else ''}", flush=True)
+    return entry
+
+
+def resolve(row: dict) -> dict:
+    for label, entry in row["builds"].items():
+        for cache in counts.CACHES:
+            entry[cache] = entry[cache].result()
+        print(f"  {row['program']} {label}: Ir {entry['cpu']['Ir']:,}, LL misses cpu {_ll(entry['cpu']):,} "
+              f"gpu {_ll(entry['gpu']):,}", flush=True)
+    return row
+
+
+def count_case(case, quick: bool, windows: bool, work: pathlib.Path, replays: Replays) -> dict:
     sizes = case.sizes(quick)
     program = case.program()
     args, offsets = case.make_inputs(sizes, 0)
     row = {"program": case.name, "sizes": sizes, "builds": {}}
     for label, build in builds(windows).items():
-        caller = program.with_backend(build.backend)
-        fresh = {k: v for k, v in args.items()}
-        t0 = time.perf_counter()
-        caller(**fresh, offset_provider=offsets)  # compile and run once
-        # the fields' and the neighbor tables' memory: their extents (`counts.capture_call`)
-        buffers = [v.ndarray for v in [*fresh.values(), *offsets.values()] if hasattr(v, "ndarray")]
-        folders = counts.capture_call(lambda: caller(**fresh, offset_provider=offsets), work / case.name / label, buffers)
-        entry = {"compile_s": time.perf_counter() - t0, "calls": len(folders)}
-        for cache in counts.CACHES:
-            totals: dict = {}
-            for folder in folders:
-                for k, v in counts.count_call(folder, cache).events.items():
-                    totals[k] = totals.get(k, 0) + v
-            entry[cache] = totals
-        row["builds"][label] = entry
-        shutil.rmtree(work / case.name / label, ignore_errors=True)
-        print(f"  {case.name} {label}: Ir {entry['cpu']['Ir']:,}, LL misses cpu {_ll(entry['cpu']):,} "
-              f"gpu {_ll(entry['gpu']):,} ({time.perf_counter() - t0:.0f} s)", flush=True)
+        row["builds"][label] = capture_build(case.name, label, program, build, args, offsets, work, replays)
     return row
 
 
@@ -83,13 +140,14 @@ def _ll(events: dict) -> int:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["program      build     instructions     /stock  LL miss cpu  /stock  LL miss gpu  /stock",
-             "-----------  --------  ---------------  ------  -----------  ------  -----------  ------"]
+    w = max([len(r["program"]) for r in rows] + [7])
+    lines = [f"{'program':<{w}}  build        instructions     /stock  LL miss cpu  /stock  LL miss gpu  /stock",
+             f"{'-' * w}  -----------  ---------------  ------  -----------  ------  -----------  ------"]
     for row in rows:
         base = row["builds"]["stock"]
         for label, e in row["builds"].items():
             ir, cpu, gpu = e["cpu"]["Ir"], _ll(e["cpu"]), _ll(e["gpu"])
-            lines.append(f"{row['program']:<11}  {label:<8}  {ir:>15,}  {ir / base['cpu']['Ir']:>6.3f}  "
+            lines.append(f"{row['program']:<{w}}  {label:<11}  {ir:>15,}  {ir / base['cpu']['Ir']:>6.3f}  "
                          f"{cpu:>11,}  {cpu / max(_ll(base['cpu']), 1):>6.3f}  {gpu:>11,}  "
                          f"{gpu / max(_ll(base['gpu']), 1):>6.3f}")
     lines.append("instructions: callgrind's Ir of the SDFG's program function, one thread; LL misses: data "
@@ -98,13 +156,120 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+# --- predicted vs counted, per decision (issue 31, part 2) ------------------------------
+
+#: The target and the oracle's four programs.
+DECISION_PROGRAMS = ("target", "exner_exfac", "apply_diffusion_to_vn", "diag_normal_wind", "predictor_w_adv")
+
+
+def predicted_figures(program, offsets) -> tuple[dict, frozenset]:
+    """The CPU cost model's figures per intermediate on the SDFG at the first
+    `TopLevelDataFlowStep` (as the oracle and the census predict), and the intermediates
+    everything sound inlines there."""
+    import copy
+
+    from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
+
+    import gt4py_dace_xforms as gx
+    from gt4py_dace_xforms.integration import capture
+    from gt4py_dace_xforms.transformations.inline_fusion_pass import gt_inline_fusion
+
+    step = (GT4PyAutoOptHook.TopLevelDataFlowStep, 1)
+    sdfg = capture.capture_stages(program, [step], offset_provider=offsets)[step]
+    sound = gt_inline_fusion(copy.deepcopy(sdfg), cost_model=gx.InlineWhereSound(), validate=False)
+    model = gt_inline_fusion(copy.deepcopy(sdfg), cost_model=gx.CostModel("cpu"), validate=False)
+    per: dict = {}
+    for name in sorted({r.intermediate for r in model.records}):
+        per[name] = decision_figures([r for r in model.records if r.intermediate == name])
+    return per, frozenset(r.intermediate for r in sound.applied)
+
+
+def decision_figures(records) -> dict:
+    """One intermediate's decision: verdict, reason and the model's predicted extra
+    operations and net traffic (bytes saved less loads and gathers added). A group decision
+    (all readers together) carries group figures; otherwise the readers' figures add up."""
+    figs = [r.figures for r in records if r.figures]
+    group = next((f for f in figs if "group_size" in f), None)
+    out = {"applied": any(r.applied for r in records), "reads": len(records),
+           "reason": next((r.reason for r in records if not r.applied), records[0].reason)}
+    if group is not None:
+        out.update(ops=group["group_extra_ops"], saved=group["group_saved_bytes"],
+                   loads=group["group_gather_bytes"], allocation=group["group_allocation_bytes"])
+    elif figs:
+        out.update(ops=sum(f["extra_ops"] for f in figs), saved=sum(f["saved_bytes"] for f in figs),
+                   loads=sum(f["extra_load_bytes"] for f in figs), allocation=sum(f["allocation_bytes"] for f in figs))
+    return out
+
+
+def count_decisions(case, quick: bool, work: pathlib.Path, replays: Replays) -> dict:
+    """`none` (the library inlining nothing: its other passes run), the model's build and
+    one build per intermediate everything sound inlines (`only:X`), each counted."""
+    import gt4py_dace_xforms as gx
+    from gt4py_dace_xforms.tools.compare import inline_build
+
+    sizes = case.sizes(quick)
+    program = case.program()
+    args, offsets = case.make_inputs(sizes, 0)
+    figures, sound = predicted_figures(program, offsets)
+    row = {"program": case.name, "sizes": sizes, "predicted": figures, "builds": {}, "applied": {}}
+    plan = {"none": gx.InlineOnly(()), "model": gx.CostModel("cpu"),
+            **{f"only:{x}": gx.InlineOnly((x,)) for x in sorted(sound)}}
+    for label, policy in plan.items():
+        build = inline_build(policy=policy)
+        row["builds"][label] = capture_build(case.name, label, program, build, args, offsets, work, replays)
+        row["applied"][label] = sorted({r.intermediate for r in build.report.applied})
+    return row
+
+
+def decisions_table(rows: list[dict]) -> str:
+    """Per intermediate: the model's verdict, its predicted extra operations next to the
+    counted extra instructions, its predicted net traffic next to the counted last-level
+    traffic (misses x line), each against `none`."""
+    head = ("program", "intermediate", "model", "pred. ops", "counted Ir", "Ir/op", "pred. traffic",
+            "LL cpu", "LL gpu", "alloc")
+    lines = ["  ".join(head)]
+    for row in rows:
+        base = row["builds"]["none"]
+        for label, entry in row["builds"].items():
+            if not label.startswith("only:"):
+                continue
+            name = label[5:]
+            f = row["predicted"].get(name, {})
+            d_ir = entry["cpu"]["Ir"] - base["cpu"]["Ir"]
+            d_cpu = (_ll(entry["cpu"]) - _ll(base["cpu"])) * counts.CACHES["cpu"][2][2]
+            d_gpu = (_ll(entry["gpu"]) - _ll(base["gpu"])) * counts.CACHES["gpu"][2][2]
+            verdict = ("inline" if f.get("applied") else "keep") if f else "-"
+            if "ops" in f:
+                ops, traffic = f["ops"], f["loads"] - f["saved"]
+                per_op = f"{d_ir / ops:.2f}" if abs(ops) > 1 else "-"
+                pred = f"{ops / 1e6:+.2f}M", per_op, f"{traffic / 1e6:+.1f}MB"
+            else:
+                pred = "-", "-", "-"
+            alloc = f"{f['allocation'] / 1e6:.1f}MB" if "allocation" in f else "-"
+            lines.append("  ".join([row["program"], name, verdict, pred[0], f"{d_ir / 1e6:+.2f}M", pred[1], pred[2],
+                                    f"{d_cpu / 1e6:+.1f}MB", f"{d_gpu / 1e6:+.1f}MB", alloc]))
+    lines.append("each build against `none` (the library inlining nothing); pred. ops: the CPU model's extra "
+                 "operations (negative: the producer's work goes away); pred. traffic: its loads and gathers added "
+                 "less the bytes it saves; LL: counted last-level misses x line (64 B cpu, 128 B gpu); alloc: the "
+                 "per-call allocation the model credits separately")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--only", default=",".join(DEFAULT), help="comma-separated bench program names")
     p.add_argument("--quick", action="store_true", help="the bench's quick sizes (512 cells x 12 levels)")
-    p.add_argument("--windows", action="store_true", help="also the library's build with vertical windows")
-    p.add_argument("--json", default=str(HERE / "counts.json"))
+    p.add_argument("--windows", action="store_true",
+                   help="also the library's build without windows and with every window that applies")
+    p.add_argument("--decisions", action="store_true",
+                   help="predicted vs counted per decision: one build per intermediate (default programs: "
+                        + ", ".join(DECISION_PROGRAMS) + "; writes counts_decisions.json/.txt)")
+    p.add_argument("--json", default=None, help="output (default bench/counts.json, with --decisions "
+                                                 "bench/counts_decisions.json)")
     opts = p.parse_args(argv)
+    if opts.decisions and opts.only == ",".join(DEFAULT):
+        opts.only = ",".join(DECISION_PROGRAMS)
+    out = pathlib.Path(opts.json or HERE / ("counts_decisions.json" if opts.decisions else "counts.json"))
     if counts.valgrind() is None:
         print("counts: valgrind is not installed", file=sys.stderr)
         return 2
@@ -113,18 +278,34 @@ def main(argv=None) -> int:
     unknown = [w for w in wanted if w not in known]
     if unknown:
         p.error(f"unknown program(s) {unknown}; choose from {sorted(known)}")
-    rows = []
+    pending, rows = [], []
     start = time.perf_counter()
+    replays = Replays()
     with tempfile.TemporaryDirectory(prefix="counts_calls_") as tmp:
         for name in wanted:
             print(f"== {name}", flush=True)
             try:
-                rows.append(count_case(known[name], opts.quick, opts.windows, pathlib.Path(tmp)))
+                if opts.decisions:
+                    pending.append(count_decisions(known[name], opts.quick, pathlib.Path(tmp), replays))
+                else:
+                    pending.append(count_case(known[name], opts.quick, opts.windows, pathlib.Path(tmp), replays))
             except Exception as err:  # noqa: BLE001  # one broken program must not end the run
                 print(f"  {name}: FAILED {type(err).__name__}: {err}", flush=True)
-    print("\n" + table(rows))
-    print(f"total {time.perf_counter() - start:.0f} s")
-    pathlib.Path(opts.json).write_text(json.dumps(rows, indent=1))
+        print(f"== replays ({time.perf_counter() - start:.0f} s so far)", flush=True)
+        for row in pending:
+            try:
+                rows.append(resolve(row))
+            except Exception as err:  # noqa: BLE001
+                print(f"  {row['program']}: replay FAILED {type(err).__name__}: {err}", flush=True)
+        replays.pool.shutdown()
+    text = (decisions_table if opts.decisions else table)(rows)
+    print("\n" + text)
+    total = time.perf_counter() - start
+    print(f"total {total:.0f} s")
+    for row in rows:
+        row["total_s"] = round(total)
+    out.write_text(json.dumps(rows, indent=1, default=str))
+    out.with_suffix(".txt").write_text(text + f"\n\ntotal {total:.0f} s\n")
     return 0 if len(rows) == len(wanted) else 1
 
 
