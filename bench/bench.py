@@ -24,7 +24,7 @@ import time
 import traceback
 import warnings
 from collections import defaultdict
-from typing import Any
+from typing import Any, Optional
 
 # Hooks cannot be pickled into gt4py's build process pool; a session-lifetime cache makes
 # every build really translate and compile (so `gt_auto_optimize` runs and is timed).
@@ -273,7 +273,7 @@ def time_config(case_name: str, callers: dict, args: dict, offset_provider: dict
 def run_mode(case: bench_cases.Case, program, mode: str, args: dict, offset_provider: dict, *, gpu: bool,
              rounds: int, threads: list[int | None], max_rounds: int | None = None,
              malloc: str = "glibc", extend_s: float = 0.0, min_span_s: float = 0.0,
-             windows: bool = False) -> tuple[dict, dict]:  # fmt: skip
+             windows: Optional[bool] = None) -> tuple[dict, dict]:  # fmt: skip
     """Stock, a second stock (A/A) and the inlined build with memory mode `mode`: compiled,
     outputs compared with stock, timed at each thread count. Returns (results, builds)."""
     from gt4py_dace_xforms.tools.compare import inline_build, stock_build
@@ -320,7 +320,7 @@ def run_mode(case: bench_cases.Case, program, mode: str, args: dict, offset_prov
 
 def run_case(case: bench_cases.Case, *, quick: bool, gpu: bool, rounds: int, threads: list[int | None],
              modes: list[str], max_rounds: int | None = None, malloc: str = "glibc",
-             extend_s: float = 0.0, min_span_s: float = 0.0, windows: bool = False) -> dict:  # fmt: skip
+             extend_s: float = 0.0, min_span_s: float = 0.0, windows: Optional[bool] = None) -> dict:  # fmt: skip
     from gt4py_dace_xforms.tools.compare import two_d_transients
 
     sizes = case.sizes(quick)
@@ -505,9 +505,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="allocator regime, pinned for the whole run: fresh (every large block gets new pages, as a"
                    " production-size grid's transients do), reuse (freed memory is reused), glibc (not pinned: glibc's"
                    " history-dependent default) (default fresh; with --gpu glibc)")
-    p.add_argument("--windows", action="store_true",
-                   help="the library's build also sweeps consumers in K with vertical windows (opt-in, "
-                   "docs/vertical_window.md)")
+    p.add_argument("--windows", default="model", choices=("model", "all", "none"),
+                   help="vertical windows in the library's build: where the cost model takes them (default), "
+                        "every window that applies, or none (docs/vertical_window.md)")
     p.add_argument("--json", default=str(HERE / "results.json"), help="where to write the results (default bench/results.json)")
     opts = p.parse_args(argv)  # fmt: skip
 
@@ -554,7 +554,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         row = run_case(case, quick=opts.quick, gpu=opts.gpu, rounds=rounds, threads=threads, modes=modes,
                        max_rounds=max_rounds, malloc=malloc, extend_s=extend_s, min_span_s=min_span_s,
-                       windows=opts.windows)
+                       windows={"model": None, "all": True, "none": False}[opts.windows])
         row["case_wall_s"] = time.perf_counter() - t0
         rows.append(row)
     wall = time.perf_counter() - t_start

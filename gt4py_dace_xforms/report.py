@@ -20,7 +20,8 @@ class InlineRecord:
     removed_intermediate: bool = False
     figures: Optional[dict] = None
     #: "single" (one producer), "lazy" or "eager" (concat mode), "selected" (written in
-    #: the branches of an if/else); empty if declined.
+    #: the branches of an if/else), "window" (swept in K by `VerticalWindow`, no copies);
+    #: empty if declined.
     mode: str = ""
 
     def to_json(self) -> dict:
@@ -57,7 +58,7 @@ class InlineReport:
     @property
     def copies(self) -> int:
         """Number of inlined producer copies (one per distinct shift of each applied record)."""
-        return sum(len(r.shifts) for r in self.applied)
+        return sum(len(r.shifts) for r in self.applied if r.mode != "window")
 
     def add(self, record: InlineRecord) -> None:
         self.records.append(record)
@@ -107,6 +108,12 @@ class InlineReport:
             if not r.figures:
                 continue
             f = r.figures
+            if "window_width" in f:
+                lines.append(f"  {r.intermediate} -> {r.consumer}: {'window' if r.applied else 'no window'}; width "
+                             f"{f['window_width']}, saves {f['window_saved_bytes']:.3g} B, re-evaluates "
+                             f"{f['window_fill_points']:.3g} fill points ({f['window_extra_ops']:.3g} extra ops; "
+                             f"inlined: {f['inline_copies']} copies)")
+                continue
             lines.append(
                 f"  {r.intermediate} -> {r.consumer}: {'inline' if r.applied else 'keep'}; "
                 f"saves {f['saved_bytes']:.3g} B, extra loads {f['extra_load_bytes']:.3g} B, "

@@ -422,6 +422,7 @@ def summarize(
             "applied": len(report.applied),
             "declined": len(report.declined),
             "copies": report.copies,
+            "windowed": len(report.windowed),
             "decline_reasons": dict(sorted(reasons.items())),
         }
         table = report.table()
@@ -491,7 +492,8 @@ def generate(
                 print(f"   {key}: {entry[key]}")
             gi = entry["gt_inline_fusion"]
             if "error" not in gi:
-                print(f"   gt_inline_fusion: applied={gi['applied']} declined={gi['declined']} copies={gi['copies']}")
+                print(f"   gt_inline_fusion: applied={gi['applied']} declined={gi['declined']} copies={gi['copies']}"
+                      f" windowed={gi['windowed']}")
             print("   " + table.replace("\n", "\n   "))
 
     order = {FIXTURES[n].file: i for i, n in enumerate(FIXTURES)}

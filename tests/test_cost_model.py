@@ -1,6 +1,7 @@
 """CostModel decisions on hand-built SDFGs (no compilation)."""
 
 import copy
+import dataclasses
 import json
 
 import dace
@@ -46,8 +47,28 @@ def test_expensive_producer_read_at_many_offsets_is_declined():
                              reads=[f"i, k + {d}" for d in range(6)], producer_code=code)
     decision = _model().decide(sdfg, _candidate(sdfg))
     assert not decision.accept and "no gain" in decision.reason, decision.reason
-    report = gx.gt_inline_fusion(copy.deepcopy(sdfg), cost_model=_model())
+    report = gx.gt_inline_fusion(copy.deepcopy(sdfg), cost_model=dataclasses.replace(_model(), windows=False))
     assert not report.applied and report.declined[0].figures["copies"] == 6
+    # What inlining cannot afford, a window can: each level evaluated once, plus 5 per column.
+    report = gx.gt_inline_fusion(copy.deepcopy(sdfg), cost_model=_model())
+    (rec,) = report.applied
+    assert rec.mode == "window" and report.windowed == ["tmp"] and rec.figures["window_width"] == 6
+    assert rec.figures["inline_copies"] == 6 and "each level evaluated once (inlined: 6 times)" in rec.reason
+
+
+def test_windows_follow_target_and_memory_mode():
+    """On by default only for the CPU with per-call transients (docs/cost_model.md)."""
+    sdfg = producer_consumer("win", producer_ranges={"i": "0:N", "k": "0:K"},
+                             consumer_ranges={"i": "0:N", "k": "0:K-1"}, write="i, k", reads=["i, k", "i, k + 1"])
+    from gt4py_dace_xforms.analysis.window import analyse_window
+
+    plan = analyse_window(sdfg, _candidate(sdfg))
+    assert gx.CostModel("cpu").decide_window(sdfg, plan).accept
+    off = gx.CostModel("cpu", persistent_transients=True).decide_window(sdfg, plan)
+    assert not off.accept and "persistent transients" in off.reason
+    assert not gx.CostModel("gpu").decide_window(sdfg, plan).accept
+    assert gx.CostModel("gpu", windows=True).decide_window(sdfg, plan).accept
+    assert not gx.InlineWhereSound().decide_window(sdfg, plan).accept
 
 
 @pytest.mark.parametrize("reads, accept", [(["i, k"], True), (["i, k", "i, k + 1"], False)])
@@ -142,7 +163,8 @@ def test_eager_rewrite_compiles_and_equals_untransformed():
 
     sdfg = _annotated_concat()
     after = copy.deepcopy(sdfg)
-    report = gx.gt_inline_fusion(after)
+    # the eager copies, not the window the default model would take (read at two levels)
+    report = gx.gt_inline_fusion(after, cost_model=gx.CostModel("cpu", windows=False))
     assert [r.mode for r in report.applied] == ["eager"]
     syms = dict(N=5, K=8)
     rng = np.random.default_rng(3)

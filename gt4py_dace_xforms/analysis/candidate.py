@@ -7,12 +7,12 @@ graph it does not understand; it returns an `InlineCandidate` or a `Decline`.
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Union
+from typing import Iterator, Optional, Union
 
 import dace
 import sympy
 from dace import data as dace_data, dtypes
-from dace.sdfg import nodes as dn
+from dace.sdfg import nodes as dn, utils as sdutil
 from dace.sdfg.state import SDFGState
 from gt4py.next.program_processors.runners.dace.transformations.splitting_tools import decompose_subset
 
@@ -734,3 +734,29 @@ def _is_last_reader(sdfg, state, intermediate, pstate, writers, consumer, users)
     if any(w is not intermediate and pstate.out_degree(w) > 0 for w in writers if w in pstate.nodes()):
         return False
     return not referenced_elsewhere(sdfg, intermediate.data, (intermediate, *writers), users)
+
+
+def find_candidates(sdfg: dace.SDFG) -> Iterator[tuple[dace.SDFGState, dn.AccessNode, dn.MapEntry]]:
+    """Every (state, transient AccessNode, top-level consumer Map) in `sdfg`.
+
+    The intermediate may be written in the same state (by Maps or copies) or in an
+    earlier one; the analysis sorts out which candidates are sound.
+
+    Within a state, intermediates come in topological order: an upstream intermediate is
+    inlined into its consumer before that consumer is itself inlined downstream, so a
+    chain `A -> t1 -> B -> t2 -> C` can disappear whole.
+    """
+    for state in sdfg.states():
+        scope = state.scope_dict()
+        for node in sdutil.dfs_topological_sort(state):
+            if not isinstance(node, dn.AccessNode) or scope[node] is not None:
+                continue
+            desc = sdfg.arrays.get(node.data)
+            written_by_map = any(isinstance(e.src, dn.MapExit) for e in state.in_edges(node))
+            if desc is None or isinstance(desc, dace.data.Scalar) or not (desc.transient or written_by_map):
+                continue
+            seen = set()
+            for e in state.out_edges(node):
+                if isinstance(e.dst, dn.MapEntry) and scope[e.dst] is None and e.dst not in seen:
+                    seen.add(e.dst)
+                    yield state, node, e.dst

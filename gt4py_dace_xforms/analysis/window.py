@@ -12,7 +12,7 @@ writers) and adds what the sweep needs; each step returns its fact or a `Decline
 
 - `_element_reads_only`: the reads are plain elements (no indirect or nested read), and
   the consumer is the intermediate's last reader (several readers share one sweep only
-  once they are one Map);
+  once they are one Map; the decline names what else reads it, `other_readers`);
 - `_swept_dimension`: the groups differ in exactly one dimension of `T`, whose index is
   `kp + c + d` with one consumer parameter `kp` and integer distances `d`, all of
   `0..n-1` present (the window then only holds levels some read needs, which the
@@ -110,10 +110,32 @@ def _element_reads_only(cand: InlineCandidate) -> Optional[str]:
     if cand.indirect or cand.nested:
         return "window: the consumer reads the intermediate at a computed index or inside a nested SDFG"
     if not cand.removes_intermediate:
-        return "window: other readers keep the intermediate (they would need the same sweep)"
+        return f"window: other readers keep the intermediate: {', '.join(other_readers(cand))}"
     if len(cand.groups) < 2:
         return "window: one element read per iteration, nothing to share between levels"
     return None
+
+
+def other_readers(cand: InlineCandidate) -> list[str]:
+    """What else reads `cand`'s intermediate, by kind (a sweep shared by all readers would
+    have to run them all: the census counts which kinds keep windows out)."""
+    sdfg, name = cand.state.sdfg, cand.intermediate.data
+    kinds = set()
+    for st in sdfg.states():
+        for node in st.data_nodes():
+            if node.data != name:
+                continue
+            for e in st.out_edges(node):
+                if e.dst is cand.consumer:
+                    continue
+                if isinstance(e.dst, dn.AccessNode):
+                    out = sdfg.arrays[e.dst.data]
+                    kinds.add("a copy into a transient" if out.transient else "a copy into a program output")
+                elif isinstance(e.dst, dn.MapEntry):
+                    kinds.add("a Map in the same state" if st is cand.state else "a Map in another state")
+                else:
+                    kinds.add(f"a {type(e.dst).__name__}")
+    return sorted(kinds) or ["readers in other states"]
 
 
 def _swept_dimension(cand: InlineCandidate, max_width: int):

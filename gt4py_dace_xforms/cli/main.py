@@ -78,7 +78,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     from gt4py_dace_xforms.policy import CostModel, InlineWhereSound
 
     policy = (InlineWhereSound() if args.all_sound
-              else CostModel(target=args.target, persistent_transients=args.persistent_transients))
+              else CostModel(target=args.target, persistent_transients=args.persistent_transients,
+                             windows=False if args.no_windows else None))
     try:
         report = gt_inline_fusion(sdfg, cost_model=policy, validate=True)
     except Exception as err:  # noqa: BLE001  # a bug, not bad input: say so in one line
@@ -94,7 +95,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         raise CliError(f"cannot write output: {err.strerror}: {err.filename}") from None
     print(f"{args.input} -> {args.output}")
     print(f"2-D transients: {len(before)} before, {len(after)} after")
-    print(f"inlined copies: {report.copies} ({len(report.applied)} reads applied, {len(report.declined)} declined)")
+    inlined = [r for r in report.applied if r.mode != "window"]
+    print(f"inlined copies: {report.copies} ({len(inlined)} reads applied, {len(report.declined)} declined); "
+          f"windowed: {len(report.windowed)}")
     if report.records:
         print(report.table())
     if not args.all_sound:
@@ -255,6 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--persistent-transients", action="store_true",
                      help="the SDFG will run with persistent transients (gt4py's TransientMemoryMode.PERSISTENT): "
                           "on the CPU the cost model then declines reads that recompute")
+    opt.add_argument("--no-windows", action="store_true",
+                     help="no vertical windows (by default the CPU cost model sweeps a consumer that reads an "
+                          "intermediate at several levels, with per-call transients; docs/vertical_window.md)")
     opt.set_defaults(func=cmd_optimize)
     cen = sub.add_parser("census", help="how much of a set of gt4py programs the inliner reaches (no compilation)")
     cen.add_argument("programs", nargs="*", metavar="MODULE:PROGRAM",

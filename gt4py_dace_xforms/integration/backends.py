@@ -25,7 +25,7 @@ def make_backend(
     optimization_hooks: Optional[Mapping[GT4PyAutoOptHook, Callable]] = None,
     name_postfix: str = "_xforms",
     transient_memory_mode=None,
-    windows: bool = False,
+    windows: Optional[bool] = None,
 ) -> gtx_backend.DaCeBackend:
     """A gt4py dace backend (built with `make_dace_toolchain`) that runs the inliner.
 
@@ -40,8 +40,9 @@ def make_backend(
             (None: its default, transients allocated per call); the default cost model
             is told (`CostModel.persistent_transients`).
         windows: sweep consumers that read an intermediate at several levels in K
-            (`VerticalWindow`) before inlining; off by default until the cost model
-            chooses between keeping, inlining and windowing (docs/vertical_window.md).
+            (`VerticalWindow`) before inlining: None (default) where the policy's
+            `decide_window` accepts (the CPU cost model with per-call transients), True
+            every window that applies, False none (docs/vertical_window.md).
     """
     hooks = _library_hooks(cost_model, gpu=gpu, user_hooks=optimization_hooks, transient_memory_mode=transient_memory_mode,
                            windows=windows)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 import weakref
 from typing import Callable, Mapping, Optional
@@ -51,7 +52,7 @@ def make_inline_hook(
     gpu: bool = False,
     copy_chains: bool = True,
     transient_memory_mode=None,
-    windows: bool = False,
+    windows: Optional[bool] = None,
 ) -> HookFun:
     """A hook function running `gt_inline_fusion` with `cost_model` (any policy; default:
     `default_policy(gpu, transient_memory_mode)`); reports are appended to `reports`. `copy_chains`: first fold
@@ -59,7 +60,9 @@ def make_inline_hook(
     docs/copy_chains.md): nothing is recomputed, and a branch folded into its concat
     node is a Map writer the inliner takes like any other. `windows`: then sweep the
     consumers that read an intermediate at several levels in K (`gt_vertical_windows`,
-    docs/vertical_window.md), before inlining the rest; off until the cost model decides.
+    docs/vertical_window.md), before inlining the rest: None (default) where the policy's
+    `decide_window` accepts (the CPU cost model with per-call transients), True every
+    window that applies, False none of the cost model's (a policy of your own decides).
 
     If the pass raises, the SDFG is restored to what the hook received, one
     `LibraryFailureWarning` names the program and the exception, and the hook leaves that
@@ -68,6 +71,8 @@ def make_inline_hook(
     (`analysis.races`) is left alone by every rewrite, and one `UnorderedAccessWarning`
     per program names it (docs/races.md)."""
     policy = cost_model or default_policy(gpu, transient_memory_mode)
+    if windows is False and isinstance(policy, CostModel):
+        policy = dataclasses.replace(policy, windows=False)
 
     def _inline_hook(sdfg: dace.SDFG) -> None:
         if failsafe.has_failed(sdfg):
@@ -79,9 +84,14 @@ def make_inline_hook(
             if races:
                 warn_races(sdfg, races)
             folded = gt_remove_copy_chains(sdfg) if copy_chains else 0
-            windowed = gt_vertical_windows(sdfg) if windows else []
+            # gt_inline_fusion takes the windows its policy accepts; `windows=True` forces
+            # every window first, `windows=False` turns them off.
+            forced = InlineReport()
+            if windows:
+                forced.windowed = gt_vertical_windows(sdfg, report=forced)
             report = gt_inline_fusion(sdfg, cost_model=policy, validate=False)
-            report.windowed = windowed
+            report.records[:0] = forced.records
+            report.windowed[:0] = forced.windowed
         except Exception as exc:
             if saved is None:
                 raise
@@ -137,7 +147,7 @@ def optimization_hooks(
     reports: Optional[list[InlineReport]] = None,
     copy_chains: bool = True,
     transient_memory_mode=None,
-    windows: bool = False,
+    windows: Optional[bool] = None,
 ) -> dict[GT4PyAutoOptHook, Callable]:
     """The `optimization_hooks` argument for `gt_auto_optimize` that runs the pass.
 

@@ -132,6 +132,16 @@ class CostModel(InlinePolicy):
             one that evaluates each point once outside a scan (a single copy that removes
             the intermediate) is not (exner_exfac: 0.75x-0.78x). Unmeasured on the GPU:
             no effect there.
+        windows: sweep a consumer that reads an intermediate at several levels in K
+            (`VerticalWindow`, docs/vertical_window.md) instead of inlining or keeping it.
+            None: by target and memory mode (`windows_on`): on for the CPU with per-call
+            transients, where `make bench` measured the windowed seed 0.84x / 0.76x and
+            three_level 0.65x / 0.61x of stock at 1 / 2 threads (inlined: 0.86x / 0.79x and
+            1.35x / 1.42x; bench/window/README.md); off with persistent transients (seed
+            1.13x / 1.11x: the sweep is a scalar loop per column, and no allocation is
+            saved to pay for it) and on the GPU (the sweep leaves only the columns
+            parallel, 20480 threads on a device that holds about 270 000, and no K tiles
+            yet; unmeasured).
         allocation_bytes_per_byte: bytes of traffic one byte of a removed per-call
             transient is worth (its allocation, and the kernel zeroing its pages, on every
             call). None: by target and memory mode (`allocation_weight`): 0 with persistent
@@ -154,6 +164,7 @@ class CostModel(InlinePolicy):
     scan_guard: Optional[bool] = None
     persistent_transients: bool = False
     allocation_bytes_per_byte: Optional[float] = None
+    windows: Optional[bool] = None
 
     def __post_init__(self):
         if self.target not in _BALANCE:
@@ -177,7 +188,44 @@ class CostModel(InlinePolicy):
             return 0.0
         return _ALLOCATION_CPU
 
+    @property
+    def windows_on(self) -> bool:
+        """Whether `decide_window` may accept (see `windows`)."""
+        if self.windows is not None:
+            return self.windows
+        return self.target == "cpu" and not self.persistent_transients
+
     # -- the policy interface ---------------------------------------------------------
+
+    def decide_window(self, sdfg: dace.SDFG, plan) -> Decision:
+        """A window removes the intermediate and evaluates each level it reads once, plus
+        `width - 1` levels per column to fill the window: taken where the hard limits
+        pass and it saves traffic, when windows are on (`windows`)."""
+        cand = plan.cand
+        if not self.windows_on:
+            why = ("persistent transients (the sweep saves no allocation)" if self.persistent_transients
+                   else f"target {self.target} (the sweep leaves only the columns parallel)")
+            return Decision(False, f"windows are off for {why}")
+        limit = self._limits(sdfg, cand, partial_ok=False)
+        if limit is not None:
+            return limit
+        fig = self.estimate(sdfg, cand)
+        desc = sdfg.arrays[cand.intermediate.data]
+        volume = self._points(desc.shape, sdfg, set())
+        points = fig["points"]
+        levels = self._points([plan.k_last - plan.k_first + 1], sdfg, set())
+        fill = (plan.width - 1) * points / max(levels, 1.0)
+        extra_ops = fig["ops_per_copy"] * (points + fill - volume)
+        saved = 2 * volume * desc.dtype.bytes
+        worth = volume * desc.dtype.bytes * self.allocation_weight
+        gain = saved + worth - max(extra_ops, 0.0) * self.balance  # gathers: once per level, as the producer
+        fig = dict(fig, window_width=plan.width, window_fill_points=fill, window_extra_ops=extra_ops,
+                   window_saved_bytes=saved, gain_bytes=gain, inline_copies=cand.copies)
+        if gain <= 0:
+            return Decision(False, f"window: no gain: saves {saved:.3g} B, costs {max(extra_ops, 0.0) * self.balance:.3g} B "
+                                   f"work", figures=fig)
+        return Decision(True, f"windowed, width {plan.width}: each level evaluated once (inlined: {cand.copies} "
+                              f"times), saves {saved:.3g} B, re-evaluates {fill:.3g} fill points", figures=fig)
 
     def decide(self, sdfg: dace.SDFG, cand: InlineCandidate) -> Decision:
         limit = self._limits(sdfg, cand, partial_ok=self.allow_partial)

@@ -63,6 +63,12 @@ class InlinePolicy:
         each reader on its own with `decide`."""
         return None
 
+    def decide_window(self, sdfg: dace.SDFG, plan) -> Decision:
+        """Whether to sweep `plan`'s consumer in K (a `WindowPlan`, `analysis.window`):
+        each level of the intermediate evaluated once, the levels read kept in registers,
+        the intermediate removed. Asked before `decide`; this default never windows."""
+        return Decision(False, f"{type(self).__name__} does not window")
+
     @property
     def judges_groups(self) -> bool:
         """Whether `decide_group` is this policy's own (else the pass need not form groups)."""

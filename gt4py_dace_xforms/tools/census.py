@@ -28,6 +28,7 @@ from gt4py.next.program_processors.runners.dace.transformations.auto_optimize im
 from gt4py_dace_xforms.analysis.candidate import analyse_candidate
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.analysis.races import unordered_accesses
+from gt4py_dace_xforms.analysis.window import analyse_window
 from gt4py_dace_xforms.integration.capture import OPTIMIZED, capture_stages
 from gt4py_dace_xforms.tools.compare import two_d_transients
 from gt4py_dace_xforms.integration.hooks import optimization_hooks
@@ -52,6 +53,8 @@ class ProgramCensus:
     #: write-back buffers whose writers now write the output (docs/retarget.md), at the first Step
     retargeted_sound: int = 0
     retargeted_model: int = 0
+    #: intermediates the cost model sweeps in K (vertical windows) at the first Step
+    windowed_model: int = 0
     transients_stock: int = 0
     transients_model: int = 0
     transients_sound: int = 0
@@ -63,6 +66,9 @@ class ProgramCensus:
     #: declines left after the cost-model pass at the first Step (analysis or policy),
     #: reason (abstracted) -> count
     model_declines: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: why no window takes a sound candidate the cost model leaves at the first Step,
+    #: reason (abstracted) -> count
+    window_declines: dict[str, int] = dataclasses.field(default_factory=dict)
     #: arrays gt4py's SDFG accesses in an undefined order at the first Step (`analysis.races`),
     #: as "array@state"; the library declines every rewrite there
     racy: list[str] = dataclasses.field(default_factory=list)
@@ -123,6 +129,8 @@ def census_program(ref: ProgramRef, *, grid: Any = None, cost_model: Optional[In
         result.applied_model = len(model_report.applied)
         result.retargeted_model = len(model_report.writebacks_retargeted)
         result.model_declines = dict(collections.Counter(reason_class(r.reason) for r in model_report.declined).most_common())
+        result.windowed_model = len(model_report.windowed)
+        result.window_declines = _window_declines(step, model_report)
         if transients:
             result.transients_stock = len(two_d_transients(taken[_POST]))
             result.final_stock = len(two_d_transients(taken[OPTIMIZED])) if final else -1
@@ -134,6 +142,21 @@ def census_program(ref: ProgramRef, *, grid: Any = None, cost_model: Optional[In
         result.error = f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _window_declines(step, model_report) -> dict[str, int]:
+    """Why no window takes each sound candidate whose intermediate the model left in place."""
+    kept = {r.intermediate for r in model_report.declined} - {r.intermediate for r in model_report.applied}
+    reasons: collections.Counter = collections.Counter()
+    for state, node, consumer in find_candidates(step):
+        if node.data not in kept:
+            continue
+        cand = analyse_candidate(step, state, node, consumer)
+        if isinstance(cand, Decline):
+            continue
+        plan = analyse_window(step, cand)
+        reasons[reason_class(plan.reason) if isinstance(plan, Decline) else "a window applies (the model declined it)"] += 1
+    return dict(reasons.most_common())
 
 
 def _census_one(args) -> ProgramCensus:
@@ -173,33 +196,37 @@ def totals(results: list[ProgramCensus]) -> ProgramCensus:
     total = ProgramCensus("TOTAL")
     declines: collections.Counter = collections.Counter()
     model: collections.Counter = collections.Counter()
+    windows: collections.Counter = collections.Counter()
     for r in results:
         if r.error:
             continue
         for f in ("candidates", "sound", "applied_sound", "applied_model", "retargeted_sound", "retargeted_model",
+                  "windowed_model",
                   "transients_stock", "transients_model", "transients_sound",
                   "final_stock", "final_model", "final_sound", "seconds"):
             setattr(total, f, getattr(total, f) + getattr(r, f))
         declines.update(r.declines)
         model.update(r.model_declines)
+        windows.update(r.window_declines)
         total.racy.extend(f"{r.short_name}:{x}" for x in r.racy)
     if any(r.final_stock < 0 for r in results if not r.error):
         total.final_stock = total.final_model = total.final_sound = -1
     total.declines = dict(declines.most_common())
     total.model_declines = dict(model.most_common())
+    total.window_declines = dict(windows.most_common())
     return total
 
 
 def table(results: list[ProgramCensus]) -> str:
     """The per-program table, the totals, and the decline histograms."""
-    head = ("program", "cand", "sound", "appl sound", "appl model", "retarget model/sound",
+    head = ("program", "cand", "sound", "appl sound", "appl model", "win", "retarget model/sound",
             "2-D tr Post stock/model/sound", "2-D tr final stock/model/sound", "racy", "s")
     rows = []
     for r in results + [totals(results)]:
         if r.error:
-            rows.append((r.short_name, "error: " + r.error, "", "", "", "", "", "", "", f"{r.seconds:.0f}"))
+            rows.append((r.short_name, "error: " + r.error, "", "", "", "", "", "", "", "", f"{r.seconds:.0f}"))
             continue
-        rows.append((r.short_name, r.candidates, r.sound, r.applied_sound, r.applied_model,
+        rows.append((r.short_name, r.candidates, r.sound, r.applied_sound, r.applied_model, r.windowed_model,
                      f"{r.retargeted_model}/{r.retargeted_sound}",
                      f"{r.transients_stock}/{r.transients_model}/{r.transients_sound}",
                      f"{r.final_stock}/{r.final_model}/{r.final_sound}" if r.final_stock >= 0 else "-",
@@ -216,6 +243,9 @@ def table(results: list[ProgramCensus]) -> str:
     lines += [f"  {n:4d}  {reason}" for reason, n in total.declines.items()]
     lines += ["", f"declines left by the cost-model pass at the first Step ({sum(total.model_declines.values())}):"]
     lines += [f"  {n:4d}  {reason}" for reason, n in total.model_declines.items()]
+    lines += ["", f"why no vertical window takes the sound candidates the cost model leaves "
+                  f"({sum(total.window_declines.values())}; docs/vertical_window.md):"]
+    lines += [f"  {n:4d}  {reason}" for reason, n in total.window_declines.items()]
     return "\n".join(lines)
 
 

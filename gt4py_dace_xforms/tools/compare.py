@@ -66,7 +66,7 @@ def inline_build(
     gpu: bool = False,
     policy: Optional[InlinePolicy] = None,
     transient_memory_mode: Optional[TransientMemoryMode] = None,
-    windows: bool = False,
+    windows: Optional[bool] = None,
 ) -> Build:
     """The library's backend as `backends.make_backend` builds it (`policy`: the cost model
     or any policy; default the target's `CostModel`), plus a capture hook (and

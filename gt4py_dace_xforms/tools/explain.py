@@ -60,12 +60,15 @@ class Temporary:
         """What the library decided about it, in one line."""
         if not self.stock:
             return "not in the stock build (gt4py's passes took another course after an inline)"
-        applied = sorted({r.consumer for r in self.records if r.applied})
+        applied = sorted({r.consumer for r in self.records if r.applied and r.mode != "window"})
+        windowed = sorted({r.consumer for r in self.records if r.applied and r.mode == "window"})
         reasons: dict[str, list[str]] = {}
         for r in self.records:
             if not r.applied:
                 reasons.setdefault(r.reason, []).append(r.consumer)
         parts = [f"inlined into {', '.join(applied)}"] if applied else []
+        parts += [f"windowed in {', '.join(windowed)} (each level evaluated once, in a K sweep)"] if windowed else []
+        applied = applied + windowed
         if self.retargeted:
             parts.append("its writers write the output it was copied into (retargeted)")
         parts += [f"declined for {', '.join(sorted(set(c)))}: {reason}" for reason, c in reasons.items()]

@@ -3,45 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator, Optional
+from typing import Optional
 
 import dace
-from dace.sdfg import nodes as dn, utils as sdutil
 
-from gt4py_dace_xforms.analysis.candidate import analyse_candidate
+from gt4py_dace_xforms.analysis.candidate import analyse_candidate, find_candidates  # noqa: F401  (re-exported)
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.policy import CostModel, Decision, InlinePolicy
 from gt4py_dace_xforms.policy.decide import decide_candidate
 from gt4py_dace_xforms.report import InlineRecord, InlineReport
 from gt4py_dace_xforms.transformations import rewrite
 from gt4py_dace_xforms.transformations.retarget import gt_retarget_writebacks
+from gt4py_dace_xforms.transformations.vertical_window import gt_vertical_windows
 from gt4py_dace_xforms.transformations.writeback import convert_writeback_copies
-
-
-def find_candidates(sdfg: dace.SDFG) -> Iterator[tuple[dace.SDFGState, dn.AccessNode, dn.MapEntry]]:
-    """Every (state, transient AccessNode, top-level consumer Map) in `sdfg`.
-
-    The intermediate may be written in the same state (by Maps or copies) or in an
-    earlier one; the analysis sorts out which candidates are sound.
-
-    Within a state, intermediates come in topological order: an upstream intermediate is
-    inlined into its consumer before that consumer is itself inlined downstream, so a
-    chain `A -> t1 -> B -> t2 -> C` can disappear whole.
-    """
-    for state in sdfg.states():
-        scope = state.scope_dict()
-        for node in sdutil.dfs_topological_sort(state):
-            if not isinstance(node, dn.AccessNode) or scope[node] is not None:
-                continue
-            desc = sdfg.arrays.get(node.data)
-            written_by_map = any(isinstance(e.src, dn.MapExit) for e in state.in_edges(node))
-            if desc is None or isinstance(desc, dace.data.Scalar) or not (desc.transient or written_by_map):
-                continue
-            seen = set()
-            for e in state.out_edges(node):
-                if isinstance(e.dst, dn.MapEntry) and scope[e.dst] is None and e.dst not in seen:
-                    seen.add(e.dst)
-                    yield state, node, e.dst
 
 
 def mode_of(candidate) -> str:
@@ -78,6 +52,9 @@ def gt_inline_fusion(
     """
     chosen = cost_model or CostModel("cpu")
     report = InlineReport()
+    # Windows first, where the policy takes them: a consumer swept in K evaluates each
+    # level once, where inlining its reads would evaluate it once per offset.
+    report.windowed = gt_vertical_windows(sdfg, policy=chosen, report=report)
     # Intermediates whose readers the policy accepted as a group: the gain needs every
     # one of them inlined, so the rest are not second-guessed one by one.
     committed: set[str] = set()

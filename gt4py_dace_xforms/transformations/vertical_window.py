@@ -8,7 +8,7 @@ import dace
 from dace import properties, transformation
 from dace.sdfg import nodes as dn
 
-from gt4py_dace_xforms.analysis.candidate import analyse_candidate
+from gt4py_dace_xforms.analysis.candidate import analyse_candidate, find_candidates
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.analysis.window import WindowPlan, analyse_window
 from gt4py_dace_xforms.transformations.inline_fuser import candidate_of_match, shifted_read_expressions
@@ -87,20 +87,25 @@ class VerticalWindow(transformation.SingleStateTransformation):
         return window_candidate(sdfg, plan)
 
 
-def gt_vertical_windows(sdfg: dace.SDFG, *, max_width: int = 8, only=None, validate: bool = False) -> list[str]:
+def gt_vertical_windows(sdfg: dace.SDFG, *, max_width: int = 8, only=None, validate: bool = False,
+                        policy=None, report=None) -> list[str]:
     """Apply `VerticalWindow` wherever it applies in the top-level states (`only`: just the
     named intermediates), to a fixed point; returns the intermediates removed, in order.
-    No cost model decides here: the caller chooses (docs/vertical_window.md)."""
-    from gt4py_dace_xforms.transformations.inline_fusion_pass import find_candidates
+
+    `policy`: an `InlinePolicy` whose `decide_window` chooses per candidate (the cost
+    model: on the CPU with per-call transients, docs/cost_model.md); None: every window
+    that applies. `report`: an `InlineReport` that gets one record per window taken."""
+    from gt4py_dace_xforms.report import InlineRecord
 
     done: list[str] = []
+    refused: set = set()
     progress = True
     while progress:
         progress = False
         for state, node, consumer in list(find_candidates(sdfg)):
             if node not in state.nodes() or consumer not in state.nodes():
                 continue
-            if only is not None and node.data not in only:
+            if (only is not None and node.data not in only) or (node.data, consumer.map.label) in refused:
                 continue
             cand = analyse_candidate(sdfg, state, node, consumer)
             if isinstance(cand, Decline):
@@ -108,6 +113,15 @@ def gt_vertical_windows(sdfg: dace.SDFG, *, max_width: int = 8, only=None, valid
             plan = analyse_window(sdfg, cand, max_width)
             if isinstance(plan, Decline):
                 continue
+            decision = policy.decide_window(sdfg, plan) if policy is not None else None
+            if decision is not None and not decision.accept:
+                refused.add((node.data, consumer.map.label))
+                continue
+            if report is not None:
+                report.add(InlineRecord(state.label, node.data, consumer.map.label, tuple(g.shift for g in cand.groups),
+                                        True, decision.reason if decision else "windowed (every window that applies)",
+                                        removed_intermediate=True, figures=decision.figures if decision else None,
+                                        mode="window"))
             window_candidate(sdfg, plan)
             done.append(node.data)
             progress = True
