@@ -162,10 +162,11 @@ def table(rows: list[dict]) -> str:
 DECISION_PROGRAMS = ("target", "exner_exfac", "apply_diffusion_to_vn", "diag_normal_wind", "predictor_w_adv")
 
 
-def predicted_figures(program, offsets) -> tuple[dict, frozenset]:
+def predicted_figures(program, offsets, sizes: dict) -> tuple[dict, frozenset]:
     """The CPU cost model's figures per intermediate on the SDFG at the first
-    `TopLevelDataFlowStep` (as the oracle and the census predict), and the intermediates
-    everything sound inlines there."""
+    `TopLevelDataFlowStep` (as the oracle and the census predict), its symbols valued as
+    in the counted call (`sizes`, else the model would assume 80 per unknown extent), and
+    the intermediates everything sound inlines there."""
     import copy
 
     from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
@@ -177,7 +178,8 @@ def predicted_figures(program, offsets) -> tuple[dict, frozenset]:
     step = (GT4PyAutoOptHook.TopLevelDataFlowStep, 1)
     sdfg = capture.capture_stages(program, [step], offset_provider=offsets)[step]
     sound = gt_inline_fusion(copy.deepcopy(sdfg), cost_model=gx.InlineWhereSound(), validate=False)
-    model = gt_inline_fusion(copy.deepcopy(sdfg), cost_model=gx.CostModel("cpu"), validate=False)
+    model = gt_inline_fusion(copy.deepcopy(sdfg), validate=False,
+                             cost_model=gx.CostModel("cpu", representative_sizes=tuple(sorted(sizes.items()))))
     per: dict = {}
     for name in sorted({r.intermediate for r in model.records}):
         per[name] = decision_figures([r for r in model.records if r.intermediate == name])
@@ -191,7 +193,8 @@ def decision_figures(records) -> dict:
     figs = [r.figures for r in records if r.figures]
     group = next((f for f in figs if "group_size" in f), None)
     out = {"applied": any(r.applied for r in records), "reads": len(records),
-           "reason": next((r.reason for r in records if not r.applied), records[0].reason)}
+           "reason": next((r.reason for r in records if not r.applied), records[0].reason),
+           "points": sum(f["points"] * f["copies"] for f in figs)}
     if group is not None:
         out.update(ops=group["group_extra_ops"], saved=group["group_saved_bytes"],
                    loads=group["group_gather_bytes"], allocation=group["group_allocation_bytes"])
@@ -203,29 +206,48 @@ def decision_figures(records) -> dict:
 
 def count_decisions(case, quick: bool, work: pathlib.Path, replays: Replays) -> dict:
     """`none` (the library inlining nothing: its other passes run), the model's build and
-    one build per intermediate everything sound inlines (`only:X`), each counted."""
+    one build per intermediate everything sound inlines (`only:X`), each counted, no
+    windows (their counts: `make counts`)."""
     import gt4py_dace_xforms as gx
     from gt4py_dace_xforms.tools.compare import inline_build
 
     sizes = case.sizes(quick)
     program = case.program()
     args, offsets = case.make_inputs(sizes, 0)
-    figures, sound = predicted_figures(program, offsets)
-    row = {"program": case.name, "sizes": sizes, "predicted": figures, "builds": {}, "applied": {}}
-    plan = {"none": gx.InlineOnly(()), "model": gx.CostModel("cpu"),
-            **{f"only:{x}": gx.InlineOnly((x,)) for x in sorted(sound)}}
-    for label, policy in plan.items():
-        build = inline_build(policy=policy)
+    from gt4py_dace_xforms.policy import InlineOnly
+
+    row = {"program": case.name, "sizes": sizes, "builds": {}, "applied": {}}
+
+    def add(label, policy):
+        build = inline_build(policy=policy, windows=False)
         row["builds"][label] = capture_build(case.name, label, program, build, args, offsets, work, replays)
         row["applied"][label] = sorted({r.intermediate for r in build.report.applied})
+
+    add("none", InlineOnly(()))
+    symbols = call_symbols(work / case.name / "none")
+    figures, sound = predicted_figures(program, offsets, symbols)
+    row["predicted"] = figures
+    add("model", gx.CostModel("cpu", windows=False))
+    for x in sorted(sound):
+        add(f"only:{x}", InlineOnly((x,)))
     return row
+
+
+def call_symbols(folder: pathlib.Path) -> dict:
+    """The integer scalars a captured call passed (its symbols: ranges, sizes, levels)."""
+    out = {}
+    for spec in sorted(folder.glob("*/call.json")):
+        for a in json.loads(spec.read_text())["args"]:
+            if a["kind"] == "scalar" and isinstance(a["value"], int):
+                out.setdefault(a["name"], a["value"])
+    return out
 
 
 def decisions_table(rows: list[dict]) -> str:
     """Per intermediate: the model's verdict, its predicted extra operations next to the
     counted extra instructions, its predicted net traffic next to the counted last-level
     traffic (misses x line), each against `none`."""
-    head = ("program", "intermediate", "model", "pred. ops", "counted Ir", "Ir/op", "pred. traffic",
+    head = ("program", "intermediate", "model", "pred. ops", "counted Ir", "Ir/op", "Ir/copy pt", "pred. traffic",
             "LL cpu", "LL gpu", "alloc")
     lines = ["  ".join(head)]
     for row in rows:
@@ -242,16 +264,18 @@ def decisions_table(rows: list[dict]) -> str:
             if "ops" in f:
                 ops, traffic = f["ops"], f["loads"] - f["saved"]
                 per_op = f"{d_ir / ops:.2f}" if abs(ops) > 1 else "-"
-                pred = f"{ops / 1e6:+.2f}M", per_op, f"{traffic / 1e6:+.1f}MB"
+                per_pt = f"{d_ir / f['points']:.1f}" if f.get("points") else "-"
+                pred = f"{ops / 1e6:+.3g}M", per_op, per_pt, f"{traffic / 1e6:+.3g}MB"
             else:
-                pred = "-", "-", "-"
-            alloc = f"{f['allocation'] / 1e6:.1f}MB" if "allocation" in f else "-"
-            lines.append("  ".join([row["program"], name, verdict, pred[0], f"{d_ir / 1e6:+.2f}M", pred[1], pred[2],
-                                    f"{d_cpu / 1e6:+.1f}MB", f"{d_gpu / 1e6:+.1f}MB", alloc]))
+                pred = "-", "-", "-", "-"
+            alloc = f"{f['allocation'] / 1e6:.3g}MB" if "allocation" in f else "-"
+            lines.append("  ".join([row["program"], name, verdict, pred[0], f"{d_ir / 1e6:+.3g}M", pred[1], pred[2],
+                                    pred[3], f"{d_cpu / 1e6:+.3g}MB", f"{d_gpu / 1e6:+.3g}MB", alloc]))
     lines.append("each build against `none` (the library inlining nothing); pred. ops: the CPU model's extra "
                  "operations (negative: the producer's work goes away); pred. traffic: its loads and gathers added "
-                 "less the bytes it saves; LL: counted last-level misses x line (64 B cpu, 128 B gpu); alloc: the "
-                 "per-call allocation the model credits separately")
+                 "less the bytes it saves; Ir/copy pt: counted extra instructions per point the copies evaluate; LL: "
+                 "counted last-level misses x line (64 B cpu, 128 B gpu); alloc: the per-call allocation the model "
+                 "credits separately")
     return "\n".join(lines)
 
 
