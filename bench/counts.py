@@ -37,7 +37,10 @@ os.environ["GT4PY_BUILD_CACHE_LIFETIME"] = "session"
 os.environ.setdefault("GT4PY_BUILD_CACHE_DIR", f"/tmp/counts_cache_{os.getpid()}")
 warnings.filterwarnings("ignore")
 
+import gt4py_dace_xforms as gx  # noqa: E402
 from gt4py_dace_xforms.measure import counts  # noqa: E402
+from gt4py_dace_xforms.policy import InlineOnly  # noqa: E402
+from gt4py_dace_xforms.tools.compare import inline_build, stock_build  # noqa: E402
 
 os.environ["CXXFLAGS"] = counts.COUNT_CXXFLAGS  # read by gt4py when it compiles
 
@@ -49,9 +52,6 @@ DEFAULT = ("seed", "three_level", "exner_exfac", "apply_diffusion_to_vn", "diag_
 
 
 def builds(windows: bool) -> dict:
-    import gt4py_dace_xforms as gx
-    from gt4py_dace_xforms.tools.compare import inline_build, stock_build
-
     made = {"stock": stock_build(), "library": inline_build(), "sound": inline_build(policy=gx.InlineWhereSound())}
     if windows:  # the library without windows, and with every window that applies
         made["no_windows"] = inline_build(windows=False)
@@ -69,21 +69,15 @@ class Replays:
         self.pool = ThreadPoolExecutor(max_workers=workers)
         self.by_code: dict = {}
 
-    def submit(self, case: str, folders: list[pathlib.Path]) -> tuple[dict, Optional[str]]:
-        """Futures of the summed events per cache, and the label of the build they were first
-        counted for (None: this one)."""
+    def submit(self, case: str, folders: list[pathlib.Path], label: str) -> tuple[dict, Optional[str]]:
+        """Futures of the summed events per cache of build `label`, and the label of the
+        build they were first counted for (None: this one)."""
         key = (case, tuple(json.loads((f / "call.json").read_text())["code_hash"] for f in folders))
         if key in self.by_code:
-            return self.by_code[key][0], self.by_code[key][1]
+            return self.by_code[key]
         jobs = {cache: self.pool.submit(_count_all, folders, cache) for cache in counts.CACHES}
-        self.by_code[key] = (jobs, None)
+        self.by_code[key] = (jobs, label)
         return jobs, None
-
-    def mark(self, case: str, folders: list[pathlib.Path], label: str) -> None:
-        key = (case, tuple(json.loads((f / "call.json").read_text())["code_hash"] for f in folders))
-        jobs, first = self.by_code[key]
-        if first is None:
-            self.by_code[key] = (jobs, label)
 
 
 def _count_all(folders: list[pathlib.Path], cache: str) -> dict:
@@ -98,22 +92,25 @@ def capture_build(case_name: str, label: str, program, build, args: dict, offset
                   replays: Replays) -> dict:
     """Compile and run `build` once, capture one call, submit its replays; the row entry
     (its "cpu"/"gpu" values are futures until `resolve`)."""
-    caller = program.with_backend(build.backend)
-    fresh = {k: v for k, v in args.items()}
-    t0 = time.perf_counter()
-    caller(**fresh, offset_provider=offsets)  # compile and run once
-    compile_s = time.perf_counter() - t0
-    # the fields' and the neighbor tables' memory: their extents (`counts.capture_call`)
-    buffers = [v.ndarray for v in [*fresh.values(), *offsets.values()] if hasattr(v, "ndarray")]
-    folders = counts.capture_call(lambda: caller(**fresh, offset_provider=offsets), work / case_name / label, buffers)
-    jobs, same_as = replays.submit(case_name, folders)
-    replays.mark(case_name, folders, label)
+    compile_s, folders = run_and_capture(program, build, args, offsets, work / case_name / label)
+    jobs, same_as = replays.submit(case_name, folders, label)
     entry = {"compile_s": compile_s, "calls": len(folders), **jobs}
     if same_as is not None:
         entry["same_code_as"] = same_as
     print(f"  {case_name} {label}: built and captured in {compile_s:.0f} s"
           f"{f' (the code of {same_as}: counted once)' if same_as else ''}", flush=True)
     return entry
+
+
+def run_and_capture(program, build, args: dict, offsets: dict, folder: pathlib.Path) -> tuple[float, list]:
+    """Compile and run `build` once (seconds), then capture one call into `folder`."""
+    caller = program.with_backend(build.backend)
+    t0 = time.perf_counter()
+    caller(**args, offset_provider=offsets)  # compile and run once
+    compile_s = time.perf_counter() - t0
+    # the fields' and the neighbor tables' memory: their extents (`counts.capture_call`)
+    buffers = [v.ndarray for v in [*args.values(), *offsets.values()] if hasattr(v, "ndarray")]
+    return compile_s, counts.capture_call(lambda: caller(**args, offset_provider=offsets), folder, buffers)
 
 
 def resolve(row: dict) -> dict:
@@ -171,7 +168,6 @@ def predicted_figures(program, offsets, sizes: dict) -> tuple[dict, frozenset]:
 
     from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
 
-    import gt4py_dace_xforms as gx
     from gt4py_dace_xforms.integration import capture
     from gt4py_dace_xforms.transformations.inline_fusion_pass import gt_inline_fusion
 
@@ -184,8 +180,8 @@ def predicted_figures(program, offsets, sizes: dict) -> tuple[dict, frozenset]:
     # The same model without its hard limits: the estimate of what a limit declined
     # unpriced (a concat left to gt4py, a nested read, too many offsets), for the table.
     priced = gt_inline_fusion(copy.deepcopy(sdfg), validate=False,
-                              cost_model=_Unlimited("cpu", windows=False, writeback_max_offsets=99,
-                                                    representative_sizes=known))
+                              cost_model=Unlimited("cpu", windows=False, writeback_max_offsets=99,
+                                                   representative_sizes=known))
     per: dict = {}
     for name in sorted({r.intermediate for r in model.records}):
         per[name] = decision_figures([r for r in model.records if r.intermediate == name])
@@ -196,20 +192,11 @@ def predicted_figures(program, offsets, sizes: dict) -> tuple[dict, frozenset]:
     return per, frozenset(r.intermediate for r in sound.applied)
 
 
-def _unlimited():
-    import gt4py_dace_xforms as gx
+class Unlimited(gx.CostModel):
+    """The CPU model with no hard limits: prices what they decline."""
 
-    class Unlimited(gx.CostModel):
-        """The CPU model with no hard limits: prices what they decline."""
-
-        def _limits(self, sdfg, cand, *, partial_ok: bool):
-            return None
-
-    return Unlimited
-
-
-def _Unlimited(*args, **kwargs):  # noqa: N802  # a class made on first use: bench imports the package lazily
-    return _unlimited()(*args, **kwargs)
+    def _limits(self, sdfg, cand, *, partial_ok: bool):
+        return None
 
 
 def decision_figures(records) -> dict:
@@ -234,14 +221,9 @@ def count_decisions(case, quick: bool, work: pathlib.Path, replays: Replays) -> 
     """`none` (the library inlining nothing: its other passes run), the model's build and
     one build per intermediate everything sound inlines (`only:X`), each counted, no
     windows (their counts: `make counts`)."""
-    import gt4py_dace_xforms as gx
-    from gt4py_dace_xforms.tools.compare import inline_build
-
     sizes = case.sizes(quick)
     program = case.program()
     args, offsets = case.make_inputs(sizes, 0)
-    from gt4py_dace_xforms.policy import InlineOnly
-
     row = {"program": case.name, "sizes": sizes, "builds": {}, "applied": {}}
 
     def add(label, policy):
@@ -262,17 +244,12 @@ def count_decisions(case, quick: bool, work: pathlib.Path, replays: Replays) -> 
 def repredict(case, quick: bool, row: dict, work: pathlib.Path) -> None:
     """`row["predicted"]` anew (the counted builds kept): the call's symbols from a native
     run of the `none` build (nothing replayed), then the model on the first step."""
-    from gt4py_dace_xforms.policy import InlineOnly
-    from gt4py_dace_xforms.tools.compare import inline_build
-
     program = case.program()
     args, offsets = case.make_inputs(case.sizes(quick), 0)
     symbols = row.get("symbols")
     if not symbols:
-        caller = program.with_backend(inline_build(policy=InlineOnly(()), windows=False).backend)
-        caller(**args, offset_provider=offsets)
-        buffers = [v.ndarray for v in [*args.values(), *offsets.values()] if hasattr(v, "ndarray")]
-        counts.capture_call(lambda: caller(**args, offset_provider=offsets), work / case.name / "none", buffers)
+        build = inline_build(policy=InlineOnly(()), windows=False)
+        run_and_capture(program, build, args, offsets, work / case.name / "none")
         symbols = call_symbols(work / case.name / "none")
     row["predicted"], _ = predicted_figures(program, offsets, symbols)
     row["symbols"] = symbols

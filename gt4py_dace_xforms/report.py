@@ -56,9 +56,14 @@ class InlineReport:
         return [r for r in self.records if not r.applied]
 
     @property
+    def inlined(self) -> list[InlineRecord]:
+        """The applied records that inlined copies (not the vertical windows)."""
+        return [r for r in self.applied if r.mode != "window"]
+
+    @property
     def copies(self) -> int:
-        """Number of inlined producer copies (one per distinct shift of each applied record)."""
-        return sum(len(r.shifts) for r in self.applied if r.mode != "window")
+        """Number of inlined producer copies (one per distinct shift of each inlined record)."""
+        return sum(len(r.shifts) for r in self.inlined)
 
     def add(self, record: InlineRecord) -> None:
         self.records.append(record)

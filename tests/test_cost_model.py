@@ -69,6 +69,31 @@ def test_windows_follow_target_and_memory_mode():
     assert not gx.CostModel("gpu").decide_window(sdfg, plan).accept
     assert gx.CostModel("gpu", windows=True).decide_window(sdfg, plan).accept
     assert not gx.InlineWhereSound().decide_window(sdfg, plan).accept
+    # declined windows leave the SDFG as it was (with persistent transients the model also
+    # declines the inline, which recomputes)
+    kept = copy.deepcopy(sdfg)
+    report = gx.gt_inline_fusion(kept, cost_model=gx.CostModel("cpu", persistent_transients=True))
+    assert report.windowed == [] and not report.applied and kept.hash_sdfg() == sdfg.hash_sdfg()
+
+
+@pytest.mark.compile
+def test_model_window_compiles_and_equals_untransformed():
+    """The window `gt_inline_fusion` takes by the CPU model's choice, compiled against the original."""
+    import numpy as np
+    from builders import compare_before_after
+
+    sdfg = producer_consumer("winrun", producer_ranges={"i": "0:N", "k": "0:K"},
+                             consumer_ranges={"i": "0:N", "k": "0:K-2"}, write="i, k",
+                             reads=["i, k", "i, k + 1", "i, k + 2"])
+    after = copy.deepcopy(sdfg)
+    report = gx.gt_inline_fusion(after)
+    assert [r.mode for r in report.applied] == ["window"] and report.windowed == ["tmp"]
+    assert "tmp" not in after.arrays
+    syms = dict(N=5, K=9)
+    rng = np.random.default_rng(30)
+    arrays = {n: rng.random([int(dace.symbolic.evaluate(x, syms)) for x in d.shape])
+              for n, d in sdfg.arrays.items() if not d.transient}
+    compare_before_after(sdfg, after, arrays, syms)
 
 
 @pytest.mark.parametrize("reads, accept", [(["i, k"], True), (["i, k", "i, k + 1"], False)])

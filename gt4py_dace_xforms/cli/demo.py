@@ -269,8 +269,7 @@ def run_target(n_cells: int = 20480, n_levels: int = 80, rounds: int = 12, verbo
     print(_table(("build", "2-D transients", "median ms", "ratio to stock [95% interval]", "outputs equal to stock"), rows))
     print(f"library vs stock: {verdict(timing['library'].ratio, timing['second stock (A/A)'].ratio).text()}")
     rep = builds["library"].report
-    inlined = [r for r in rep.applied if r.mode != "window"]
-    print(f"inlined: {len(inlined)} reads, {rep.copies} copies; windowed: {len(rep.windowed)}"
+    print(f"inlined: {len(rep.inlined)} reads, {rep.copies} copies; windowed: {len(rep.windowed)}"
           + ("" if verbose else " (gt4py-dace-xforms demo -v, or explain, for every decision)"))
     if verbose:
         print(builds["library"].report.table())

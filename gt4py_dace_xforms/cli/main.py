@@ -95,8 +95,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         raise CliError(f"cannot write output: {err.strerror}: {err.filename}") from None
     print(f"{args.input} -> {args.output}")
     print(f"2-D transients: {len(before)} before, {len(after)} after")
-    inlined = [r for r in report.applied if r.mode != "window"]
-    print(f"inlined copies: {report.copies} ({len(inlined)} reads applied, {len(report.declined)} declined); "
+    print(f"inlined copies: {report.copies} ({len(report.inlined)} reads applied, {len(report.declined)} declined); "
           f"windowed: {len(report.windowed)}")
     if report.records:
         print(report.table())

@@ -209,16 +209,16 @@ class CostModel(InlinePolicy):
         limit = self._limits(sdfg, cand, partial_ok=False)
         if limit is not None:
             return limit
+        # A window's candidate removes the intermediate: `estimate` prices its write and
+        # read (`saved_bytes`) and its allocation as for an inline that removes it.
         fig = self.estimate(sdfg, cand)
-        desc = sdfg.arrays[cand.intermediate.data]
-        volume = self._points(desc.shape, sdfg, set())
+        volume = self._points(sdfg.arrays[cand.intermediate.data].shape, sdfg, set())
         points = fig["points"]
         levels = self._points([plan.k_last - plan.k_first + 1], sdfg, set())
         fill = (plan.width - 1) * points / max(levels, 1.0)
         extra_ops = fig["ops_per_copy"] * (points + fill - volume)
-        saved = 2 * volume * desc.dtype.bytes
-        worth = volume * desc.dtype.bytes * self.allocation_weight
-        gain = saved + worth - max(extra_ops, 0.0) * self.balance  # gathers: once per level, as the producer
+        saved = fig["saved_bytes"]
+        gain = saved + fig["allocation_worth_bytes"] - max(extra_ops, 0.0) * self.balance  # gathers: once per level
         fig = dict(fig, window_width=plan.width, window_fill_points=fill, window_extra_ops=extra_ops,
                    window_saved_bytes=saved, gain_bytes=gain, inline_copies=cand.copies)
         if gain <= 0:

@@ -68,12 +68,11 @@ class Temporary:
                 reasons.setdefault(r.reason, []).append(r.consumer)
         parts = [f"inlined into {', '.join(applied)}"] if applied else []
         parts += [f"windowed in {', '.join(windowed)} (each level evaluated once, in a K sweep)"] if windowed else []
-        applied = applied + windowed
         if self.retargeted:
             parts.append("its writers write the output it was copied into (retargeted)")
         parts += [f"declined for {', '.join(sorted(set(c)))}: {reason}" for reason, c in reasons.items()]
         if not self.library:
-            if applied and not reasons:
+            if (applied or windowed) and not reasons:
                 return "; ".join(p for p in parts if not p.startswith("declined"))
             return "; ".join(parts) if parts else "gone after gt4py's passes in the library's build"
         if not self.records:
