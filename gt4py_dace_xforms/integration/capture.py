@@ -64,13 +64,15 @@ def compile_time_args(
     *,
     kwargs: Optional[Mapping[str, Any]] = None,
     program: Any = None,
+    static_args: Optional[Mapping[str, Any]] = None,
 ) -> arguments.CompileTimeArgs:
     """`CompileTimeArgs` as the JIT call path builds them (`CompiledProgramsPool`).
 
     Each entry of `args`/`kwargs` may be a concrete value (field, scalar) or a
     `ts.TypeSpec`. With `args=None` the declared parameter types of `program` are used.
-    No static arguments / static domains: `argument_descriptor_contexts` is empty, as
-    for a default-configured program.
+    `static_args`: scalar parameters compiled as constants, name -> value, as
+    `program.compile(name=[value], ...)` (icon4py's `setup_program`) passes them; None
+    or empty: no static arguments, as for a default-configured program.
     """
     if args is None:
         if program is None:
@@ -83,8 +85,36 @@ def compile_time_args(
         kwargs={k: _as_type(v) for k, v in (kwargs or {}).items() if v is not None},
         offset_provider=dict(offset_provider or {}),
         column_axis=None,  # as in `CompiledProgramsPool._compile_variant`
-        argument_descriptor_contexts={},
+        argument_descriptor_contexts=static_arg_contexts(program, static_args) if static_args else {},
     )
+
+
+def static_arg_contexts(program: Any, static_args: Mapping[str, Any]) -> dict:
+    """The `argument_descriptor_contexts` of a compilation with `static_args` (name ->
+    scalar), each value cast to its parameter's declared type; ValueError naming a
+    parameter that is not a scalar parameter of `program`."""
+    if program is None:
+        raise ValueError("static arguments need the program (for its parameter types)")
+    ftype = program.past_stage.past_node.type.definition
+    params = {**ftype.pos_or_kw_args, **ftype.kw_only_args}
+    context: dict[str, Any] = {name: None for name in params}
+    for name, value in static_args.items():
+        ptype = params.get(name)
+        if not isinstance(ptype, ts.ScalarType):
+            raise ValueError(f"static argument '{name}' is not a scalar parameter of '{program.__name__}'")
+        context[name] = arguments.StaticArg(value=scalar_value(ptype, value))
+    return {arguments.StaticArg: context}
+
+
+def scalar_value(ptype: ts.ScalarType, value: Any) -> Any:
+    """`value` (a Python number, numpy scalar or enum member) as the numpy scalar of
+    `ptype`, what gt4py's static-argument check compares against the declared type."""
+    import enum
+
+    import numpy as np
+
+    value = value.value if isinstance(value, enum.Enum) else value
+    return np.dtype(ptype.kind.name.lower()).type(value)
 
 
 def lower_to_gtir(
@@ -93,9 +123,11 @@ def lower_to_gtir(
     offset_provider: Optional[Mapping[str, Any]] = None,
     *,
     kwargs: Optional[Mapping[str, Any]] = None,
+    static_args: Optional[Mapping[str, Any]] = None,
 ) -> stages.CompilableProgramDef:
-    """Run the backend frontend transforms (DSL -> GTIR); `.data` is the `itir.Program`."""
-    cta = compile_time_args(args, offset_provider, kwargs=kwargs, program=program)
+    """Run the backend frontend transforms (DSL -> GTIR); `.data` is the `itir.Program`.
+    `static_args`: scalar parameters that become constants (`compile_time_args`)."""
+    cta = compile_time_args(args, offset_provider, kwargs=kwargs, program=program, static_args=static_args)
     return gtx_backend.DEFAULT_TRANSFORMS(stages.ConcreteProgramDef(data=program.definition_stage, args=cta))
 
 
@@ -123,6 +155,7 @@ def capture_stages(
     gpu: bool = False,
     optimization_hooks: Optional[Mapping[GT4PyAutoOptHook, Any]] = None,
     annotate: bool = True,
+    static_args: Optional[Mapping[str, Any]] = None,
 ) -> dict[Any, dace.SDFG]:
     """Lower `program` once and deep-copy the SDFG at each `(hook, n)` in `captures` (the
     n-th call of that stage hook, counted from 1), before the hook in
@@ -131,7 +164,9 @@ def capture_stages(
     the optimizer runs to the end.
 
     `annotate`: lower with the library's GTIR annotations (`record_annotations`), as its
-    backends do. Captures the optimizer never reached are missing from the result.
+    backends do. `static_args`: scalar parameters compiled as constants (name -> value),
+    as icon4py's `setup_program` compiles them. Captures the optimizer never reached are
+    missing from the result.
     """
     final = OPTIMIZED in captures
     wanted = {(_resolve_stage(h), n) for h, n in (c for c in captures if c != OPTIMIZED)}
@@ -157,7 +192,7 @@ def capture_stages(
 
     for stage in {h for h, _ in wanted}:
         hooks[stage] = make(stage)
-    compilable = lower_to_gtir(program, args, offset_provider, kwargs=kwargs)
+    compilable = lower_to_gtir(program, args, offset_provider, kwargs=kwargs, static_args=static_args)
     translator = dace_factory.make_dace_translator(
         dace_factory.DaCeConfig(gpu=gpu, auto_optimize=True), auto_optimize_args={"optimization_hooks": hooks}
     )
@@ -181,6 +216,7 @@ def lower_and_capture(
     call: int = 1,
     gpu: bool = False,
     auto_optimize_args: Optional[Mapping[str, Any]] = None,
+    static_args: Optional[Mapping[str, Any]] = None,
 ) -> dace.SDFG:
     """Lower `program` the way the DaCe backend does and return the SDFG at `stage`.
 
@@ -200,12 +236,14 @@ def lower_and_capture(
         call: Which call of a hook that runs several times (`TopLevelDataFlowStep`).
         gpu: Translate for the GPU toolchain instead (no GPU needed for translation).
         auto_optimize_args: Extra `gt_auto_optimize` arguments (e.g. more hooks).
+        static_args: Scalar parameters compiled as constants (name -> value), as
+            `program.compile(name=[value])` does.
 
     Raises:
         LookupError: The hook was called fewer than `call` times.
     """
     resolved = _resolve_stage(stage)
-    compilable = lower_to_gtir(program, args, offset_provider, kwargs=kwargs)
+    compilable = lower_to_gtir(program, args, offset_provider, kwargs=kwargs, static_args=static_args)
     cfg = dace_factory.DaCeConfig(gpu=gpu, auto_optimize=(resolved != LOWERED))
 
     opt_args = dict(auto_optimize_args or {})
