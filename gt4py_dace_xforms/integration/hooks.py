@@ -80,6 +80,7 @@ def make_inline_hook(
         saved = None if failsafe.strict() else failsafe.snapshot(sdfg)
         races = []
         try:
+            fuse_states(sdfg)
             races = unordered_accesses(sdfg)
             if races:
                 warn_races(sdfg, races)
@@ -106,6 +107,17 @@ def make_inline_hook(
             reports.append(report)
 
     return _inline_hook
+
+
+def fuse_states(sdfg: dace.SDFG) -> int:
+    """gt4py's own `GT4PyStateFusion`, to a fixed point: what `gt_simplify` does right
+    after this hook. Done first, so that the rewrites see the states gt4py's next round
+    sees; otherwise a rewrite can split a state's dataflow into components that the
+    fusion's conservative check then refuses to merge, and the write-back buffers that
+    only become removable in one state stay (issue 40: the static target's gtir_tmp_12)."""
+    from gt4py.next.program_processors.runners.dace.transformations import GT4PyStateFusion
+
+    return sdfg.apply_transformations_repeated([GT4PyStateFusion], validate=False)
 
 
 class UnorderedAccessWarning(RuntimeWarning):
