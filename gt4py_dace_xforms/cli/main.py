@@ -119,9 +119,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
         raise CliError(str(err)) from None
     if args.sdfg_out:
         _check_writable(args.sdfg_out + ".before.sdfg")
+    static = None
+    if args.static or args.static_arg:
+        static = _static_args(program, args)
     print(f"lowering {args.program} stock and with the library (no compilation) ...", file=sys.stderr, flush=True)
     try:
-        expl = ex.explain(program, target=args.target, grid=grid)
+        expl = ex.explain(program, target=args.target, grid=grid, static_args=static)
     except ex.ProgramError as err:
         raise CliError(f"{args.program}: {err}") from None
     except Exception as err:  # noqa: BLE001  # the library's lowering failed: a bug, say so in one line
@@ -136,6 +139,34 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _static_args(program, args: argparse.Namespace) -> dict:
+    """`explain --static` (the model's values, `tools.static_values`) and `--static-arg
+    NAME=VALUE` (given values, over those)."""
+    from gt4py_dace_xforms.tools.static_values import program_static_values
+
+    values: dict = {}
+    if args.static:
+        try:
+            values = program_static_values(program)
+        except ValueError as err:
+            raise CliError(f"{err} (give them with --static-arg NAME=VALUE)") from None
+    for item in args.static_arg:
+        name, sep, text = item.partition("=")
+        if not sep or not name:
+            raise CliError(f"--static-arg {item!r}: expected NAME=VALUE")
+        try:
+            values[name] = {"true": True, "false": False}[text.lower()] if text.lower() in ("true", "false") else int(text)
+        except ValueError:
+            raise CliError(f"--static-arg {item!r}: VALUE must be an integer, true or false") from None
+    try:
+        from gt4py_dace_xforms.integration.capture import static_arg_contexts
+
+        static_arg_contexts(program, values)
+    except ValueError as err:
+        raise CliError(str(err)) from None
+    return values
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from gt4py_dace_xforms.cli.demo import run_demo
 
@@ -147,6 +178,8 @@ def cmd_census(args: argparse.Namespace) -> int:
 
     if args.exact and not args.compare:
         raise CliError("--exact only applies to --compare (it changes how the builds compile)")
+    if args.static and (args.eager or args.compare or args.determinism):
+        raise CliError("--static applies to the census itself (not to --eager, --compare or --determinism)")
     if args.programs:
         refs = []
         for spec in args.programs:
@@ -169,7 +202,8 @@ def cmd_census(args: argparse.Namespace) -> int:
         return _census_compare(refs, args)
     if args.determinism:
         return _census_determinism(refs, args)
-    print(f"census{' (eager)' if args.eager else ''} of {len(refs)} programs ({args.jobs} processes)", file=sys.stderr)
+    mode = " (eager)" if args.eager else " (static arguments)" if args.static else ""
+    print(f"census{mode} of {len(refs)} programs ({args.jobs} processes)", file=sys.stderr)
 
     def progress(r) -> None:
         name = r.program.rpartition(":")[2]
@@ -183,7 +217,7 @@ def cmd_census(args: argparse.Namespace) -> int:
         dump = eager.to_json
     else:
         results = census.run_census(refs, jobs=args.jobs, transients=not args.no_transients, final=args.final,
-                                    progress=progress)
+                                    static=args.static, progress=progress)
         print(census.table(results))
         dump = census.to_json
     if args.json:
@@ -280,6 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
     cen.add_argument("--determinism", action="store_true",
                      help="instead: lower every program with the library in two processes with different "
                           "PYTHONHASHSEED and check that the final SDFGs hash the same (no compilation)")
+    cen.add_argument("--static", action="store_true",
+                     help="lower with the integer and boolean parameters as static arguments, as icon4py's model "
+                          "run compiles them (a global grid on one node, 80 levels; tools/static_values.py)")
     cen.add_argument("--cells", type=int, help="--compare: elements per horizontal dimension (default 64)")
     cen.add_argument("--levels", type=int, help="--compare: model levels (default 12)")
     cen.add_argument("--seed", type=int, help="--compare: seed of the inputs and neighbor tables (default 0)")
@@ -294,6 +331,11 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--offset-provider", metavar="GRID",
                      help="neighbor tables, for programs that use horizontal offsets: 'simple' (icon4py's test "
                           "grid) or MODULE:NAME (a grid with .connectivities, a mapping, or a function returning one)")
+    exp.add_argument("--static", action="store_true",
+                     help="lower with the integer and boolean parameters as static arguments, as icon4py's model run "
+                          "compiles them (a global grid on one node, 80 levels; tools/static_values.py)")
+    exp.add_argument("--static-arg", action="append", default=[], metavar="NAME=VALUE",
+                     help="a static argument of your own (repeatable; over --static's value for that name)")
     exp.add_argument("--sdfg-out", metavar="PREFIX",
                      help="write PREFIX.before.sdfg / PREFIX.after.sdfg (where the library's pass runs, before and "
                           "after it) to open in the DaCe viewer")

@@ -72,6 +72,11 @@ class ProgramCensus:
     #: arrays gt4py's SDFG accesses in an undefined order at the first Step (`analysis.races`),
     #: as "array@state"; the library declines every rewrite there
     racy: list[str] = dataclasses.field(default_factory=list)
+    #: the 2-D transients at `TopLevelDataFlowPost`: stock's, and the default backend's
+    kept_stock: list[str] = dataclasses.field(default_factory=list)
+    kept_model: list[str] = dataclasses.field(default_factory=list)
+    #: static arguments the program was lowered with (name -> value; empty: symbolic build)
+    static: dict[str, Any] = dataclasses.field(default_factory=dict)
     seconds: float = 0.0
     error: Optional[str] = None
 
@@ -90,27 +95,35 @@ def reason_class(reason: str) -> str:
     return text.split(": ", 1)[0] if text.startswith("analysis failed") else text
 
 
-def _count_transients(program, provider, hooks, final: bool) -> tuple[int, int]:
-    """2-D transients at `TopLevelDataFlowPost` and (`final`, else -1) in the final SDFG."""
+def _count_transients(program, provider, hooks, final: bool, static_args=None) -> tuple[list[str], int]:
+    """2-D transients at `TopLevelDataFlowPost` (names) and (`final`, else -1) how many in
+    the final SDFG."""
     taken = capture_stages(program, [_POST] + ([OPTIMIZED] if final else []), offset_provider=provider,
-                           optimization_hooks=hooks)
-    return len(two_d_transients(taken[_POST])), len(two_d_transients(taken[OPTIMIZED])) if final else -1
+                           optimization_hooks=hooks, static_args=static_args)
+    return two_d_transients(taken[_POST]), len(two_d_transients(taken[OPTIMIZED])) if final else -1
 
 
 def census_program(ref: ProgramRef, *, grid: Any = None, cost_model: Optional[InlinePolicy] = None,
-                   transients: bool = True, final: bool = False) -> ProgramCensus:
+                   transients: bool = True, final: bool = False, static: bool = False) -> ProgramCensus:
     """The census of one program (never raises: a failure is recorded in `error`).
 
     `transients`: run the top-level stage stock, with the cost model and with everything
     sound, and count 2-D transients at its end; `final`: run those to the end of
-    `gt_auto_optimize` and count there too (about twice the time)."""
+    `gt_auto_optimize` and count there too (about twice the time). `static`: lower with
+    the integer and boolean parameters as static arguments, as icon4py's model run
+    compiles them (`tools.static_values`: a global grid on one node, 80 levels)."""
     result = ProgramCensus(ref.spec)
     start = time.perf_counter()
     try:
         program = ref.load()
         provider = offset_provider_for(program, grid)
+        if static:
+            from gt4py_dace_xforms.tools.static_values import program_static_values
+
+            result.static = program_static_values(program)
+        static_args = result.static or None
         extra = ([_POST] + ([OPTIMIZED] if final else [])) if transients else []
-        taken = capture_stages(program, [_STEP] + extra, offset_provider=provider)
+        taken = capture_stages(program, [_STEP] + extra, offset_provider=provider, static_args=static_args)
         step = taken[_STEP]
         result.racy = [f"{r.data}@{r.state}" for r in unordered_accesses(step)]
         declines: collections.Counter = collections.Counter()
@@ -132,12 +145,15 @@ def census_program(ref: ProgramRef, *, grid: Any = None, cost_model: Optional[In
         result.windowed_model = len(model_report.windowed)
         result.window_declines = _window_declines(step, model_report)
         if transients:
-            result.transients_stock = len(two_d_transients(taken[_POST]))
+            result.kept_stock = two_d_transients(taken[_POST])
+            result.transients_stock = len(result.kept_stock)
             result.final_stock = len(two_d_transients(taken[OPTIMIZED])) if final else -1
-            result.transients_model, result.final_model = _count_transients(
-                program, provider, optimization_hooks(cost_model), final)
-            result.transients_sound, result.final_sound = _count_transients(
-                program, provider, optimization_hooks(InlineWhereSound()), final)
+            result.kept_model, result.final_model = _count_transients(
+                program, provider, optimization_hooks(cost_model), final, static_args)
+            result.transients_model = len(result.kept_model)
+            sound, result.final_sound = _count_transients(
+                program, provider, optimization_hooks(InlineWhereSound()), final, static_args)
+            result.transients_sound = len(sound)
     except Exception as err:  # noqa: BLE001  # one broken program must not end the census
         result.error = f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
     result.seconds = time.perf_counter() - start
@@ -160,8 +176,8 @@ def _window_declines(step, model_report) -> dict[str, int]:
 
 
 def _census_one(args) -> ProgramCensus:
-    ref, transients, final = args
-    return census_program(ref, transients=transients, final=final)
+    ref, transients, final, static = args
+    return census_program(ref, transients=transients, final=final, static=static)
 
 
 def map_programs(fn: Callable[[Any], T], work: list, *, jobs: int = 1,
@@ -186,9 +202,10 @@ def map_programs(fn: Callable[[Any], T], work: list, *, jobs: int = 1,
 
 
 def run_census(refs: Iterable[ProgramRef], *, jobs: int = 1, transients: bool = True, final: bool = False,
+               static: bool = False,
                progress: Optional[Callable[[ProgramCensus], None]] = None) -> list[ProgramCensus]:
     """`census_program` for every program, in `jobs` processes (results in input order)."""
-    return map_programs(_census_one, [(r, transients, final) for r in refs], jobs=jobs, progress=progress)
+    return map_programs(_census_one, [(r, transients, final, static) for r in refs], jobs=jobs, progress=progress)
 
 
 def totals(results: list[ProgramCensus]) -> ProgramCensus:
@@ -246,6 +263,16 @@ def table(results: list[ProgramCensus]) -> str:
     lines += ["", f"why no vertical window takes the sound candidates the cost model leaves "
                   f"({sum(total.window_declines.values())}; docs/vertical_window.md):"]
     lines += [f"  {n:4d}  {reason}" for reason, n in total.window_declines.items()]
+    lines += ["", "2-D transients at Post, per program: stock's; the default backend's"]
+    for r in results:
+        if not r.error and (r.kept_stock or r.kept_model):
+            lines.append(f"  {r.short_name}: stock {', '.join(r.kept_stock) or '-'}; "
+                         f"library {', '.join(r.kept_model) or '-'}")
+    statics = [r for r in results if r.static]
+    if statics:
+        lines += ["", "static arguments (tools/static_values.py: a global grid on one node, 80 levels; "
+                      "icon4py's configuration defaults):"]
+        lines += [f"  {r.short_name}: " + ", ".join(f"{k}={v}" for k, v in r.static.items()) for r in statics]
     return "\n".join(lines)
 
 

@@ -26,7 +26,7 @@ from gt4py.next.program_processors.runners.dace.transformations.auto_optimize im
 from gt4py_dace_xforms.tools import programs
 from gt4py_dace_xforms.integration.capture import OPTIMIZED, capture_stages, lower_to_gtir
 from gt4py_dace_xforms.tools.compare import two_d_transients
-from gt4py_dace_xforms.integration.hooks import default_policy, optimization_hooks
+from gt4py_dace_xforms.integration.hooks import default_policy, fuse_states, optimization_hooks
 from gt4py_dace_xforms.policy import InlinePolicy
 from gt4py_dace_xforms.report import InlineRecord, InlineReport
 from gt4py_dace_xforms.transformations.inline_fusion_pass import gt_inline_fusion
@@ -101,11 +101,15 @@ class Explanation:
     stock_error: Optional[str] = None
     before: Optional[dace.SDFG] = None  # where the library's pass first runs
     after: Optional[dace.SDFG] = None  # the same, after the pass
+    static: dict[str, Any] = dataclasses.field(default_factory=dict)  # static arguments lowered with
 
     def text(self) -> str:
         c = self.counts
         grid = f"offsets {', '.join(self.offsets)}" if self.offsets else "no neighbor offsets"
         lines = [f"{self.program} ({self.target}, {grid}), lowered without compiling"]
+        if self.static:
+            lines.append("static arguments (as icon4py's setup_program compiles them): "
+                         + ", ".join(f"{k}={v}" for k, v in self.static.items()))
         if self.stock_error:
             lines.append(f"stock backend FAILS: {self.stock_error}")
             lines.append(f"library: {c['post_library']} two-dimensional temporaries after gt4py's top-level stage, "
@@ -188,6 +192,7 @@ def explain(
     target: str = "cpu",
     grid: Any = None,
     cost_model: Optional[InlinePolicy] = None,
+    static_args: Optional[Mapping[str, Any]] = None,
 ) -> Explanation:
     """Lower `program` (a `gtx.program` or "MODULE:NAME") stock and with the library, for
     `target` ("cpu" or "gpu"), and explain every two-dimensional temporary.
@@ -195,6 +200,9 @@ def explain(
     `grid`: neighbor tables for programs that shift by horizontal offsets (a grid with
     `.connectivities` or a mapping); required exactly when the program uses some.
     `cost_model`: the library's policy (default: the target's `CostModel`).
+    `static_args`: scalar parameters lowered as constants (name -> value), as icon4py's
+    `setup_program` compiles them (`tools.static_values.program_static_values` gives the
+    model's); None: the symbolic build.
     ValueError (one line) for a bad program name, a missing grid or connectivity;
     `ProgramError` (a ValueError) if gt4py's frontend rejects the program.
     """
@@ -209,20 +217,21 @@ def explain(
     provider = offset_provider(program, grid)
     policy = cost_model or default_policy(gpu)
     try:
-        lower_to_gtir(program, None, provider)  # gt4py's frontend: type errors in the program
+        lower_to_gtir(program, None, provider, static_args=static_args)  # gt4py's frontend: type errors
     except gtx_errors.DSLError as err:
         lines = str(err).strip().splitlines()
         raise ProgramError(f"gt4py rejects the program: {lines[0] if lines else type(err).__name__}") from None
 
     stock_error = None
     try:
-        stock = capture_stages(program, [_POST, OPTIMIZED], offset_provider=provider, gpu=gpu, annotate=False)
+        stock = capture_stages(program, [_POST, OPTIMIZED], offset_provider=provider, gpu=gpu, annotate=False,
+                               static_args=static_args)
     except Exception as err:  # noqa: BLE001  # gt4py's own failure is part of the answer
         stock, stock_error = {}, f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
     reports: list[InlineReport] = []
     hooks = optimization_hooks(policy, gpu=gpu, reports=reports)
     library = capture_stages(program, [_STEP, _POST, OPTIMIZED], offset_provider=provider, gpu=gpu,
-                             optimization_hooks=hooks)
+                             optimization_hooks=hooks, static_args=static_args)
     report = InlineReport()
     for r in reports:
         report.extend(r)
@@ -249,9 +258,10 @@ def explain(
     after = None
     if before is not None:
         after = copy.deepcopy(before)
+        fuse_states(after)  # as the hook does first
         gt_inline_fusion(after, cost_model=policy, validate=False)
     return Explanation(name, target, programs.used_offsets(program), temporaries, report, counts, stock_error,
-                       before, after)
+                       before, after, dict(static_args or {}))
 
 
 def write_sdfgs(expl: Explanation, prefix: str) -> list[str]:
