@@ -1,0 +1,89 @@
+"""icon4py's model run with the library: a backend factory for icon4py's backend descriptors.
+
+icon4py builds every program of its model through `model_options.setup_program`, which
+turns a *backend descriptor* (a dict) into a backend with its `backend_factory` and then
+compiles the program with its domain bounds, switches and scalar constants as static
+arguments. `make_custom_dace_backend` takes the arguments icon4py's own
+`model_backends.make_custom_dace_backend` takes and builds the same dace toolchain, with
+the library's hooks in `gt_auto_optimize` and gt4py's lowering annotated
+(`integration.lowering`)::
+
+    from icon4py.model.common import model_backends
+    from gt4py_dace_xforms.integration import icon4py as gx_icon4py
+
+    backend = {"backend_factory": gx_icon4py.make_custom_dace_backend, "device": model_backends.CPU}
+    run = setup_program(program=..., backend=backend, constant_args=..., horizontal_sizes=..., ...)
+
+Hooks already in `optimization_args["optimization_hooks"]` are chained after the
+library's, never dropped. icon4py applies its per-program options (`get_dace_options`:
+scan unrolling and the copy-removal hook of the implicit solvers, graupel's GPU settings)
+only when the factory is its own; `descriptor_for` applies them for a named program.
+icon4py is not imported by this module: it is only needed by the caller.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Optional
+
+import gt4py.next as gtx
+from gt4py.next.program_processors.runners.dace.workflow import backend as gtx_backend, factory as gtx_factory
+
+from gt4py_dace_xforms.integration.backends import annotating_translator
+from gt4py_dace_xforms.integration.hooks import optimization_hooks
+from gt4py_dace_xforms.policy import InlinePolicy
+
+
+def make_custom_dace_backend(
+    *,
+    device: Any,
+    auto_optimize: bool = True,
+    async_sdfg_call: bool = True,
+    optimization_args: Optional[dict[str, Any]] = None,
+    use_metrics: bool = True,
+    use_zero_origin: bool = False,
+    use_max_domain_range_on_unstructured_shift: Optional[bool] = None,
+    cost_model: Optional[InlinePolicy] = None,
+    windows: Optional[bool] = None,
+    **_: Any,
+) -> gtx_backend.DaCeBackend:
+    """icon4py's `make_custom_dace_backend` (same arguments, same meaning; other keys of
+    the descriptor are ignored, as icon4py ignores them) with the library's hooks.
+
+    `cost_model`, `windows`: as for `backends.make_backend`. The cost model is told the
+    `transient_memory_mode` found in `optimization_args` (icon4py's graupel sets
+    `make_persistent` instead; both reach `gt_auto_optimize` unchanged)."""
+    gpu = device != gtx.DeviceType.CPU
+    args = dict(optimization_args or {})
+    hooks = optimization_hooks(cost_model, gpu=gpu, user_hooks=args.get("optimization_hooks"),
+                               transient_memory_mode=args.get("transient_memory_mode"), windows=windows)
+    args["optimization_hooks"] = hooks
+    return gtx_backend.make_dace_toolchain(
+        gtx_factory.DaCeConfig(gpu=gpu, auto_optimize=auto_optimize, unstructured_horizontal_has_unit_stride=True),
+        name_postfix="_xforms",
+        translation=functools.partial(
+            annotating_translator,
+            auto_optimize_args=args if auto_optimize else None,
+            async_sdfg_call=async_sdfg_call,
+            use_metrics=use_metrics,
+            disable_field_origin_on_program_arguments=use_zero_origin,
+            use_max_domain_range_on_unstructured_shift=use_max_domain_range_on_unstructured_shift,
+        ),
+    )
+
+
+def descriptor_for(program_name: str, device: Any, **options: Any) -> dict[str, Any]:
+    """A backend descriptor for `setup_program` that builds with the library, carrying the
+    per-program options icon4py's `get_dace_options` gives `program_name` with its own
+    factory (which it skips for any other factory). `options`: further descriptor keys
+    (`cost_model`, `windows`, `optimization_args`, ...)."""
+    from icon4py.model.common import model_backends, model_options
+
+    if "optimization_args" in options:  # get_dace_options adds to these dicts in place
+        given = dict(options["optimization_args"])
+        given["optimization_hooks"] = dict(given.get("optimization_hooks") or {})
+        options = {**options, "optimization_args": given}
+    tuned = model_options.get_dace_options(
+        program_name, **{"backend_factory": model_backends.make_custom_dace_backend, "device": device, **options})
+    tuned["backend_factory"] = make_custom_dace_backend
+    return tuned
