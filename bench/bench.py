@@ -46,7 +46,9 @@ from verdicts import configs  # noqa: E402
 from gt4py_dace_xforms.tools.programs import copy_args  # noqa: E402
 from gt4py_dace_xforms.measure.timing import ALLOCATORS, MIN_FLOOR, MIN_SPAN_S, pin_allocator  # noqa: E402
 
-GOALS = {"target_time_ratio": 0.80, "target_2d_transients": 3, "opt_time_ratio": 1.15}
+GOALS = {"target_time_ratio": 0.80, "target_2d_transients": 3, "opt_time_ratio": 1.15,
+         # issue 40: the static build, as icon4py's model run compiles the target
+         "static_target_time_ratio": 0.90, "static_target_2d_transients": 0}
 RTOL = 1e-12
 
 
@@ -273,10 +275,13 @@ def time_config(case_name: str, callers: dict, args: dict, offset_provider: dict
 def run_mode(case: bench_cases.Case, program, mode: str, args: dict, offset_provider: dict, *, gpu: bool,
              rounds: int, threads: list[int | None], max_rounds: int | None = None,
              malloc: str = "glibc", extend_s: float = 0.0, min_span_s: float = 0.0,
-             windows: Optional[bool] = None) -> tuple[dict, dict]:  # fmt: skip
+             windows: Optional[bool] = None, static: Optional[dict] = None) -> tuple[dict, dict]:  # fmt: skip
     """Stock, a second stock (A/A) and the inlined build with memory mode `mode`: compiled,
-    outputs compared with stock, timed at each thread count. Returns (results, builds)."""
+    outputs compared with stock, timed at each thread count. Returns (results, builds).
+    `static`: every build compiled with these arguments as constants, as icon4py's
+    `setup_program` builds (`tools.static`); None: the symbolic build."""
     from gt4py_dace_xforms.tools.compare import inline_build, stock_build
+    from gt4py_dace_xforms.tools.static import compile_static
 
     sync = make_sync(gpu)
     mm = memory_mode(mode)
@@ -296,6 +301,8 @@ def run_mode(case: bench_cases.Case, program, mode: str, args: dict, offset_prov
         try:
             sync()
             t0 = time.perf_counter()
+            if static is not None:  # compiled before its first call, as setup_program does
+                callers[label] = compile_static(program, builds[label].backend, static, offset_provider)
             callers[label](**a, offset_provider=offset_provider)
             sync()
             res[f"first_call_s_{label}"] = time.perf_counter() - t0
@@ -320,16 +327,25 @@ def run_mode(case: bench_cases.Case, program, mode: str, args: dict, offset_prov
 
 def run_case(case: bench_cases.Case, *, quick: bool, gpu: bool, rounds: int, threads: list[int | None],
              modes: list[str], max_rounds: int | None = None, malloc: str = "glibc",
-             extend_s: float = 0.0, min_span_s: float = 0.0, windows: Optional[bool] = None) -> dict:  # fmt: skip
+             extend_s: float = 0.0, min_span_s: float = 0.0, windows: Optional[bool] = None,
+             static: bool = False) -> dict:  # fmt: skip
+    """One program's row; `static`: its integer and boolean arguments compiled as
+    constants (the row is named `NAME [static]` and lists them)."""
     from gt4py_dace_xforms.tools.compare import two_d_transients
+    from gt4py_dace_xforms.tools.static import static_args
 
     sizes = case.sizes(quick)
-    row: dict[str, Any] = {"program": case.name, "what": case.what, "sizes": sizes, "status": "ok", "rounds": rounds}
+    row: dict[str, Any] = {"program": case.name + (" [static]" if static else ""), "what": case.what, "sizes": sizes,
+                           "status": "ok", "rounds": rounds}
     stage = "setup"
     try:
         program = case.program()
         stage = "inputs"
         args, offset_provider = case.make_inputs(sizes, 0)
+        values = None
+        if static:
+            values = static_args(args)
+            row["static"] = {k: v.item() if hasattr(v, "item") else v for k, v in values.items()}
         if gpu:
             args, offset_provider = to_device(args, offset_provider)
         row["offsets"] = sorted(offset_provider)
@@ -338,7 +354,7 @@ def run_case(case: bench_cases.Case, *, quick: bool, gpu: bool, rounds: int, thr
             stage = f"memory mode {mode}"
             res, builds = run_mode(case, program, mode, args, offset_provider, gpu=gpu, rounds=rounds, threads=threads,
                                    max_rounds=max_rounds, malloc=malloc, extend_s=extend_s,
-                                   min_span_s=min_span_s, windows=windows)
+                                   min_span_s=min_span_s, windows=windows, static=values)
             row["modes"][mode] = res
             bad = [f"{who} {k}" for who in ("inlined_vs_stock", "aa_vs_stock")
                    for k, v in res[who]["outputs"].items() if not v["allclose"]]  # fmt: skip
@@ -466,6 +482,19 @@ def goals(rows: list[dict]) -> list[tuple[str, bool | None, str]]:
     check(f"target 2-D transients <= {GOALS['target_2d_transients']}", n, n is not None and n <= GOALS["target_2d_transients"])
     o = t.get("opt_ratio")
     check(f"target opt time ratio <= {GOALS['opt_time_ratio']}", o and round(o, 3), o is not None and o <= GOALS["opt_time_ratio"])
+    st = by.get("target [static]", {})
+    static_target = [(mode, c) for prog, mode, c in configs(rows) if prog == "target [static]"]
+    goal = GOALS["static_target_time_ratio"]
+    check(
+        f"static target measurably faster with median ratio <= {goal}, every configuration",
+        "; ".join(f"{m} {c['threads']} thr {c['ratio']['inlined']['median']:.3f} {c['verdict']}"
+                  for m, c in static_target) or None,
+        static_target and all(c["verdict"] == "faster" and c["ratio"]["inlined"]["median"] <= goal
+                              for _, c in static_target),
+    )
+    n = st.get("transients_inlined")
+    check(f"static target 2-D transients <= {GOALS['static_target_2d_transients']}", n,
+          n is not None and n <= GOALS["static_target_2d_transients"])
     timed = list(configs(rows))
     slower = [f"{p} {m} {c['threads']} thr {c['ratio']['inlined']['median']:.3f}" for p, m, c in timed if c["verdict"] == "slower"]
     check("no program measurably slower than stock (any configuration)", timed and ("; ".join(slower) or "none"), not slower)
@@ -508,8 +537,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--windows", default="model", choices=("model", "all", "none"),
                    help="vertical windows in the library's build: where the cost model takes them (default), "
                         "every window that applies, or none (docs/vertical_window.md)")
+    p.add_argument("--builds", default="symbolic,static",
+                   help="comma-separated: symbolic (bounds and switches as run-time symbols), static (compiled as "
+                        "constants, as icon4py's setup_program builds; tools/static.py); each program is measured "
+                        "once per entry (default: symbolic,static)")
     p.add_argument("--json", default=str(HERE / "results.json"), help="where to write the results (default bench/results.json)")
     opts = p.parse_args(argv)  # fmt: skip
+    variants = [b.strip() for b in opts.builds.split(",") if b.strip()]
+    if bad := [b for b in variants if b not in ("symbolic", "static")]:
+        p.error(f"unknown --builds {bad}; choose from symbolic, static")
 
     selected = bench_cases.CASES
     if opts.only:
@@ -550,13 +586,15 @@ def main(argv: list[str] | None = None) -> int:
         f" threads {threads}, memory modes {modes}, allocator {malloc}; builds per mode: {', '.join(BUILDS)}")
     rows = []
     for case in selected:
-        log(f"== {case.name}: {case.what}, sizes {case.sizes(opts.quick)}")
-        t0 = time.perf_counter()
-        row = run_case(case, quick=opts.quick, gpu=opts.gpu, rounds=rounds, threads=threads, modes=modes,
-                       max_rounds=max_rounds, malloc=malloc, extend_s=extend_s, min_span_s=min_span_s,
-                       windows={"model": None, "all": True, "none": False}[opts.windows])
-        row["case_wall_s"] = time.perf_counter() - t0
-        rows.append(row)
+        for variant in variants:
+            log(f"== {case.name} ({variant}): {case.what}, sizes {case.sizes(opts.quick)}")
+            t0 = time.perf_counter()
+            row = run_case(case, quick=opts.quick, gpu=opts.gpu, rounds=rounds, threads=threads, modes=modes,
+                           max_rounds=max_rounds, malloc=malloc, extend_s=extend_s, min_span_s=min_span_s,
+                           windows={"model": None, "all": True, "none": False}[opts.windows],
+                           static=variant == "static")
+            row["case_wall_s"] = time.perf_counter() - t0
+            rows.append(row)
     wall = time.perf_counter() - t_start
 
     text = table(rows)
@@ -574,7 +612,7 @@ def main(argv: list[str] | None = None) -> int:
         "host": platform.node(), "python": platform.python_version(), "cpus": os.cpu_count(),
         "device": "gpu" if opts.gpu else "cpu", "quick": opts.quick, "rounds": rounds, "max_rounds": max_rounds, "extend_s": extend_s, "min_span_s": min_span_s,
         "min_floor": MIN_FLOOR, "threads": threads,
-        "modes": modes, "malloc": malloc, "rtol": RTOL, "wall_s": wall, "argv": sys.argv[1:],
+        "modes": modes, "builds": variants, "malloc": malloc, "rtol": RTOL, "wall_s": wall, "argv": sys.argv[1:],
         "load_average": os.getloadavg(),
     }  # fmt: skip
     try:
