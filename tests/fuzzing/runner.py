@@ -27,6 +27,7 @@ from hypothesis import currently_in_test_context, given, note, settings, strateg
 
 import gt4py_dace_xforms
 from gt4py_dace_xforms.tools.compare import Build, inline_build, stock_build
+from gt4py_dace_xforms.tools.static import compile_static, static_args
 from gt4py_dace_xforms.measure.poison import poison_unread
 from fuzzing.reduce import reduce
 from fuzzing.strategy import C2C_TABLE, NC, NL, SENTINEL, Prog, evaluate_numpy, programs, tolerance
@@ -141,13 +142,14 @@ def run_builds(prog: Prog, args: dict, builds: tuple[str, ...]) -> Outcome:
     the library build's annotations): outputs under `name + POISONED`."""
     program = load(prog)
     outcome = Outcome({}, {})
-    made = {}
+    made, runs = {}, {}
     for name in builds:
         build = made[name] = stock_build() if name == "stock" else LIBRARY_BUILDS[name]()
         a = _as_gt4py(prog, args)
         start = time.perf_counter()
         try:
-            program.with_backend(build.backend)(**a, offset_provider=offset_provider(prog))
+            runs[name] = _compiled(prog, program, build, args)
+            runs[name](**a, offset_provider=offset_provider(prog))
         except Exception as e:
             raise BuildFailed(name, e) from e
         outcome.seconds[name] = time.perf_counter() - start
@@ -167,11 +169,19 @@ def run_builds(prog: Prog, args: dict, builds: tuple[str, ...]) -> Outcome:
     for name, build in made.items():
         a = poison_unread(annotated, _as_gt4py(prog, args))
         try:
-            program.with_backend(build.backend)(**a, offset_provider=offset_provider(prog))
+            runs[name](**a, offset_provider=offset_provider(prog))
         except Exception as e:
             raise BuildFailed(name, e) from e  # on poisoned inputs
         outcome.outputs[name + POISONED] = [a[o].asnumpy() for o in prog.out_names()]
     return outcome
+
+
+def _compiled(prog: Prog, program, build: Build, args: dict):
+    """The program with `build`'s backend: JIT-compiled on the first call, or, for a static
+    `prog`, compiled first with its int32 and bool arguments as constants (`tools.static`)."""
+    if not prog.static:
+        return program.with_backend(build.backend)
+    return compile_static(program, build.backend, static_args(args), offset_provider(prog))
 
 
 def _cache_path(prog: Prog, data_seed: int, builds: tuple[str, ...]) -> pathlib.Path:

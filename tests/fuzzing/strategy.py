@@ -147,6 +147,9 @@ class Prog:
     #: read shifted and overwritten, which gt4py can lower to two unordered writes of
     #: `out0` in one state (issue 32; the runner's oracle then asks for stock's bits).
     overwrite: bool = False
+    #: The int32 and bool arguments compiled as static arguments (`Program.compile`), as
+    #: icon4py's `setup_program` builds its programs: literal bounds instead of symbols.
+    static: bool = False
 
     # --- gt4py source ---------------------------------------------------------------------
 
@@ -565,8 +568,10 @@ def programs(draw, max_locals: int = 3, max_depth: int = 3) -> Prog:
     c1 = NC - draw(st.integers(0, NC - c0 - 2))
     # One program in six writes out0, reads it shifted and overwrites it (needs 3 levels).
     overwrite = k1 - k0 >= 3 and draw(st.integers(0, 5)) == 0
+    # Drawn last, so that the programs drawn before it are the ones drawn without it.
+    static = draw(st.booleans())
     return dataclasses.replace(prog, cell_domain=(c0, c1), k_domain=(k0, k1), runtime_k_domain=draw(st.booleans()),
-                               overwrite=overwrite)
+                               overwrite=overwrite, static=static)
 
 
 def prune(prog: Prog) -> Prog:
