@@ -19,7 +19,7 @@ CUDA_WHEELS := nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==1
 	nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85
 GPU_STAMP := $(VENV)/.gpu-tools-13.0.88
 
-.PHONY: venv demo test test-fast fixtures bench counts oracle calibrate fuzz census census-compare clean gpu-tools gpu-check device-wheels device-dry-run
+.PHONY: venv demo test test-fast fixtures bench counts oracle calibrate fuzz census census-static census-compare clean gpu-tools gpu-check device-wheels device-dry-run
 
 venv: $(STAMP)
 
@@ -74,6 +74,13 @@ calibrate: $(STAMP)
 CENSUS_ARGS ?= --jobs 2
 census: $(STAMP)
 	$(VENV)/bin/gt4py-dace-xforms census $(CENSUS_ARGS) --json bench/census.json | tee bench/census.txt
+
+# The same census with bounds and switches as static arguments, as icon4py's model run compiles
+# them (docs/static.md; the 15 concat_where programs by default).
+CENSUS_STATIC_ARGS ?= --concat-only --jobs 2
+census-static: $(STAMP)
+	set -o pipefail; $(VENV)/bin/gt4py-dace-xforms census --static $(CENSUS_STATIC_ARGS) --json bench/census_static.json \
+		| tee bench/census_static.txt
 
 # The same programs compiled stock, with the default backend and with everything sound, run on
 # the same random inputs, outputs compared (compiles 3 builds per program: hours on 2 cores).

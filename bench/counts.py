@@ -41,6 +41,7 @@ import gt4py_dace_xforms as gx  # noqa: E402
 from gt4py_dace_xforms.measure import counts  # noqa: E402
 from gt4py_dace_xforms.policy import InlineOnly  # noqa: E402
 from gt4py_dace_xforms.tools.compare import inline_build, stock_build  # noqa: E402
+from gt4py_dace_xforms.tools.static import compile_static, static_args  # noqa: E402
 
 os.environ["CXXFLAGS"] = counts.COUNT_CXXFLAGS  # read by gt4py when it compiles
 
@@ -89,10 +90,12 @@ def _count_all(folders: list[pathlib.Path], cache: str) -> dict:
 
 
 def capture_build(case_name: str, label: str, program, build, args: dict, offsets: dict, work: pathlib.Path,
-                  replays: Replays) -> dict:
+                  replays: Replays, static: Optional[dict] = None) -> dict:
     """Compile and run `build` once, capture one call, submit its replays; the row entry
-    (its "cpu"/"gpu" values are futures until `resolve`)."""
-    compile_s, folders = run_and_capture(program, build, args, offsets, work / case_name / label)
+    (its "cpu"/"gpu" values are futures until `resolve`). `static`: compiled with these
+    arguments as constants, as icon4py's `setup_program` builds (`tools.static`)."""
+    folder = work / case_name.replace(" ", "_").replace("[", "").replace("]", "") / label
+    compile_s, folders = run_and_capture(program, build, args, offsets, folder, static)
     jobs, same_as = replays.submit(case_name, folders, label)
     entry = {"compile_s": compile_s, "calls": len(folders), **jobs}
     if same_as is not None:
@@ -102,10 +105,11 @@ def capture_build(case_name: str, label: str, program, build, args: dict, offset
     return entry
 
 
-def run_and_capture(program, build, args: dict, offsets: dict, folder: pathlib.Path) -> tuple[float, list]:
+def run_and_capture(program, build, args: dict, offsets: dict, folder: pathlib.Path,
+                    static: Optional[dict] = None) -> tuple[float, list]:
     """Compile and run `build` once (seconds), then capture one call into `folder`."""
-    caller = program.with_backend(build.backend)
     t0 = time.perf_counter()
+    caller = compile_static(program, build.backend, static, offsets) if static else program.with_backend(build.backend)
     caller(**args, offset_provider=offsets)  # compile and run once
     compile_s = time.perf_counter() - t0
     # the fields' and the neighbor tables' memory: their extents (`counts.capture_call`)
@@ -122,13 +126,19 @@ def resolve(row: dict) -> dict:
     return row
 
 
-def count_case(case, quick: bool, windows: bool, work: pathlib.Path, replays: Replays) -> dict:
+def count_case(case, quick: bool, windows: bool, work: pathlib.Path, replays: Replays, static: bool = False) -> dict:
+    """One program's row; `static`: every build compiled with the call's integer and
+    boolean arguments as constants (the row is named `NAME [static]`)."""
     sizes = case.sizes(quick)
     program = case.program()
     args, offsets = case.make_inputs(sizes, 0)
-    row = {"program": case.name, "sizes": sizes, "builds": {}}
+    values = static_args(args) if static else None
+    name = case.name + (" [static]" if static else "")
+    row = {"program": name, "sizes": sizes, "builds": {}}
+    if static:
+        row["static"] = {k: v.item() if hasattr(v, "item") else v for k, v in values.items()}
     for label, build in builds(windows).items():
-        row["builds"][label] = capture_build(case.name, label, program, build, args, offsets, work, replays)
+        row["builds"][label] = capture_build(name, label, program, build, args, offsets, work, replays, values)
     return row
 
 
@@ -317,9 +327,16 @@ def main(argv=None) -> int:
                         + ", ".join(DECISION_PROGRAMS) + "; writes counts_decisions.json/.txt)")
     p.add_argument("--repredict", action="store_true",
                    help="with --decisions: recompute the predictions of an earlier run's JSON (no counting)")
+    p.add_argument("--builds", default="symbolic,static",
+                   help="comma-separated: symbolic, static (the call's integer and boolean arguments compiled as "
+                        "constants, as icon4py's setup_program builds); each program counted once per entry "
+                        "(default: symbolic,static; --decisions: symbolic only)")
     p.add_argument("--json", default=None, help="output (default bench/counts.json, with --decisions "
                                                  "bench/counts_decisions.json)")
     opts = p.parse_args(argv)
+    variants = [b.strip() for b in opts.builds.split(",") if b.strip()]
+    if bad := [b for b in variants if b not in ("symbolic", "static")]:
+        p.error(f"unknown --builds {bad}; choose from symbolic, static")
     if opts.decisions and opts.only == ",".join(DEFAULT):
         opts.only = ",".join(DECISION_PROGRAMS)
     out = pathlib.Path(opts.json or HERE / ("counts_decisions.json" if opts.decisions else "counts.json"))
@@ -353,7 +370,9 @@ def main(argv=None) -> int:
                 if opts.decisions:
                     pending.append(count_decisions(known[name], opts.quick, pathlib.Path(tmp), replays))
                 else:
-                    pending.append(count_case(known[name], opts.quick, opts.windows, pathlib.Path(tmp), replays))
+                    for variant in variants:
+                        pending.append(count_case(known[name], opts.quick, opts.windows, pathlib.Path(tmp), replays,
+                                                  static=variant == "static"))
             except Exception as err:  # noqa: BLE001  # one broken program must not end the run
                 print(f"  {name}: FAILED {type(err).__name__}: {err}", flush=True)
         print(f"== replays ({time.perf_counter() - start:.0f} s so far)", flush=True)
@@ -371,7 +390,7 @@ def main(argv=None) -> int:
         row["total_s"] = round(total)
     out.write_text(json.dumps(rows, indent=1, default=str))
     out.with_suffix(".txt").write_text(text + f"\n\ntotal {total:.0f} s\n")
-    return 0 if len(rows) == len(wanted) else 1
+    return 0 if len(rows) == len(wanted) * (1 if opts.decisions else len(variants)) else 1
 
 
 if __name__ == "__main__":
