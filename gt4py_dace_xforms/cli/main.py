@@ -114,6 +114,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
     try:
         program = programs.load_program(args.program)
         grid = ex.resolve_grid(args.offset_provider)
+        if grid is None and args.static:
+            from gt4py_dace_xforms.tools.static_values import static_offset_provider
+
+            grid = static_offset_provider(program)  # tables of the grid the static values describe
         ex.offset_provider(program, grid)  # a missing grid or connectivity is bad input
     except ValueError as err:
         raise CliError(str(err)) from None
@@ -333,7 +337,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "grid) or MODULE:NAME (a grid with .connectivities, a mapping, or a function returning one)")
     exp.add_argument("--static", action="store_true",
                      help="lower with the integer and boolean parameters as static arguments, as icon4py's model run "
-                          "compiles them (a global grid on one node, 80 levels; tools/static_values.py)")
+                          "compiles them (a global grid on one node, 80 levels, and without --offset-provider random "
+                          "neighbor tables of that grid's sizes; tools/static_values.py)")
     exp.add_argument("--static-arg", action="append", default=[], metavar="NAME=VALUE",
                      help="a static argument of your own (repeatable; over --static's value for that name)")
     exp.add_argument("--sdfg-out", metavar="PREFIX",

@@ -111,16 +111,19 @@ def census_program(ref: ProgramRef, *, grid: Any = None, cost_model: Optional[In
     sound, and count 2-D transients at its end; `final`: run those to the end of
     `gt_auto_optimize` and count there too (about twice the time). `static`: lower with
     the integer and boolean parameters as static arguments, as icon4py's model run
-    compiles them (`tools.static_values`: a global grid on one node, 80 levels)."""
+    compiles them (`tools.static_values`: a global grid on one node, 80 levels; without
+    `grid`, neighbor tables of that grid's sizes)."""
     result = ProgramCensus(ref.spec)
     start = time.perf_counter()
     try:
         program = ref.load()
-        provider = offset_provider_for(program, grid)
         if static:
-            from gt4py_dace_xforms.tools.static_values import program_static_values
+            from gt4py_dace_xforms.tools.static_values import program_static_values, static_offset_provider
 
             result.static = program_static_values(program)
+            provider = static_offset_provider(program) if grid is None else offset_provider_for(program, grid)
+        else:
+            provider = offset_provider_for(program, grid)
         static_args = result.static or None
         extra = ([_POST] + ([OPTIMIZED] if final else [])) if transients else []
         taken = capture_stages(program, [_STEP] + extra, offset_provider=provider, static_args=static_args)

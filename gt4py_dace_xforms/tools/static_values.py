@@ -32,6 +32,13 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
+#: The grid the values describe: an icosahedral R2B4 grid (20480 cells, 30720 edges, 10242
+#: vertices). Neighbor tables for a static lowering must have these sizes too: gt4py sizes
+#: the temporaries it reaches through a table by the table, and a 320-cell table under
+#: 20480-cell bounds describes no program anybody runs (`static_offset_provider`).
+GRID = {"Cell": 20480, "Edge": 30720, "Vertex": 10242}
+N_LEVELS = 80
+
 #: Programs whose vertical domain is the half levels (their `vertical_end` is NLEV + 1).
 HALF_LEVEL_PROGRAMS = frozenset({"compute_wgtfac_c", "compute_ddqz_z_half"})
 
@@ -65,8 +72,8 @@ _START = re.compile(r"^(start_|horizontal_start|interior_idx$|lateral_boundary_l
 _END = re.compile(r"^(end_|horizontal_end|halo_idx$)")
 
 
-def model_values(program_name: str, params: Mapping[str, str], *, n_cells: int = 20480, n_edges: int = 30720,
-                 n_levels: int = 80, horizontal: str = "Cell") -> dict[str, Any]:
+def model_values(program_name: str, params: Mapping[str, str], *, n_cells: int = GRID["Cell"],
+                 n_edges: int = GRID["Edge"], n_levels: int = N_LEVELS, horizontal: str = "Cell") -> dict[str, Any]:
     """One static variant of `program_name`'s integer and boolean parameters (`params`:
     name -> the kind of its type, e.g. "INT32", "BOOL"). `horizontal`: the program's
     horizontal dimension ("Cell" or "Edge"), for the generic `horizontal_end`; a name
@@ -115,3 +122,11 @@ def program_static_values(program: Any, **sizes: Any) -> dict[str, Any]:
             horizontal = "Edge" if "Edge" in dims else "Cell"
             break
     return model_values(program.__name__, params, horizontal=horizontal, **sizes)
+
+
+def static_offset_provider(program: Any, seed: int = 0) -> dict[str, Any]:
+    """Random, in-range neighbor tables over `GRID` for the offsets `program` uses (its
+    static lowering's tables: sized as the grid its static values describe)."""
+    from gt4py_dace_xforms.tools.programs import offset_provider_for
+
+    return offset_provider_for(program, None, sizes=GRID, seed=seed)
