@@ -129,6 +129,22 @@ def icon4py_sdfg() -> dace.SDFG:
     )
 
 
+def icon4py_static_args(n_cells: int = 20480, n_levels: int = 80) -> dict:
+    """The target's bounds, levels and `igradp_method`, as icon4py's `setup_program`
+    compiles them (static arguments; `tools.static.static_args`)."""
+    from gt4py_dace_xforms.tools.static import static_args
+
+    return static_args(icon4py_target.make_args(n_cells, n_levels))
+
+
+def icon4py_static_sdfg() -> dace.SDFG:
+    """The target as icon4py's model run builds it: the integer scalars are literals."""
+    return _annotated(
+        lambda: lower_and_capture(icon4py_program(), icon4py_args(), {}, GT4PyAutoOptHook.TopLevelDataFlowStep,
+                                  static_args=icon4py_static_args())
+    )
+
+
 # --------------------------------------------------------------------------------------
 # Hand-built SDFG
 # --------------------------------------------------------------------------------------
@@ -320,6 +336,16 @@ FIXTURES: dict[str, Fixture] = {
             f"icon4py 0.4.1: {icon4py_target.MODULE}.{icon4py_target.PROGRAM}, 20480 cells x 80 levels "
             "(81 for half-level fields), float64, model_top=0, surface_level=81, "
             "igradp_method=TAYLOR_HYDRO, offset_provider={}, GTIR annotations recorded",
+            "gt_auto_optimize TopLevelDataFlowStep (call 1), dace CPU backend",
+            needs_icon4py=True,
+        ),
+        Fixture(
+            "icon4py_compute_perturbed_quantities_and_interpolation_static",
+            icon4py_static_sdfg,
+            f"icon4py 0.4.1: {icon4py_target.MODULE}.{icon4py_target.PROGRAM} as icon4py's setup_program "
+            "compiles it: the same inputs, with the bounds (start_cell_lateral_boundary_level_3=0, "
+            "end_cell_local=end_cell_halo=end_cell_halo_level_2=20480, nflatlev=4, nflat_gradp=6, model_top=0, "
+            "surface_level=81) and igradp_method=TAYLOR_HYDRO as static arguments, GTIR annotations recorded",
             "gt_auto_optimize TopLevelDataFlowStep (call 1), dace CPU backend",
             needs_icon4py=True,
         ),

@@ -12,7 +12,8 @@ from gt4py_dace_xforms.integration.hooks import default_policy
 
 EVERYTHING_SOUND = gx.InlineWhereSound(skip_pointwise=True)
 
-VIEWABLE = ["seed_multi_offset", "two_symbol_index", "icon4py_compute_perturbed_quantities_and_interpolation"]
+VIEWABLE = ["seed_multi_offset", "two_symbol_index", "icon4py_compute_perturbed_quantities_and_interpolation",
+            "icon4py_compute_perturbed_quantities_and_interpolation_static"]
 
 
 @pytest.fixture(scope="module")
@@ -62,4 +63,20 @@ def test_seed_vertical_difference_fixture_concat_nodes_of_copies_are_inlined(fix
     report = gx.gt_inline_fusion(sdfg, cost_model=EVERYTHING_SOUND)
     assert report.applied and all(r.mode == "lazy" for r in report.applied), report.table()
     assert fixture_lib.count_2d_transients(sdfg) < before
+    sdfg.validate()
+
+
+def test_static_icon4py_fixture_states_fused_then_both_stock_transients_removed(fixtures):
+    """The static target where the hook first runs: two states, which gt4py's own state
+    fusion merges; after it the default policy removes gtir_tmp_15 (conditional concat
+    inline) and gtir_tmp_63 (vertical window), the two stock keeps at Post (docs/static.md)."""
+    from gt4py_dace_xforms.integration.hooks import fuse_states
+
+    sdfg = copy.deepcopy(fixtures["icon4py_compute_perturbed_quantities_and_interpolation_static"])
+    assert len(list(sdfg.states())) == 2
+    assert fuse_states(sdfg) == 1 and len(list(sdfg.states())) == 1
+    report = gx.gt_inline_fusion(sdfg, cost_model=default_policy())
+    kept = {n for n, d in sdfg.arrays.items() if d.transient and len(d.shape) == 2}
+    assert {"gtir_tmp_15", "gtir_tmp_63"}.isdisjoint(kept), report.table()
+    assert "gtir_tmp_63" in report.windowed
     sdfg.validate()
