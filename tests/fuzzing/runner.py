@@ -143,13 +143,15 @@ def run_builds(prog: Prog, args: dict, builds: tuple[str, ...]) -> Outcome:
     program = load(prog)
     outcome = Outcome({}, {})
     made, runs = {}, {}
+    # One table for every call: a static build's variant is selected by its identity too.
+    provider = offset_provider(prog)
     for name in builds:
         build = made[name] = stock_build() if name == "stock" else LIBRARY_BUILDS[name]()
         a = _as_gt4py(prog, args)
         start = time.perf_counter()
         try:
-            runs[name] = _compiled(prog, program, build, args)
-            runs[name](**a, offset_provider=offset_provider(prog))
+            runs[name] = _compiled(prog, program, build, args, provider)
+            runs[name](**a, offset_provider=provider)
         except Exception as e:
             raise BuildFailed(name, e) from e
         outcome.seconds[name] = time.perf_counter() - start
@@ -169,19 +171,20 @@ def run_builds(prog: Prog, args: dict, builds: tuple[str, ...]) -> Outcome:
     for name, build in made.items():
         a = poison_unread(annotated, _as_gt4py(prog, args))
         try:
-            runs[name](**a, offset_provider=offset_provider(prog))
+            runs[name](**a, offset_provider=provider)
         except Exception as e:
             raise BuildFailed(name, e) from e  # on poisoned inputs
         outcome.outputs[name + POISONED] = [a[o].asnumpy() for o in prog.out_names()]
     return outcome
 
 
-def _compiled(prog: Prog, program, build: Build, args: dict):
+def _compiled(prog: Prog, program, build: Build, args: dict, provider: dict):
     """The program with `build`'s backend: JIT-compiled on the first call, or, for a static
-    `prog`, compiled first with its int32 and bool arguments as constants (`tools.static`)."""
+    `prog`, compiled first with its int32 and bool arguments as constants (`tools.static`),
+    for `provider`, the tables every call then passes."""
     if not prog.static:
         return program.with_backend(build.backend)
-    return compile_static(program, build.backend, static_args(args), offset_provider(prog))
+    return compile_static(program, build.backend, static_args(args), provider)
 
 
 def _cache_path(prog: Prog, data_seed: int, builds: tuple[str, ...]) -> pathlib.Path:
@@ -352,7 +355,8 @@ def check_program(prog: Prog, data_seed: int, stats: Stats) -> None:
         if stats.log:
             applied = " ".join(f"{b}={n}" for b, n in outcome.applied.items())
             stats.log(
-                f"#{stats.programs} prog_{prog.key()} {prog.dtype}, {prog.n_ops()} operations: inlined {applied}"
+                f"#{stats.programs} prog_{prog.key()} {'static ' if prog.static else ''}{prog.dtype}, "
+                f"{prog.n_ops()} operations: inlined {applied}"
                 f" ({'reused' if outcome.reused else 'compiled in ' + ', '.join(f'{b} {t:.0f}' for b, t in outcome.seconds.items()) + ' s'})"
             )
 
