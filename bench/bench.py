@@ -332,7 +332,7 @@ def run_case(case: bench_cases.Case, *, quick: bool, gpu: bool, rounds: int, thr
     """One program's row; `static`: its integer and boolean arguments compiled as
     constants (the row is named `NAME [static]` and lists them)."""
     from gt4py_dace_xforms.tools.compare import two_d_transients
-    from gt4py_dace_xforms.tools.static import static_args
+    from gt4py_dace_xforms.tools.static import plain, static_args
 
     sizes = case.sizes(quick)
     row: dict[str, Any] = {"program": case.name + (" [static]" if static else ""), "what": case.what, "sizes": sizes,
@@ -345,7 +345,7 @@ def run_case(case: bench_cases.Case, *, quick: bool, gpu: bool, rounds: int, thr
         values = None
         if static:
             values = static_args(args)
-            row["static"] = {k: v.item() if hasattr(v, "item") else v for k, v in values.items()}
+            row["static"] = plain(values)
         if gpu:
             args, offset_provider = to_device(args, offset_provider)
         row["offsets"] = sorted(offset_provider)

@@ -41,7 +41,7 @@ import gt4py_dace_xforms as gx  # noqa: E402
 from gt4py_dace_xforms.measure import counts  # noqa: E402
 from gt4py_dace_xforms.policy import InlineOnly  # noqa: E402
 from gt4py_dace_xforms.tools.compare import inline_build, stock_build  # noqa: E402
-from gt4py_dace_xforms.tools.static import compile_static, static_args  # noqa: E402
+from gt4py_dace_xforms.tools.static import compile_static, plain, static_args  # noqa: E402
 
 os.environ["CXXFLAGS"] = counts.COUNT_CXXFLAGS  # read by gt4py when it compiles
 
@@ -136,7 +136,7 @@ def count_case(case, quick: bool, windows: bool, work: pathlib.Path, replays: Re
     name = case.name + (" [static]" if static else "")
     row = {"program": name, "sizes": sizes, "builds": {}}
     if static:
-        row["static"] = {k: v.item() if hasattr(v, "item") else v for k, v in values.items()}
+        row["static"] = plain(values)
     for label, build in builds(windows).items():
         row["builds"][label] = capture_build(name, label, program, build, args, offsets, work, replays, values)
     return row

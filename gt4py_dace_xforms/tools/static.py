@@ -32,3 +32,8 @@ def compile_static(program: Any, backend: Any, static: Mapping[str, Any], offset
     compiled = program.with_backend(backend).with_compilation_options(enable_jit=False)
     compiled.compile(**{k: [v] for k, v in static.items()}, offset_provider=dict(offset_provider))
     return compiled
+
+
+def plain(static: Mapping[str, Any]) -> dict[str, Any]:
+    """`static` with numpy scalars as Python ones, for JSON (bench and counts records)."""
+    return {k: v.item() if isinstance(v, np.generic) else v for k, v in static.items()}
