@@ -15,7 +15,7 @@ import networkx as nx
 from dace.sdfg.state import ConditionalBlock, ControlFlowRegion, LoopRegion, SDFGState
 
 
-def _top_block(sdfg: dace.SDFG, state: SDFGState):
+def top_block(sdfg: dace.SDFG, state: SDFGState):
     """The block of the SDFG's top-level control-flow graph that contains `state`."""
     block = state
     while block.parent_graph is not sdfg:
@@ -25,7 +25,7 @@ def _top_block(sdfg: dace.SDFG, state: SDFGState):
     return block
 
 
-def _in_loop(sdfg: dace.SDFG, state: SDFGState) -> bool:
+def in_loop(sdfg: dace.SDFG, state: SDFGState) -> bool:
     g = state.parent_graph
     while g is not None and g is not sdfg:
         if isinstance(g, LoopRegion):
@@ -53,9 +53,9 @@ def states_between(sdfg: dace.SDFG, first: SDFGState, second: SDFGState):
     cannot be bounded: either state in a loop, a cycle in the top-level graph, both in
     one top-level block, or `second` not reachable from `first`.
     """
-    if first is second or _in_loop(sdfg, first) or _in_loop(sdfg, second):
+    if first is second or in_loop(sdfg, first) or in_loop(sdfg, second):
         return None
-    b1, b2 = _top_block(sdfg, first), _top_block(sdfg, second)
+    b1, b2 = top_block(sdfg, first), top_block(sdfg, second)
     if b1 is None or b2 is None or b1 is b2:
         return None
     g = nx.DiGraph()

@@ -88,11 +88,11 @@ class RetargetPlan:
         return tuple(sympy.expand(hi - lo) for lo, hi in self.copied)
 
 
-def _box(subset) -> Box:
+def box_of(subset) -> Box:
     return tuple((to_sympy(b), to_sympy(e) + 1) for b, e, _ in subset.ndrange())
 
 
-def _le(a, b) -> bool:
+def provably_le(a, b) -> bool:
     return prove_nonnegative(sympy.expand(to_sympy(b) - to_sympy(a))) is True
 
 
@@ -100,15 +100,15 @@ def _meet(w: Box, a: Box) -> Union[Box, str]:
     """The intersection of two boxes where every bound is provably one of the two."""
     out = []
     for d, ((w0, w1), (a0, a1)) in enumerate(zip(w, a)):
-        lo = a0 if _le(w0, a0) else w0 if _le(a0, w0) else None
-        hi = a1 if _le(a1, w1) else w1 if _le(w1, a1) else None
+        lo = a0 if provably_le(w0, a0) else w0 if provably_le(a0, w0) else None
+        hi = a1 if provably_le(a1, w1) else w1 if provably_le(w1, a1) else None
         if lo is None or hi is None:
             return f"cannot order the written and the copied bounds in dimension {d}"
         out.append((lo, hi))
     return tuple(out)
 
 
-def _map_writer(sdfg, state, node, edge, copied: Box) -> Union[RetargetWriter, str]:
+def map_writer(sdfg, state, node, edge, copied: Box) -> Union[RetargetWriter, str]:
     exit_ = edge.src
     entry = state.entry_node(exit_)
     if state.scope_dict()[entry] is not None:
@@ -158,7 +158,7 @@ def _map_writer(sdfg, state, node, edge, copied: Box) -> Union[RetargetWriter, s
     return RetargetWriter(node, edge, box, entry, new_ranges)
 
 
-def _copy_writer(sdfg, state, node, edge, copied: Box) -> Union[RetargetWriter, str]:
+def copy_writer(sdfg, state, node, edge, copied: Box) -> Union[RetargetWriter, str]:
     src = edge.src
     if state.scope_dict()[src] is not None:
         return "a copy into the buffer inside a scope"
@@ -171,7 +171,7 @@ def _copy_writer(sdfg, state, node, edge, copied: Box) -> Union[RetargetWriter, 
         sympy.expand(to_sympy(a) - to_sympy(b)) != 0 for a, b in zip(s.size(), t.size())
     ):
         return "a copy into the buffer is strided or reshapes"
-    box = _meet(_box(t), copied)
+    box = _meet(box_of(t), copied)
     if isinstance(box, str):
         return f"copy from '{src.data}': {box}"
     return RetargetWriter(node, edge, box)
@@ -191,7 +191,7 @@ def retarget_plan(sdfg: dace.SDFG, name: str, *, allow_map_readers: bool = False
         return copies
     if not copies:
         return Decline(f"'{name}' has no write-back copy")
-    merged = _merge_copies(copies)
+    merged = merge_copies(copies)
     if isinstance(merged, str):
         return Decline(merged)
     copied, shift = merged
@@ -224,9 +224,9 @@ def retarget_plan(sdfg: dace.SDFG, name: str, *, allow_map_readers: bool = False
     writers = []
     for node, e in writes:
         if isinstance(e.src, dn.MapExit):
-            w = _map_writer(sdfg, writer_state, node, e, copied)
+            w = map_writer(sdfg, writer_state, node, e, copied)
         elif isinstance(e.src, dn.AccessNode):
-            w = _copy_writer(sdfg, writer_state, node, e, copied)
+            w = copy_writer(sdfg, writer_state, node, e, copied)
         else:
             w = f"'{name}' is written by a {type(e.src).__name__}"
         if isinstance(w, str):
@@ -240,15 +240,15 @@ def retarget_plan(sdfg: dace.SDFG, name: str, *, allow_map_readers: bool = False
     return RetargetPlan(name, writer_state, tuple(copies), copied, shift, tuple(writers))
 
 
-def _merge_copies(copies: list[WriteBackCopy]) -> Union[tuple[Box, tuple], str]:
+def merge_copies(copies: list[WriteBackCopy]) -> Union[tuple[Box, tuple], str]:
     """The box of `T` the copies read together and the shift to `G`'s indices: one copy,
     or several (gt4py splits the copy of a concat_where result at the branch boundary)
     into the same array in one state, with one shift, that tile a box along one
     dimension."""
     boxes, shifts = [], []
     for c in copies:
-        a = _box(c.edge.data.get_src_subset(c.edge, c.state))
-        b = _box(c.edge.data.get_dst_subset(c.edge, c.state))
+        a = box_of(c.edge.data.get_src_subset(c.edge, c.state))
+        b = box_of(c.edge.data.get_dst_subset(c.edge, c.state))
         boxes.append(a)
         shifts.append(tuple(sympy.expand(b0 - a0) for (a0, _), (b0, _) in zip(a, b)))
     if len(copies) == 1:
@@ -280,7 +280,7 @@ def _merge_copies(copies: list[WriteBackCopy]) -> Union[tuple[Box, tuple], str]:
     return tuple(box), shifts[0]
 
 
-def _always_reached(sdfg: dace.SDFG, first: SDFGState, second: SDFGState) -> bool:
+def always_reached(sdfg: dace.SDFG, first: SDFGState, second: SDFGState) -> bool:
     """Every path from `first` to an exit of the top-level graph passes `second`."""
     g = nx.DiGraph()
     g.add_nodes_from(sdfg.nodes())
@@ -314,7 +314,7 @@ def _ordering_problem(sdfg, writer_state: SDFGState, copies, writers) -> Optiona
         return f"'{gname}' is accessed in the writers' state"
     if writer_state.parent_graph is not sdfg or cp.state.parent_graph is not sdfg:
         return "the writers or the copy are inside a control-flow region"
-    if not _always_reached(sdfg, writer_state, cp.state):
+    if not always_reached(sdfg, writer_state, cp.state):
         # Written early, `G` would change on a path where the copy never runs.
         return "the copy does not run on every path after the writers"
     between = states_between(sdfg, writer_state, cp.state)
