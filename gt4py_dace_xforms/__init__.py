@@ -1,6 +1,6 @@
 """gt4py_dace_xforms: DaCe SDFG transformations for GT4Py.
 
-Importing the package registers `InlineFuser`, `VerticalWindow`, `WriteBackToMap`, `WriteBackRetarget` and
+Importing the package registers `InlineFuser`, `VerticalWindow`, `WriteBackToMap`, `WriteBackRetarget`, `OutputAsBuffer` and
 `ProvenCopyChainRemover` with DaCe's pattern matcher, so that `SDFGOptimizer` (and the DaCe VS Code viewer) list them. Backends: `gt4py_dace_xforms.backends`.
 """
 
@@ -10,11 +10,13 @@ from gt4py_dace_xforms.policy import CostModel, Decision, InlinePolicy, InlineWh
 from gt4py_dace_xforms.report import InlineRecord, InlineReport
 from gt4py_dace_xforms.transformations import (
     InlineFuser,
+    OutputAsBuffer,
     ProvenCopyChainRemover,
     VerticalWindow,
     WriteBackRetarget,
     WriteBackToMap,
     gt_inline_fusion,
+    gt_outputs_as_buffers,
     gt_remove_copy_chains,
     gt_retarget_writebacks,
     gt_vertical_windows,
@@ -28,8 +30,10 @@ __all__ = [
     "InlineRecord",
     "InlineReport",
     "InlineWhereSound",
+    "OutputAsBuffer",
     "ProvenCopyChainRemover",
     "gt_inline_fusion",
+    "gt_outputs_as_buffers",
     "gt_remove_copy_chains",
     "gt_retarget_writebacks",
     "gt_vertical_windows",

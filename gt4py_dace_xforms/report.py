@@ -20,8 +20,9 @@ class InlineRecord:
     removed_intermediate: bool = False
     figures: Optional[dict] = None
     #: "single" (one producer), "lazy" or "eager" (concat mode), "selected" (written in
-    #: the branches of an if/else), "window" (swept in K by `VerticalWindow`, no copies);
-    #: empty if declined.
+    #: the branches of an if/else), "window" (swept in K by `VerticalWindow`, no copies),
+    #: "output_buffer" (replaced by the output it was copied into, `OutputAsBuffer`; the
+    #: consumer is that output); empty if declined.
     mode: str = ""
 
     def to_json(self) -> dict:
@@ -41,6 +42,8 @@ class InlineReport:
     writebacks_retargeted: list[str] = dataclasses.field(default_factory=list)
     #: intermediates removed by a vertical window (`gt_vertical_windows`, before inlining)
     windowed: list[str] = dataclasses.field(default_factory=list)
+    #: write-back buffers replaced by the output they were copied into (`gt_outputs_as_buffers`, first)
+    outputs_as_buffers: list[str] = dataclasses.field(default_factory=list)
     #: why the pass failed and was undone by the hook's fail-safe (`integration.failsafe`)
     failures: list[str] = dataclasses.field(default_factory=list)
     #: unordered conflicting accesses in the SDFG the pass received (`analysis.races`);
@@ -58,7 +61,7 @@ class InlineReport:
     @property
     def inlined(self) -> list[InlineRecord]:
         """The applied records that inlined copies (not the vertical windows)."""
-        return [r for r in self.applied if r.mode != "window"]
+        return [r for r in self.applied if r.mode not in ("window", "output_buffer")]
 
     @property
     def copies(self) -> int:
@@ -74,6 +77,7 @@ class InlineReport:
         self.writebacks_retargeted.extend(other.writebacks_retargeted)
         self.failures.extend(other.failures)
         self.windowed.extend(other.windowed)
+        self.outputs_as_buffers.extend(other.outputs_as_buffers)
         self.races.extend(r for r in other.races if r not in self.races)
 
     def to_json(self) -> list[dict]:
@@ -102,6 +106,7 @@ class InlineReport:
         lines = [fmt.format(*head), fmt.format(*("-" * w for w in widths))]
         lines += [fmt.format(*row) for row in rows]
         lines += [f"windowed (one evaluation per level, in a K sweep): {w}" for w in self.windowed]
+        lines += [f"output as buffer (the copy saved, nothing recomputed): {b}" for b in self.outputs_as_buffers]
         lines += [f"unordered access, left as it is: {r}" for r in self.races]
         lines += [f"FAILED and undone: {f}" for f in self.failures]
         return "\n".join(lines)
@@ -113,6 +118,12 @@ class InlineReport:
             if not r.figures:
                 continue
             f = r.figures
+            if "output_buffer_saved_bytes" in f:
+                saved = f["output_buffer_saved_bytes"]
+                saved = f"{saved:.3g}" if isinstance(saved, float) else saved
+                verdict = "output as buffer" if r.applied else "keep"
+                lines.append(f"  {r.intermediate} -> {r.consumer}: {verdict}; saves {saved} B of copy traffic, recomputes nothing")
+                continue
             if "window_width" in f:
                 lines.append(f"  {r.intermediate} -> {r.consumer}: {'window' if r.applied else 'no window'}; width "
                              f"{f['window_width']}, saves {f['window_saved_bytes']:.3g} B, re-evaluates "

@@ -112,6 +112,16 @@ def check(
     else:
         _same_results(sdfg, windowed, symbols, arrays, tag="window", reject_uncompilable=reject_uncompilable)
 
+    # (e) Outputs as buffers (DaCe's loop): a decline leaves the SDFG as it was, an applied
+    # one computes the same.
+    buffered = copy.deepcopy(sdfg)
+    with dace.config.set_temporary("optimizer", "match_exception", value=True):
+        n_buffers = buffered.apply_transformations_repeated(gx.OutputAsBuffer, validate=True)
+    if n_buffers == 0:
+        assert buffered.hash_sdfg() == h, "OutputAsBuffer declined but changed the SDFG"
+    elif buffered.hash_sdfg() != work.hash_sdfg():
+        _same_results(sdfg, buffered, symbols, arrays, tag="outbuf", reject_uncompilable=reject_uncompilable)
+
     if not viewer:
         return work, report, matches
     other = copy.deepcopy(sdfg)
@@ -1936,20 +1946,26 @@ def _copies(sdfg):
             if isinstance(e.src, dace.nodes.AccessNode) and isinstance(e.dst, dace.nodes.AccessNode)]
 
 
-@pytest.mark.parametrize("case, retargeted, converted", [
-    ("writeback_copy_later_state", True, True),
-    ("writeback_copy_input_clobbered", True, False),
-    ("writeback_copy_strided", False, False),
-    ("writeback_copy_and_tasklet_reader", False, False),
-    ("writeback_output_read_between", False, True),
-    ("writeback_output_read_by_producer_state", False, True),
-    ("writeback_copy_conditional", False, True),
+@pytest.mark.parametrize("case, as_output, retargeted, converted", [
+    ("writeback_copy_later_state", True, True, True),
+    ("writeback_copy_input_clobbered", True, True, False),
+    ("writeback_copy_strided", False, False, False),
+    ("writeback_copy_and_tasklet_reader", False, False, False),
+    ("writeback_output_read_between", False, False, True),
+    ("writeback_output_read_by_producer_state", False, False, True),
+    ("writeback_copy_conditional", False, False, True),
 ])  # fmt: skip
-def test_writeback_copy_becomes_a_reader_only_where_the_intermediate_then_goes(case, retargeted, converted):
-    """With retargeting (the default) the producer writes `g` where that is unobservable
-    (docs/retarget.md); elsewhere, and with it off, the copy is written as a Map where
-    it can recompute the producer (docs/writeback.md)."""
+def test_writeback_copy_becomes_a_reader_only_where_the_intermediate_then_goes(case, as_output, retargeted, converted):
+    """By default the buffer becomes the output where nothing else touches the output
+    while the buffer lives (docs/output_buffer.md). Without that, with retargeting the
+    producer writes `g` where that is unobservable (docs/retarget.md); elsewhere, and with
+    it off, the copy is written as a Map where it can recompute the producer
+    (docs/writeback.md)."""
     work, report, _ = check(globals()[case]())
+    assert (report.outputs_as_buffers == ["tmp"]) == as_output, report.table()
+    assert ("tmp" not in work.arrays) == (as_output or retargeted or converted), report.table()
+    work = copy.deepcopy(globals()[case]())
+    report = gx.gt_inline_fusion(work, cost_model=gx.InlineWhereSound(output_buffers=False))
     gone = retargeted or converted
     assert ("tmp" not in work.arrays) == gone, report.table()
     assert report.writebacks_retargeted == (["tmp"] if retargeted else [])
@@ -1957,5 +1973,5 @@ def test_writeback_copy_becomes_a_reader_only_where_the_intermediate_then_goes(c
     consumers = {r.consumer for r in report.applied}
     assert ("writeback_tmp_g_map" in consumers) == (converted and not retargeted) and "consumer_map" in consumers
     off = copy.deepcopy(globals()[case]())
-    report = gx.gt_inline_fusion(off, cost_model=gx.InlineWhereSound(writeback_retarget=False))
+    report = gx.gt_inline_fusion(off, cost_model=gx.InlineWhereSound(writeback_retarget=False, output_buffers=False))
     assert report.writebacks_retargeted == [] and ("tmp" not in off.arrays) == converted

@@ -114,6 +114,11 @@ class CostModel(InlinePolicy):
             output directly once the Maps reading the buffer are inlined
             (`WriteBackRetarget`, docs/retarget.md) does not keep the buffer: its Map
             readers are priced as a group, with the copied points still computed.
+        output_buffers: a write-back buffer that other dataflow still reads becomes the
+            output it is copied into where that is sound (`OutputAsBuffer`,
+            docs/output_buffer.md). Priced as the copy's read and write saved with nothing
+            recomputed and no access added, so it is always taken, and before inlining:
+            inlining the buffer's readers would recompute what the output now holds.
         writeback_max_offsets: such a group is taken only where every reader reads the
             buffer at no more than this many offsets. The producer keeps writing the
             copied points, so each extra offset is pure recomputation, and on the CPU
@@ -160,6 +165,7 @@ class CostModel(InlinePolicy):
     allow_partial: bool = False
     writeback_copies: bool = False
     writeback_retarget: bool = True
+    output_buffers: bool = True
     writeback_max_offsets: int = 1
     scan_guard: Optional[bool] = None
     persistent_transients: bool = False

@@ -40,10 +40,14 @@ class InlinePolicy:
             its buffer be inlined (`convert_writeback_copies`, docs/writeback.md).
         writeback_retarget: once a write-back buffer's only reader is its copy, let its
             writers write the output directly (`WriteBackRetarget`, docs/retarget.md).
+        output_buffers: let a write-back buffer that other dataflow still reads become the
+            output it is copied into (`OutputAsBuffer`, docs/output_buffer.md), before any
+            inlining: nothing is recomputed, so it is preferred where both apply.
     """
 
     writeback_copies: bool = True
     writeback_retarget: bool = False
+    output_buffers: bool = False
 
     @property
     def pinned(self) -> Optional[tuple[str, ...]]:
@@ -62,6 +66,23 @@ class InlinePolicy:
         extents of a write-back copy that is then retargeted. None (this default): judge
         each reader on its own with `decide`."""
         return None
+
+    def decide_output_buffer(self, sdfg: dace.SDFG, plan) -> Decision:
+        """Whether to replace `plan`'s buffer by its output (an `OutputBufferPlan`,
+        `analysis.output_buffer`). Nothing is recomputed and every access stays an access,
+        now of the output: the copy (one read and one write per copied element) and the
+        buffer's allocation are saved, so where `output_buffers` is on it is taken."""
+        itemsize = sdfg.arrays[plan.name].dtype.bytes
+        elements = plan.saved_elements()
+        saved = 2 * itemsize * elements
+        figures = {"output_buffer_saved_bytes": float(saved) if saved.is_number else str(saved),
+                   "output_buffer_target": plan.target}
+        if not self.output_buffers:
+            return Decision(False, f"{type(self).__name__} does not use outputs as buffers", figures)
+        pinned = self.pinned
+        if pinned is not None and plan.name not in pinned:
+            return Decision(False, f"{plan.name} is not among the intermediates to inline", figures)
+        return Decision(True, f"the copy into '{plan.target}' is saved, nothing is recomputed", figures)
 
     def decide_window(self, sdfg: dace.SDFG, plan) -> Decision:
         """Whether to sweep `plan`'s consumer in K (a `WindowPlan`, `analysis.window`):
@@ -91,12 +112,14 @@ class InlineWhereSound(InlinePolicy):
         writeback_retarget: once a write-back buffer's only reader is its copy, let its
             writers write the output directly (`WriteBackRetarget`, docs/retarget.md);
             where that holds, its copy is not written as a Map.
+        output_buffers: as in `InlinePolicy` (on).
     """
 
     max_distinct_offsets: int = 8
     skip_pointwise: bool = False
     allow_eager: bool = True
     writeback_retarget: bool = True
+    output_buffers: bool = True
 
     def decide(self, sdfg: dace.SDFG, candidate: InlineCandidate) -> Decision:
         n = len(candidate.groups)
@@ -122,12 +145,14 @@ class InlineOnly(InlinePolicy):
         max_distinct_offsets: as in `InlineWhereSound`.
         allow_eager: as in `InlineWhereSound`.
         writeback_retarget: as in `InlineWhereSound`, for the named intermediates only.
+        output_buffers: as in `InlineWhereSound`, for the named intermediates only.
     """
 
     intermediates: tuple[str, ...] = ()
     max_distinct_offsets: int = 8
     allow_eager: bool = True
     writeback_retarget: bool = True
+    output_buffers: bool = True
 
     @property
     def pinned(self) -> Optional[tuple[str, ...]]:

@@ -1,21 +1,24 @@
 """Transformations: `InlineFuser`, `VerticalWindow`, `WriteBackToMap`, `WriteBackRetarget`,
-`ProvenCopyChainRemover` and the passes that drive them."""
+`OutputAsBuffer`, `ProvenCopyChainRemover` and the passes that drive them."""
 
 from gt4py_dace_xforms.transformations.copy_chain import ProvenCopyChainRemover, gt_remove_copy_chains
 from gt4py_dace_xforms.transformations.inline_fuser import InlineFuser
 from gt4py_dace_xforms.transformations.inline_fusion_pass import find_candidates, gt_inline_fusion
+from gt4py_dace_xforms.transformations.output_buffer import OutputAsBuffer, gt_outputs_as_buffers
 from gt4py_dace_xforms.transformations.retarget import WriteBackRetarget, gt_retarget_writebacks
 from gt4py_dace_xforms.transformations.vertical_window import VerticalWindow, gt_vertical_windows
 from gt4py_dace_xforms.transformations.writeback import WriteBackToMap
 
 __all__ = [
     "InlineFuser",
+    "OutputAsBuffer",
     "ProvenCopyChainRemover",
     "WriteBackRetarget",
     "VerticalWindow",
     "WriteBackToMap",
     "find_candidates",
     "gt_inline_fusion",
+    "gt_outputs_as_buffers",
     "gt_remove_copy_chains",
     "gt_retarget_writebacks",
     "gt_vertical_windows",

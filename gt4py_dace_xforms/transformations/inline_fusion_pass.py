@@ -13,6 +13,7 @@ from gt4py_dace_xforms.policy import CostModel, Decision, InlinePolicy
 from gt4py_dace_xforms.policy.decide import decide_candidate
 from gt4py_dace_xforms.report import InlineRecord, InlineReport
 from gt4py_dace_xforms.transformations import rewrite
+from gt4py_dace_xforms.transformations.output_buffer import gt_outputs_as_buffers
 from gt4py_dace_xforms.transformations.retarget import gt_retarget_writebacks
 from gt4py_dace_xforms.transformations.vertical_window import gt_vertical_windows
 from gt4py_dace_xforms.transformations.writeback import convert_writeback_copies
@@ -52,7 +53,10 @@ def gt_inline_fusion(
     """
     chosen = cost_model or CostModel("cpu")
     report = InlineReport()
-    # Windows first, where the policy takes them: a consumer swept in K evaluates each
+    # Buffers that can become their output first: nothing is recomputed, where inlining
+    # their readers would recompute what the output then holds.
+    report.outputs_as_buffers = gt_outputs_as_buffers(sdfg, policy=chosen, report=report)
+    # Windows next, where the policy takes them: a consumer swept in K evaluates each
     # level once, where inlining its reads would evaluate it once per offset.
     report.windowed = gt_vertical_windows(sdfg, policy=chosen, report=report)
     # Intermediates whose readers the policy accepted as a group: the gain needs every

@@ -1,0 +1,336 @@
+"""Output as buffer: a write-back buffer `T` that other dataflow also reads becomes the
+output `G` it is copied into.
+
+gt4py computes a result into a transient `T`, lets Maps, copies and nested SDFGs (other
+states, the branches of an `if`) read it, and copies `T[A]` into the program output
+`G[B]` at the end. `WriteBackRetarget` can drop `T` only once the copy is its last reader;
+here every access of `T` is moved to `G` at the copy's shift `B - A` instead, so nothing
+is recomputed and `T` and the copy disappear (`docs/output_buffer.md`).
+
+Pure analysis: `output_buffer_plan` returns a frozen plan or a `Decline`; the mutation is
+in `transformations/output_buffer.py`. Conditions (all checked, none assumed):
+
+- `T` is a transient array, `G` a global array of the same dtype, storage and rank; the
+  copies `T[A] -> G[B]` are plain (unit stride, no WCR) and tile one box with one shift
+  (`merge_copies`); neither is read on an interstate edge or a condition.
+- Every access of `T` is at the top level of a state, by an edge whose `T`-side subset
+  lies provably inside `A` (so `G` outside `B` is never touched), or a writer that can be
+  restricted to `A` as `WriteBackRetarget` restricts it (a Map writing one element
+  `T[p + c]` per iteration and nothing else, or a copy); it goes to or comes
+  from a Map, a tasklet, a nested SDFG or another array (not a View or a library node);
+  no WCR. A nested SDFG that sees `T` gets `G`'s strides, so it must see all dimensions.
+- `G` is touched by nothing but the copies during `T`'s lifetime: in no state of any
+  top-level block on a path between two blocks that access `T` or hold the copy, and in
+  the copy's state only by the copies' target nodes, which only the copies write.
+- The copies run in one top-level state that every path from a writer of `T` reaches
+  (else `G` would change where the copy never runs) and that no write of `T` follows;
+  the blocks accessing `T` are states or branches outside loops, in an acyclic top-level
+  graph; no symbol of the subsets is reassigned in between; no unordered access of `T`
+  or `G` (`analysis/races.py`).
+
+Points of `A` that no writer of `T` writes were copied uninitialized before and keep
+`G`'s old values now: both are undefined values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Union
+
+import dace
+import networkx as nx
+import sympy
+from dace import data as dace_data
+from dace.sdfg import nodes as dn
+from dace.sdfg.state import ConditionalBlock, SDFGState
+
+from gt4py_dace_xforms.analysis.crossstate import in_loop, top_block
+from gt4py_dace_xforms.analysis.producer import Decline, interstate_reads
+from gt4py_dace_xforms.analysis.races import race_problem
+from gt4py_dace_xforms.analysis.retarget import (
+    Box,
+    RetargetWriter,
+    always_reached,
+    box_of,
+    copy_writer,
+    map_writer,
+    merge_copies,
+    provably_le,
+)
+from gt4py_dace_xforms.analysis.writeback import WriteBackCopy, writeback_copies
+
+
+@dataclasses.dataclass(frozen=True)
+class BufferEdge:
+    """One edge that accesses `T` (not a copy): `state`, the AccessNode of `T`, the edge,
+    and whether it writes `T`."""
+
+    state: SDFGState
+    node: dn.AccessNode
+    edge: object
+    writes: bool
+    #: a writer that also writes points outside the copied box, restricted to it (those
+    #: points fed nothing: every read lies inside the box)
+    restricted: Optional[RetargetWriter] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class NestedView:
+    """A nested SDFG (at any depth) whose array `inner` sees `T`: it gets `G`'s strides."""
+
+    nsdfg: dn.NestedSDFG
+    inner: str
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputBufferPlan:
+    """`T` (`name`) becomes `target` (`G`) at `shift` (`G`'s index minus `T`'s)."""
+
+    name: str
+    target: str
+    copies: tuple[WriteBackCopy, ...]
+    copied: Box
+    shift: tuple[sympy.Expr, ...]
+    accesses: tuple[BufferEdge, ...]
+    nested: tuple[NestedView, ...]
+
+    @property
+    def states(self) -> tuple[SDFGState, ...]:
+        seen: dict[int, SDFGState] = {}
+        for a in self.accesses:
+            seen.setdefault(id(a.state), a.state)
+        for c in self.copies:
+            seen.setdefault(id(c.state), c.state)
+        return tuple(seen.values())
+
+    def saved_elements(self) -> sympy.Expr:
+        """Elements of the copy that no longer runs (each read once and written once)."""
+        n = sympy.Integer(1)
+        for lo, hi in self.copied:
+            n *= sympy.expand(hi - lo)
+        return n
+
+
+def _inside(box: Box, outer: Box) -> bool:
+    return all(provably_le(o0, b0) and provably_le(b1, o1) for (b0, b1), (o0, o1) in zip(box, outer))
+
+
+def _edge_problem(sdfg: dace.SDFG, state: SDFGState, node, edge, writes: bool, copied: Box) -> Optional[str]:
+    """Why moving this access of `T` to `G` could read or write outside `G[B]`."""
+    other = edge.src if writes else edge.dst
+    if writes and edge.data.wcr is not None:
+        return "a write of the buffer has a WCR"
+    if isinstance(other, dn.AccessNode) and not isinstance(sdfg.arrays[other.data], dace_data.Array):
+        return f"the buffer is accessed through '{other.data}', a {type(sdfg.arrays[other.data]).__name__}"
+    if isinstance(other, dn.AccessNode) and isinstance(sdfg.arrays[other.data], dace_data.View):
+        return f"the buffer is accessed through the View '{other.data}'"
+    if isinstance(other, dn.LibraryNode):
+        return f"the buffer is accessed by the library node '{other.label}'"
+    if not isinstance(other, (dn.AccessNode, dn.MapEntry, dn.MapExit, dn.Tasklet, dn.NestedSDFG)):
+        return f"the buffer is accessed by a {type(other).__name__}"
+    subset = edge.data.get_dst_subset(edge, state) if writes else edge.data.get_src_subset(edge, state)
+    if subset is None:
+        return "an access of the buffer has no explicit subset"
+    if not _inside(box_of(subset), copied):
+        verb = "writes" if writes else "reads"
+        return f"'{getattr(other, 'label', other)}' {verb} the buffer outside the copied box"
+    return None
+
+
+def _nested_views(sdfg: dace.SDFG, state: SDFGState, edge, gdesc) -> Union[list[NestedView], str]:
+    """The nested SDFGs an access edge reaches (through its memlet tree, then through
+    nested SDFGs that pass the array on), or why they cannot take `G`'s strides."""
+    found: list[NestedView] = []
+    work = []
+    for leaf in state.memlet_tree(edge).leaves():
+        if leaf.data.wcr is not None:
+            return "an access of the buffer has a WCR"
+        for end, conn in ((leaf.dst, leaf.dst_conn), (leaf.src, leaf.src_conn)):
+            if isinstance(end, dn.NestedSDFG) and conn is not None:
+                work.append((end, conn))
+    strides_syms = set()
+    for s in (*gdesc.strides, gdesc.total_size):
+        strides_syms |= {str(x) for x in dace.symbolic.pystr_to_symbolic(s).free_symbols}
+    while work:
+        nsdfg, conn = work.pop()
+        inner = nsdfg.sdfg.arrays.get(conn)
+        if inner is None:
+            return f"nested SDFG '{nsdfg.label}' has no array '{conn}'"
+        if isinstance(inner, dace_data.Scalar):
+            continue  # one element passed by value: no strides involved
+        if type(inner) is not dace_data.Array or inner.transient:
+            return f"nested SDFG '{nsdfg.label}' sees the buffer as a {type(inner).__name__}"
+        if len(inner.shape) != len(gdesc.shape):
+            return f"nested SDFG '{nsdfg.label}' sees the buffer with other dimensions"
+        for s in strides_syms:
+            mapped = nsdfg.symbol_mapping.get(s)
+            if (mapped is not None and str(mapped) != s) or s in nsdfg.sdfg.arrays:
+                return f"nested SDFG '{nsdfg.label}' has its own meaning of the stride symbol '{s}'"
+        found.append(NestedView(nsdfg, conn))
+        for ist in nsdfg.sdfg.states():
+            for n in ist.data_nodes():
+                if n.data != conn:
+                    continue
+                for e in [*ist.in_edges(n), *ist.out_edges(n)]:
+                    o = e.src if e.dst is n else e.dst
+                    if isinstance(o, dn.AccessNode) and isinstance(nsdfg.sdfg.arrays[o.data], dace_data.View):
+                        return f"nested SDFG '{nsdfg.label}' views the buffer through '{o.data}'"
+                    for leaf in ist.memlet_tree(e).leaves():
+                        for end, c in ((leaf.dst, leaf.dst_conn), (leaf.src, leaf.src_conn)):
+                            if isinstance(end, dn.NestedSDFG) and c is not None:
+                                work.append((end, c))
+    return found
+
+
+def _block_graph(sdfg: dace.SDFG) -> nx.DiGraph:
+    g = nx.DiGraph()
+    g.add_nodes_from(sdfg.nodes())
+    g.add_edges_from((e.src, e.dst) for e in sdfg.edges())
+    return g
+
+
+def _states_in(block) -> list[SDFGState]:
+    return [block] if isinstance(block, SDFGState) else list(block.all_states())
+
+
+def _lifetime_problem(sdfg: dace.SDFG, plan_parts, gname: str) -> Optional[str]:
+    """Why writing `G` where `T` is written, and reading it where `T` is read, could be
+    observed (see the module docstring), or None."""
+    accesses, copies = plan_parts
+    cstate = copies[0].state
+    if cstate.parent_graph is not sdfg:
+        return "the write-back copy is inside a control-flow region"
+    blocks: dict[int, object] = {}
+    writer_blocks: dict[int, object] = {}
+    for a in accesses:
+        if in_loop(sdfg, a.state):
+            return f"the buffer is accessed inside a loop (state '{a.state.label}')"
+        block = top_block(sdfg, a.state)
+        if block is None or not isinstance(block, (SDFGState, ConditionalBlock)):
+            return f"the buffer is accessed in a {type(block).__name__} (state '{a.state.label}')"
+        blocks[id(block)] = block
+        if a.writes:
+            writer_blocks[id(block)] = block
+    blocks[id(cstate)] = cstate
+    g = _block_graph(sdfg)
+    if not nx.is_directed_acyclic_graph(g):
+        return "the top-level control flow has a cycle"
+    after_copy = nx.descendants(g, cstate)
+    for w in writer_blocks.values():
+        if w in after_copy:
+            return "the buffer is written after its write-back copy"
+        if w is not cstate and not always_reached(sdfg, w, cstate):
+            return "the copy does not run on every path after a writer of the buffer"
+    # The copy's state: writes of `T` there must come before the copy.
+    sources = {id(c.source) for c in copies}
+    targets = {id(c.target) for c in copies}
+    for a in accesses:
+        if a.state is cstate and a.writes and id(a.node) not in sources:
+            if not any(nx.has_path(cstate.nx, a.node, c.source) for c in copies):
+                return "the buffer is written in the copy's state without preceding the copy"
+    # Blocks in the lifetime: between any two of the ones that touch `T`.
+    life = set(blocks.values())
+    for a in list(blocks.values()):
+        desc = nx.descendants(g, a)
+        for b in blocks.values():
+            if b is not a and b in desc:
+                life |= desc & nx.ancestors(g, b)
+    for block in life:
+        for st in _states_in(block):
+            for n in st.data_nodes():
+                if n.data != gname:
+                    continue
+                if st is cstate and id(n) in targets:
+                    continue
+                return f"'{gname}' is accessed in state '{st.label}' during the buffer's lifetime"
+    for c in copies:
+        if any(not any(e is x.edge for x in copies) for e in cstate.in_edges(c.target)):
+            return f"'{gname}' is written by more than the copy"
+    # Symbols the subsets use must mean the same in every state of the lifetime.
+    symbols: set[str] = set()
+    for a in accesses:
+        symbols |= {str(s) for s in a.edge.data.free_symbols}
+    for c in copies:
+        symbols |= {str(s) for s in c.edge.data.free_symbols}
+    for e in sdfg.edges():
+        if e.src in life and e.dst in life and set(e.data.assignments) & symbols:
+            return f"symbols {sorted(set(e.data.assignments) & symbols)} are reassigned during the buffer's lifetime"
+    for block in life:
+        if not isinstance(block, SDFGState):
+            for e in block.all_interstate_edges():
+                if set(e.data.assignments) & symbols:
+                    return f"symbols {sorted(set(e.data.assignments) & symbols)} are reassigned during the buffer's lifetime"
+    return None
+
+
+def output_buffer_plan(sdfg: dace.SDFG, name: str) -> Union[OutputBufferPlan, Decline]:
+    """The plan for replacing the transient `name` by the output it is copied into, or a
+    Decline saying why not (see the module docstring). Never mutates, never raises for a
+    well-formed SDFG."""
+    desc = sdfg.arrays.get(name)
+    if desc is None or not desc.transient or type(desc) is not dace_data.Array:
+        return Decline(f"'{name}' is not a transient array")
+    copies = writeback_copies(sdfg, name)
+    if isinstance(copies, Decline):
+        return copies
+    if not copies:
+        return Decline(f"'{name}' has no write-back copy")
+    merged = merge_copies(copies)
+    if isinstance(merged, str):
+        return Decline(merged)
+    if len({id(c.state) for c in copies}) != 1:
+        return Decline("the write-back copies are in several states")
+    copied, shift = merged
+    gname = copies[0].target.data
+    gdesc = sdfg.arrays[gname]
+    if type(gdesc) is not dace_data.Array:
+        return Decline(f"'{gname}' is a {type(gdesc).__name__}, not an array")
+    if gdesc.dtype != desc.dtype or gdesc.storage != desc.storage or len(gdesc.shape) != len(desc.shape):
+        return Decline(f"'{gname}' differs from '{name}' in dtype, storage or rank")
+    if any(dace.symbolic.pystr_to_symbolic(o) != 0 for o in (*desc.offset, *gdesc.offset)) or desc.start_offset or gdesc.start_offset:
+        return Decline(f"'{name}' or '{gname}' has an index offset")
+    if {name, gname} & interstate_reads(sdfg):
+        return Decline(f"'{name}' or '{gname}' is read on an interstate edge or a condition")
+
+    accesses: list[BufferEdge] = []
+    nested: list[NestedView] = []
+    copy_edges = {id(c.edge) for c in copies}
+    for st in sdfg.states():
+        scope = None
+        for node in st.data_nodes():
+            if node.data != name:
+                continue
+            scope = scope or st.scope_dict()
+            if scope[node] is not None:
+                return Decline(f"'{name}' is accessed inside a scope")
+            for writes, edges in ((True, st.in_edges(node)), (False, st.out_edges(node))):
+                for e in edges:
+                    if id(e) in copy_edges:
+                        continue
+                    problem = _edge_problem(sdfg, st, node, e, writes, copied)
+                    restricted = None
+                    if problem and writes and "outside the copied box" in problem:
+                        if isinstance(e.src, dn.MapExit):
+                            restricted = map_writer(sdfg, st, node, e, copied)
+                        elif isinstance(e.src, dn.AccessNode):
+                            restricted = copy_writer(sdfg, st, node, e, copied)
+                        if isinstance(restricted, str):
+                            return Decline(f"{problem}, and cannot be restricted to it: {restricted}")
+                        problem = None if restricted is not None else problem
+                    if problem:
+                        return Decline(problem)
+                    views = _nested_views(sdfg, st, e, gdesc)
+                    if isinstance(views, str):
+                        return Decline(views)
+                    nested += views
+                    accesses.append(BufferEdge(st, node, e, writes, restricted))
+    if not any(a.writes for a in accesses):
+        return Decline(f"'{name}' is never written")
+    problem = _lifetime_problem(sdfg, (accesses, copies), gname)
+    if problem:
+        return Decline(problem)
+    plan = OutputBufferPlan(name, gname, tuple(copies), copied, shift, tuple(accesses), tuple(nested))
+    race = race_problem(sdfg, plan.states, (name, gname))
+    if race:
+        return Decline(race.reason)
+    return plan

@@ -1,0 +1,184 @@
+"""`OutputAsBuffer`: a write-back buffer that other dataflow also reads becomes the output
+it is copied into (analysis/output_buffer.py says when; docs/output_buffer.md).
+
+`use_output_as_buffer` is the mutation, driven by a frozen `OutputBufferPlan`;
+`gt_outputs_as_buffers` (run by `gt_inline_fusion` before it inlines, where the policy
+takes it) applies it to every transient it holds for; `OutputAsBuffer` is the route of
+the viewer and `apply_transformations`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
+import dace
+from dace import properties, subsets as dace_sbs, transformation
+from dace.sdfg import nodes as dn, utils as sdutil
+
+from gt4py_dace_xforms.analysis.output_buffer import OutputBufferPlan, output_buffer_plan
+from gt4py_dace_xforms.analysis.producer import Decline
+from gt4py_dace_xforms.report import InlineRecord, InlineReport
+
+if TYPE_CHECKING:
+    from gt4py_dace_xforms.policy import InlinePolicy
+
+
+def _shifted(subset, shift) -> dace_sbs.Range:
+    return dace_sbs.Range([(b + s, e + s, st) for (b, e, st), s in zip(subset.ndrange(), shift)])
+
+
+def _move_memlet(edge, name: str, gname: str, shift) -> None:
+    """Make the `name` side of `edge`'s memlet refer to `gname`, shifted."""
+    m = edge.data
+    if m.data == name:
+        if m.other_subset is None and isinstance(edge.src, dn.AccessNode) and isinstance(edge.dst, dn.AccessNode):
+            m.other_subset = dace_sbs.Range(m.subset.ndrange())  # it stood for both sides
+        m.data, m.subset = gname, _shifted(m.subset, shift)
+    elif m.other_subset is not None:
+        m.other_subset = _shifted(m.other_subset, shift)
+    else:  # the other array's memlet with one subset for both sides
+        m.other_subset = _shifted(m.subset, shift)
+
+
+def _restrict(a) -> None:
+    """Clip a writer that also wrote points outside the copied box to the box (in `T`'s
+    indices; `_move_memlet` shifts it afterwards)."""
+    w, st, e = a.restricted, a.state, a.edge
+    box = dace_sbs.Range([(lo, hi - 1, 1) for lo, hi in w.box])
+    if w.entry is not None:
+        w.entry.map.range = dace_sbs.Range([(lo, hi, 1) for _, lo, hi in w.ranges])
+        e.data = dace.Memlet(data=a.node.data, subset=box)
+        return
+    src, dst = e.data.get_src_subset(e, st), e.data.get_dst_subset(e, st)
+    start = [lo - b for (lo, _), (b, _, _) in zip(w.box, dst.ndrange())]
+    clipped = dace_sbs.Range([(b + s, b + s + (hi - lo) - 1, 1) for (b, _, _), s, (lo, hi) in zip(src.ndrange(), start, w.box)])
+    e.data = dace.Memlet(data=a.node.data, subset=box, other_subset=clipped)
+
+
+def _restride(sdfg: dace.SDFG, plan: OutputBufferPlan) -> None:
+    """Nested SDFGs that see `T` see `G` now: `G`'s strides, with its stride symbols."""
+    gdesc = sdfg.arrays[plan.target]
+    syms = set()
+    for s in (*gdesc.strides, gdesc.total_size):
+        syms |= {str(x) for x in dace.symbolic.pystr_to_symbolic(s).free_symbols}
+    for view in plan.nested:
+        inner = view.nsdfg.sdfg.arrays[view.inner]
+        inner.strides = tuple(gdesc.strides)
+        inner.total_size = gdesc.total_size
+        for s in sorted(syms):
+            if s not in view.nsdfg.symbol_mapping:
+                view.nsdfg.symbol_mapping[s] = dace.symbolic.pystr_to_symbolic(s)
+            if s not in view.nsdfg.sdfg.symbols:
+                outer = sdfg.symbols.get(s, dace.int64)
+                view.nsdfg.sdfg.add_symbol(s, outer)
+
+
+def use_output_as_buffer(sdfg: dace.SDFG, plan: OutputBufferPlan) -> None:
+    """Apply `plan`: every access of `T` accesses `G` at the shift, nested SDFGs take
+    `G`'s strides, the copies and `T` go away."""
+    name, gname, shift = plan.name, plan.target, plan.shift
+    for a in plan.accesses:
+        if a.restricted is not None:
+            _restrict(a)
+    done: set[int] = set()
+    for a in plan.accesses:
+        for x in a.state.memlet_tree(a.edge):
+            if id(x) not in done:
+                done.add(id(x))
+                _move_memlet(x, name, gname, shift)
+    for a in plan.accesses:
+        a.node.data = gname
+    _restride(sdfg, plan)
+    for c in plan.copies:
+        c.state.remove_edge(c.edge)
+        c.source.data = gname
+    state = plan.copies[0].state
+    for c in plan.copies:
+        if c.target not in state:
+            continue
+        # Readers after the copy read the node the writers wrote (same order as before).
+        for e in list(state.out_edges(c.target)):
+            state.add_edge(c.source, e.src_conn, e.dst, e.dst_conn, e.data)
+            state.remove_edge(e)
+        if state.degree(c.target) == 0:
+            state.remove_node(c.target)
+    for c in plan.copies:
+        if c.source in state and state.degree(c.source) == 0:
+            state.remove_node(c.source)
+    if not any(n.data == name for st in sdfg.states() for n in st.data_nodes()):
+        sdfg.remove_data(name, validate=False)
+
+
+def gt_outputs_as_buffers(sdfg: dace.SDFG, names: Optional[list[str]] = None, *,
+                          policy: Optional["InlinePolicy"] = None, report: Optional[InlineReport] = None) -> list[str]:
+    """Replace every transient (or those in `names`) whose plan holds, and that `policy`
+    accepts (`decide_output_buffer`; default: all), by the output it is copied into.
+    Records each applied one in `report`. Returns them, in order."""
+    done = []
+    for name in sorted(names if names is not None else [n for n, d in sdfg.arrays.items() if d.transient]):
+        if name not in sdfg.arrays:
+            continue
+        plan = output_buffer_plan(sdfg, name)
+        if isinstance(plan, Decline):
+            continue
+        decision = policy.decide_output_buffer(sdfg, plan) if policy is not None else None
+        if decision is not None and not decision.accept:
+            continue
+        state = plan.copies[0].state.label
+        use_output_as_buffer(sdfg, plan)
+        done.append(name)
+        if report is not None:
+            report.add(InlineRecord(state, name, plan.target, (), True, decision.reason if decision else "sound",
+                                    removed_intermediate=True, figures=decision.figures if decision else None,
+                                    mode="output_buffer"))  # fmt: skip
+    return done
+
+
+@properties.make_properties
+@transformation.explicit_cf_compatible
+class OutputAsBuffer(transformation.SingleStateTransformation):
+    """Replace a transient `T` that gt4py copies into global data `G` (`T[A] -> G[B]`) by
+    `G` itself, in every state of `T`'s lifetime: every reader and writer of `T` (Maps,
+    copies, nested SDFGs, other states and branches) accesses `G` at the copy's shift,
+    nested SDFGs take `G`'s strides, the copy and `T` disappear. Nothing is recomputed.
+
+    Pattern: `(T) -> (G)`, `T` a transient array, `G` a global array, a plain copy edge.
+
+    Restrictions (declined, the SDFG untouched): an access of `T` outside the copied box,
+    inside a scope, through a View, a library node or a WCR; `G` accessed by anything but
+    the copy while `T` lives (this includes in-place updates whose producers read `G`);
+    copies in several states or with several shifts; the copy not on every path after a
+    writer, or a write of `T` after it; `T` accessed in a loop; symbols of the subsets
+    reassigned in between; a nested SDFG seeing `T` with other dimensions.
+    `can_be_applied()` never mutates and never raises.
+    """
+
+    source = transformation.PatternNode(dn.AccessNode)
+    target = transformation.PatternNode(dn.AccessNode)
+
+    @classmethod
+    def expressions(cls) -> Any:
+        return [sdutil.node_path_graph(cls.source, cls.target)]
+
+    def plan(self, state: dace.SDFGState, sdfg: dace.SDFG):
+        """The `OutputBufferPlan` for this match, or a Decline."""
+        try:
+            desc, gdesc = sdfg.arrays[self.source.data], sdfg.arrays[self.target.data]
+            if not desc.transient or gdesc.transient:
+                return Decline("not a copy of a transient into global data")
+            plan = output_buffer_plan(sdfg, self.source.data)
+            if not isinstance(plan, Decline) and (plan.copies[0].source is not self.source
+                                                  or plan.copies[0].target is not self.target):  # fmt: skip
+                return Decline("the match is not the (first) write-back copy")
+            return plan
+        except Exception as err:  # noqa: BLE001  # a matcher must decline, never abort compilation
+            return Decline(f"analysis failed: {type(err).__name__}: {err}")
+
+    def can_be_applied(self, graph: dace.SDFGState, expr_index: int, sdfg: dace.SDFG, permissive: bool = False) -> bool:
+        return not isinstance(self.plan(graph, sdfg), Decline)
+
+    def apply(self, graph: dace.SDFGState, sdfg: dace.SDFG) -> None:
+        plan = self.plan(graph, sdfg)
+        if isinstance(plan, Decline):
+            raise ValueError(f"OutputAsBuffer does not apply: {plan.reason}")
+        use_output_as_buffer(sdfg, plan)

@@ -1,0 +1,292 @@
+"""`OutputAsBuffer` (analysis/output_buffer.py, transformations/output_buffer.py,
+docs/output_buffer.md): a write-back buffer that other dataflow reads becomes the output it
+is copied into. Hand-built SDFGs in gt4py's shape (a Map writes `T`, Maps, nested SDFGs and
+branches read it in later states, a copy into the output at the end), each compiled and
+compared with the untransformed SDFG and numpy; the hostile variants must decline and leave
+the SDFG unchanged."""
+
+import copy
+
+import dace
+import numpy as np
+import pytest
+from dace.sdfg.state import ConditionalBlock, ControlFlowRegion, LoopRegion
+
+import gt4py_dace_xforms as gx
+from gt4py_dace_xforms.analysis.output_buffer import output_buffer_plan
+from gt4py_dace_xforms.analysis.producer import Decline
+from gt4py_dace_xforms.tools.compare import two_d_transients
+
+N, K = 8, 6
+
+
+def _writer(state, code="__t = 2.0 * __a + 1.0", extra_in=None, extra_out=None, levels=K):
+    inputs = {"__a": dace.Memlet("a[i, k]"), **(extra_in or {})}
+    outputs = {"__t": dace.Memlet("T[i, k]"), **(extra_out or {})}
+    state.add_mapped_tasklet("producer", {"i": f"0:{N}", "k": f"0:{levels}"}, inputs, code, outputs,
+                             external_edges=True)  # fmt: skip
+
+
+def _nested_reader(sdfg, state):
+    """A nested SDFG that receives all of `T` (as gt4py passes fields) and reads it at k + 1."""
+    inner = dace.SDFG("reader_nested")
+    inner.add_array("x", (N, K), dace.float64)
+    inner.add_array("y", (N, K), dace.float64)
+    ist = inner.add_state("body")
+    ist.add_mapped_tasklet("nested_read", {"i": f"0:{N}", "k": f"0:{K - 1}"}, {"__x": dace.Memlet("x[i, k + 1]")},
+                           "__y = 3.0 * __x", {"__y": dace.Memlet("y[i, k]")}, external_edges=True)  # fmt: skip
+    node = state.add_nested_sdfg(inner, {"x"}, {"y"})
+    state.add_edge(state.add_access("T"), None, node, "x", dace.Memlet(f"T[0:{N}, 0:{K}]"))
+    state.add_edge(node, "y", state.add_access("H"), None, dace.Memlet(f"H[0:{N}, 0:{K}]"))
+
+
+def build(*, reader: str = "map", writers: str = "map", shift: int = 1, between: str = "", copy_in: str = "",
+          extra: str = ""):
+    """`T[i, k] = 2 a[i, k] + 1` (state `w`), read at `k + 1` into `H` (state `r`), copied
+    whole into `G[:, shift:]` (state `c`). Variants move the pieces or add what must make
+    the rewrite decline."""
+    sdfg = dace.SDFG(f"outbuf_{reader}_{writers}_{shift}_{between}_{copy_in}_{extra}")
+    sdfg.add_array("a", (N, K + 1), dace.float64)
+    sdfg.add_array("G", (N, K + shift), dace.float64)
+    sdfg.add_array("H", (N, K), dace.float64)
+    sdfg.add_array("H2", (N, K), dace.float64)
+    sdfg.add_array("T", (N, K + (1 if extra == "wider_buffer" else 0)), dace.float64, transient=True)
+    sdfg.add_symbol("flag", dace.int32)
+    w = sdfg.add_state("w", is_start_block=True)
+    if writers == "map":
+        _writer(w)
+    elif writers == "two_outputs":  # gt4py's multi-output Maps (the solvers' next_rho / next_exner)
+        _writer(w, code="__t = 2.0 * __a + 1.0\n__h = __a", extra_out={"__h": dace.Memlet("H2[i, k]")})
+    elif writers == "in_place_shift":  # T[k] becomes G[k + shift], but the writer reads G[k]
+        _writer(w, code="__t = 2.0 * __a + __g", extra_in={"__g": dace.Memlet("G[i, k]")})
+    elif writers == "branches":  # an if/else whose branches both write T
+        w.add_nedge(w.add_access("a"), w.add_access("H2"), dace.Memlet(f"a[0:{N}, 0:{K}]"))
+        cond = ConditionalBlock("choose")
+        sdfg.add_node(cond)
+        sdfg.add_edge(w, cond, dace.InterstateEdge())
+        for label, code, test in (("then", "__t = 2.0 * __a + 1.0", "flag > 0"), ("else", "__t = __a - 1.0", None)):
+            region = ControlFlowRegion(f"{label}_region", sdfg=sdfg)
+            st = region.add_state(f"{label}_state", is_start_block=True)
+            _writer(st, code=code)
+            cond.add_branch(dace.properties.CodeBlock(test) if test else None, region)
+        w = cond
+    last = w
+    if between:
+        mid = sdfg.add_state_after(last, "mid") if isinstance(last, dace.SDFGState) else sdfg.add_state("mid")
+        if not isinstance(last, dace.SDFGState):
+            sdfg.add_edge(last, mid, dace.InterstateEdge())
+        if between == "reads_g":
+            mid.add_nedge(mid.add_access("G"), mid.add_access("H2"), dace.Memlet(f"G[0:{N}, 0:{K}]"))
+        elif between == "writes_g":
+            mid.add_nedge(mid.add_access("a"), mid.add_access("G"), dace.Memlet(f"a[0:{N}, 0:{K}]"))
+        elif between == "writes_t":  # a second writer state (the same values, so numpy still holds)
+            _writer(mid)
+        elif between == "loop":
+            loop = LoopRegion("loop", "j < 2", "j", "j = 0", "j = j + 1")
+            sdfg.add_node(loop)
+            sdfg.add_edge(mid, loop, dace.InterstateEdge())
+            body = loop.add_state("body", is_start_block=True)
+            body.add_mapped_tasklet("loop_read", {"i": f"0:{N}"}, {"__t": dace.Memlet("T[i, 0]")}, "__h = __t",
+                                    {"__h": dace.Memlet("H2[i, 0]")}, external_edges=True)  # fmt: skip
+            mid = loop
+        last = mid
+    r = sdfg.add_state("r")
+    sdfg.add_edge(last, r, dace.InterstateEdge())
+    if reader == "map":
+        r.add_mapped_tasklet("reader", {"i": f"0:{N}", "k": f"0:{K - 1}"}, {"__t": dace.Memlet("T[i, k + 1]")},
+                             "__h = 3.0 * __t", {"__h": dace.Memlet("H[i, k]")}, external_edges=True)  # fmt: skip
+    elif reader == "nested":
+        _nested_reader(sdfg, r)
+    elif reader == "outside":  # reads the level the copy does not take
+        r.add_mapped_tasklet("reader", {"i": f"0:{N}"}, {"__t": dace.Memlet(f"T[i, {K}]")}, "__h = __t",
+                             {"__h": dace.Memlet("H[i, 0]")}, external_edges=True)  # fmt: skip
+    c = sdfg.add_state("c")
+    if copy_in == "branch":  # the copy runs only where flag > 0
+        sdfg.add_edge(r, c, dace.InterstateEdge("flag > 0"))
+        end = sdfg.add_state("end")
+        sdfg.add_edge(r, end, dace.InterstateEdge("flag <= 0"))
+        sdfg.add_edge(c, end, dace.InterstateEdge())
+    else:
+        sdfg.add_edge(r, c, dace.InterstateEdge())
+    t, g = c.add_access("T"), c.add_access("G")
+    if extra == "tiles":  # gt4py splits the copy of a concat_where result at the branch boundary
+        c.add_nedge(t, g, dace.Memlet(data="T", subset=f"0:{N}, 0:2", other_subset=f"0:{N}, {shift}:{2 + shift}"))
+        c.add_nedge(t, g, dace.Memlet(data="T", subset=f"0:{N}, 2:{K}", other_subset=f"0:{N}, {2 + shift}:{K + shift}"))
+    else:
+        c.add_nedge(t, g, dace.Memlet(data="T", subset=f"0:{N}, 0:{K}", other_subset=f"0:{N}, {shift}:{K + shift}"))
+    if extra == "read_after_copy":  # a reader of G after the copy, in the copy's state
+        c.add_mapped_tasklet("after", {"i": f"0:{N}"}, {"__g": dace.Memlet(f"G[i, {shift}]")}, "__h = __g",
+                             {"__h": dace.Memlet("H2[i, 0]")}, external_edges=True, input_nodes={"G": g})  # fmt: skip
+    sdfg.validate()
+    return sdfg
+
+
+def _inputs(seed=0):
+    rng = np.random.default_rng(seed)
+    return {"a": rng.random((N, K + 1))}
+
+
+def _run(sdfg, shift=1, flag=1):
+    out = {"G": np.full((N, K + shift), -7.0), "H": np.zeros((N, K)), "H2": np.zeros((N, K))}
+    sdfg(**_inputs(), **out, flag=flag)
+    return out
+
+
+def _numpy(shift=1, flag=1, writers="map"):
+    a = _inputs()["a"]
+    t = 2.0 * a[:, :K] + 1.0 if (flag > 0 or writers != "branches") else a[:, :K] - 1.0
+    g = np.full((N, K + shift), -7.0)
+    g[:, shift:] = t
+    h = np.zeros((N, K))
+    h[:, : K - 1] = 3.0 * t[:, 1:]
+    return g, h
+
+
+APPLY = [
+    dict(),
+    dict(shift=0),
+    dict(reader="nested"),
+    dict(writers="two_outputs"),
+    dict(writers="branches"),
+    dict(extra="tiles"),
+    dict(extra="read_after_copy"),
+    dict(between="writes_t"),
+]
+APPLY_IDS = ["map-reader", "no-shift", "nested-sdfg-reader", "multi-output-writer", "if-else-writers",
+             "split-copies", "reader-after-copy", "writers-in-two-states"]
+
+
+@pytest.mark.parametrize("variant", APPLY, ids=APPLY_IDS)
+def test_the_plan_holds_and_the_buffer_goes(variant):
+    sdfg = build(**variant)
+    plan = output_buffer_plan(sdfg, "T")
+    assert not isinstance(plan, Decline), plan.reason
+    assert [str(s) for s in plan.shift] == ["0", str(variant.get("shift", 1))]
+    assert gx.gt_outputs_as_buffers(sdfg) == ["T"]
+    sdfg.validate()
+    assert "T" not in sdfg.arrays and two_d_transients(sdfg) == []
+    # the copy is gone: no AccessNode -> AccessNode edge into G is left
+    assert not any(isinstance(e.src, dace.nodes.AccessNode) and e.dst.data == "G" for st in sdfg.states()
+                   for e in st.edges() if isinstance(e.dst, dace.nodes.AccessNode))  # fmt: skip
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("variant", APPLY, ids=APPLY_IDS)
+def test_outputs_equal_the_untransformed_sdfg_and_numpy(variant):
+    sdfg = build(**variant)
+    reference = copy.deepcopy(sdfg)
+    assert sdfg.apply_transformations_repeated(gx.OutputAsBuffer) == 1
+    shift = variant.get("shift", 1)
+    flags = (1, 0) if variant.get("writers") == "branches" else (1,)
+    for flag in flags:
+        got, ref = _run(sdfg, shift, flag), _run(reference, shift, flag)
+        g, h = _numpy(shift, flag, variant.get("writers", "map"))
+        for name in ("G", "H", "H2"):
+            np.testing.assert_array_equal(got[name], ref[name], err_msg=name)
+        np.testing.assert_array_equal(got["G"], g)
+        np.testing.assert_array_equal(got["H"], h)
+
+
+HOSTILE = [
+    (dict(between="reads_g"), "'G' is accessed in state 'mid'"),
+    (dict(between="writes_g"), "'G' is accessed in state 'mid'"),
+    (dict(reader="outside", extra="wider_buffer"), "reads the buffer outside the copied box"),
+    (dict(writers="in_place_shift"), "'G' is accessed in state 'w'"),
+    (dict(copy_in="branch"), "does not run on every path"),
+    (dict(between="loop"), "inside a loop"),
+]
+HOSTILE_IDS = ["output-read-in-between", "output-written-in-between", "reader-outside-the-copied-box",
+               "in-place-update-read-at-a-shift", "copy-only-on-one-path", "buffer-read-in-a-loop"]
+
+
+@pytest.mark.parametrize("variant, reason", HOSTILE, ids=HOSTILE_IDS)
+def test_hostile_variants_are_declined_unchanged(variant, reason):
+    sdfg = build(**variant)
+    before = sdfg.hash_sdfg()
+    plan = output_buffer_plan(sdfg, "T")
+    assert isinstance(plan, Decline) and reason in plan.reason, plan
+    assert sdfg.apply_transformations_repeated(gx.OutputAsBuffer) == 0
+    assert gx.gt_outputs_as_buffers(sdfg) == []
+    assert sdfg.hash_sdfg() == before
+
+
+def test_a_write_after_the_copy_is_declined():
+    sdfg = build()
+    c = next(s for s in sdfg.states() if s.label == "c")
+    late = sdfg.add_state_after(c, "late")
+    _writer(late, code="__t = __a")  # dead in the original; moved to G it would overwrite the output
+    before = sdfg.hash_sdfg()
+    plan = output_buffer_plan(sdfg, "T")
+    assert isinstance(plan, Decline) and "written after its write-back copy" in plan.reason
+    assert sdfg.hash_sdfg() == before
+
+
+def test_an_unprovable_symbolic_box_is_declined():
+    """The copy takes `m` levels of a buffer with `nlev`; `m >= nlev` is not known."""
+    sdfg = dace.SDFG("outbuf_symbolic")
+    for s in ("nlev", "m"):
+        sdfg.add_symbol(s, dace.int32)
+    sdfg.add_array("a", (N, "nlev"), dace.float64)
+    sdfg.add_array("G", (N, "m"), dace.float64)
+    sdfg.add_array("H", (N, "nlev"), dace.float64)
+    sdfg.add_array("T", (N, "nlev"), dace.float64, transient=True)
+    w = sdfg.add_state("w")
+    w.add_mapped_tasklet("producer", {"i": f"0:{N}", "k": "0:nlev"}, {"__a": dace.Memlet("a[i, k]")}, "__t = __a",
+                         {"__t": dace.Memlet("T[i, k]")}, external_edges=True)  # fmt: skip
+    r = sdfg.add_state_after(w, "r")
+    r.add_mapped_tasklet("reader", {"i": f"0:{N}", "k": "0:nlev"}, {"__t": dace.Memlet("T[i, k]")}, "__h = __t",
+                         {"__h": dace.Memlet("H[i, k]")}, external_edges=True)  # fmt: skip
+    c = sdfg.add_state_after(r, "c")
+    c.add_nedge(c.add_access("T"), c.add_access("G"), dace.Memlet(data="T", subset=f"0:{N}, 0:m", other_subset=f"0:{N}, 0:m"))
+    sdfg.validate()
+    before = sdfg.hash_sdfg()
+    plan = output_buffer_plan(sdfg, "T")
+    assert isinstance(plan, Decline) and "outside the copied box" in plan.reason, plan
+    assert sdfg.apply_transformations_repeated(gx.OutputAsBuffer) == 0 and sdfg.hash_sdfg() == before
+
+
+def test_can_be_applied_never_raises_on_a_broken_match():
+    sdfg = build()
+    c = next(s for s in sdfg.states() if s.label == "c")
+    xf = gx.OutputAsBuffer()
+    t = next(n for n in c.data_nodes() if n.data == "T")
+    xf.setup_match(sdfg, sdfg.cfg_id, sdfg.node_id(c), {gx.OutputAsBuffer.source: c.node_id(t),
+                                                        gx.OutputAsBuffer.target: c.node_id(t)}, 0)  # fmt: skip
+    sdfg.remove_data("G", validate=False)  # a dangling AccessNode: the analysis fails, the matcher declines
+    assert xf.can_be_applied(c, 0, sdfg) is False
+
+
+@pytest.mark.parametrize("policy", [gx.CostModel("cpu"), gx.CostModel("gpu"), gx.InlineWhereSound()],
+                         ids=["cost-model-cpu", "cost-model-gpu", "everything-sound"])
+def test_the_pass_prefers_it_over_inlining_the_readers(policy):
+    """The Map reader could be inlined (recomputing `T` there) and the writer retargeted;
+    the output as buffer recomputes nothing, so the pass takes it first and records it as
+    its own mode, with the copy traffic it saves."""
+    sdfg = build()
+    report = gx.gt_inline_fusion(sdfg, cost_model=policy)
+    assert report.outputs_as_buffers == ["T"] and report.inlined == [] and report.writebacks_retargeted == []
+    (rec,) = [r for r in report.applied if r.mode == "output_buffer"]
+    assert rec.consumer == "G" and rec.removed_intermediate
+    assert rec.figures["output_buffer_saved_bytes"] == 2 * 8 * N * K
+    assert "output as buffer" in report.table() and "recomputes nothing" in "\n".join(report.cost_lines())
+    assert two_d_transients(sdfg) == []
+
+
+def test_policies_can_opt_out_and_pinned_sets_are_respected():
+    sdfg = build()
+    before = sdfg.hash_sdfg()
+    off = gx.CostModel("cpu", output_buffers=False, writeback_retarget=False)
+    assert gx.gt_inline_fusion(copy.deepcopy(sdfg), cost_model=off).outputs_as_buffers == []
+    from gt4py_dace_xforms.policy.default import InlineOnly
+
+    assert gx.gt_inline_fusion(copy.deepcopy(sdfg), cost_model=InlineOnly(("X",))).outputs_as_buffers == []
+    assert gx.gt_inline_fusion(copy.deepcopy(sdfg), cost_model=InlineOnly(("T",))).outputs_as_buffers == ["T"]
+    assert sdfg.hash_sdfg() == before
+
+
+def test_transformation_properties_round_trip_and_it_is_registered():
+    from dace.transformation.transformation import PatternTransformation
+
+    assert gx.OutputAsBuffer in PatternTransformation.subclasses_recursive()
+    xf = gx.OutputAsBuffer()
+    assert type(xf).from_json(xf.to_json()).to_json() == xf.to_json()
