@@ -53,6 +53,9 @@ class ProgramCensus:
     #: write-back buffers whose writers now write the output (docs/retarget.md), at the first Step
     retargeted_sound: int = 0
     retargeted_model: int = 0
+    #: write-back buffers replaced by their output (docs/output_buffer.md), at the first Step
+    outbuf_sound: int = 0
+    outbuf_model: int = 0
     #: intermediates the cost model sweeps in K (vertical windows) at the first Step
     windowed_model: int = 0
     transients_stock: int = 0
@@ -141,9 +144,11 @@ def census_program(ref: ProgramRef, *, grid: Any = None, cost_model: Optional[In
         sound_report = gt_inline_fusion(copy.deepcopy(step), cost_model=InlineWhereSound(), validate=False)
         result.applied_sound = len(sound_report.applied)
         result.retargeted_sound = len(sound_report.writebacks_retargeted)
+        result.outbuf_sound = len(sound_report.outputs_as_buffers)
         model_report = gt_inline_fusion(copy.deepcopy(step), cost_model=cost_model or CostModel("cpu"), validate=False)
         result.applied_model = len(model_report.applied)
         result.retargeted_model = len(model_report.writebacks_retargeted)
+        result.outbuf_model = len(model_report.outputs_as_buffers)
         result.model_declines = dict(collections.Counter(reason_class(r.reason) for r in model_report.declined).most_common())
         result.windowed_model = len(model_report.windowed)
         result.window_declines = _window_declines(step, model_report)
@@ -221,7 +226,7 @@ def totals(results: list[ProgramCensus]) -> ProgramCensus:
         if r.error:
             continue
         for f in ("candidates", "sound", "applied_sound", "applied_model", "retargeted_sound", "retargeted_model",
-                  "windowed_model",
+                  "outbuf_sound", "outbuf_model", "windowed_model",
                   "transients_stock", "transients_model", "transients_sound",
                   "final_stock", "final_model", "final_sound", "seconds"):
             setattr(total, f, getattr(total, f) + getattr(r, f))
@@ -239,15 +244,15 @@ def totals(results: list[ProgramCensus]) -> ProgramCensus:
 
 def table(results: list[ProgramCensus]) -> str:
     """The per-program table, the totals, and the decline histograms."""
-    head = ("program", "cand", "sound", "appl sound", "appl model", "win", "retarget model/sound",
+    head = ("program", "cand", "sound", "appl sound", "appl model", "win", "retarget model/sound", "outbuf model/sound",
             "2-D tr Post stock/model/sound", "2-D tr final stock/model/sound", "racy", "s")
     rows = []
     for r in results + [totals(results)]:
         if r.error:
-            rows.append((r.short_name, "error: " + r.error, "", "", "", "", "", "", "", "", f"{r.seconds:.0f}"))
+            rows.append((r.short_name, "error: " + r.error, "", "", "", "", "", "", "", "", "", f"{r.seconds:.0f}"))
             continue
         rows.append((r.short_name, r.candidates, r.sound, r.applied_sound, r.applied_model, r.windowed_model,
-                     f"{r.retargeted_model}/{r.retargeted_sound}",
+                     f"{r.retargeted_model}/{r.retargeted_sound}", f"{r.outbuf_model}/{r.outbuf_sound}",
                      f"{r.transients_stock}/{r.transients_model}/{r.transients_sound}",
                      f"{r.final_stock}/{r.final_model}/{r.final_sound}" if r.final_stock >= 0 else "-",
                      len(r.racy), f"{r.seconds:.0f}"))
