@@ -19,6 +19,7 @@ the same (`counts.code_hash`) are replayed once.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import pathlib
@@ -52,11 +53,17 @@ DEFAULT = ("seed", "three_level", "exner_exfac", "apply_diffusion_to_vn", "diag_
            "predictor_w_adv", "target")
 
 
-def builds(windows: bool) -> dict:
+#: `--without`: the cost model's switches one rewrite each (`CostModel`'s boolean fields).
+SWITCHES = tuple(f.name for f in dataclasses.fields(gx.CostModel) if f.type in (bool, "bool"))
+
+
+def builds(windows: bool, without: tuple[str, ...] = ()) -> dict:
     made = {"stock": stock_build(), "library": inline_build(), "sound": inline_build(policy=gx.InlineWhereSound())}
     if windows:  # the library without windows, and with every window that applies
         made["no_windows"] = inline_build(windows=False)
         made["all_windows"] = inline_build(windows=True)
+    for switch in without:  # the default build less one rewrite: what that rewrite changes
+        made[f"no_{switch}"] = inline_build(policy=gx.CostModel("cpu", **{switch: False}))
     return made
 
 
@@ -126,7 +133,8 @@ def resolve(row: dict) -> dict:
     return row
 
 
-def count_case(case, quick: bool, windows: bool, work: pathlib.Path, replays: Replays, static: bool = False) -> dict:
+def count_case(case, quick: bool, windows: bool, work: pathlib.Path, replays: Replays, static: bool = False,
+               without: tuple[str, ...] = ()) -> dict:
     """One program's row; `static`: every build compiled with the call's integer and
     boolean arguments as constants (the row is named `NAME [static]`)."""
     sizes = case.sizes(quick)
@@ -137,7 +145,7 @@ def count_case(case, quick: bool, windows: bool, work: pathlib.Path, replays: Re
     row = {"program": name, "sizes": sizes, "builds": {}}
     if static:
         row["static"] = plain(values)
-    for label, build in builds(windows).items():
+    for label, build in builds(windows, without).items():
         row["builds"][label] = capture_build(name, label, program, build, args, offsets, work, replays, values)
     return row
 
@@ -148,13 +156,14 @@ def _ll(events: dict) -> int:
 
 def table(rows: list[dict]) -> str:
     w = max([len(r["program"]) for r in rows] + [7])
-    lines = [f"{'program':<{w}}  build        instructions     /stock  LL miss cpu  /stock  LL miss gpu  /stock",
-             f"{'-' * w}  -----------  ---------------  ------  -----------  ------  -----------  ------"]
+    b = max([len(label) for r in rows for label in r["builds"]] + [11])
+    lines = [f"{'program':<{w}}  {'build':<{b}}  instructions     /stock  LL miss cpu  /stock  LL miss gpu  /stock",
+             f"{'-' * w}  {'-' * b}  ---------------  ------  -----------  ------  -----------  ------"]
     for row in rows:
         base = row["builds"]["stock"]
         for label, e in row["builds"].items():
             ir, cpu, gpu = e["cpu"]["Ir"], _ll(e["cpu"]), _ll(e["gpu"])
-            lines.append(f"{row['program']:<{w}}  {label:<11}  {ir:>15,}  {ir / base['cpu']['Ir']:>6.3f}  "
+            lines.append(f"{row['program']:<{w}}  {label:<{b}}  {ir:>15,}  {ir / base['cpu']['Ir']:>6.3f}  "
                          f"{cpu:>11,}  {cpu / max(_ll(base['cpu']), 1):>6.3f}  {gpu:>11,}  "
                          f"{gpu / max(_ll(base['gpu']), 1):>6.3f}")
     lines.append("instructions: callgrind's Ir of the SDFG's program function, one thread; LL misses: data "
@@ -331,12 +340,18 @@ def main(argv=None) -> int:
                    help="comma-separated: symbolic, static (the call's integer and boolean arguments compiled as "
                         "constants, as icon4py's setup_program builds); each program counted once per entry "
                         "(default: symbolic,static; --decisions: symbolic only)")
+    p.add_argument("--without", default="",
+                   help="also the default build less these cost-model switches, one build each (comma-separated: "
+                        + ", ".join(SWITCHES) + "): what one rewrite changes")
     p.add_argument("--json", default=None, help="output (default bench/counts.json, with --decisions "
                                                  "bench/counts_decisions.json)")
     opts = p.parse_args(argv)
     variants = [b.strip() for b in opts.builds.split(",") if b.strip()]
     if bad := [b for b in variants if b not in ("symbolic", "static")]:
         p.error(f"unknown --builds {bad}; choose from symbolic, static")
+    without = tuple(w.strip() for w in opts.without.split(",") if w.strip())
+    if bad := [w for w in without if w not in SWITCHES]:
+        p.error(f"unknown --without {bad}; choose from {', '.join(SWITCHES)}")
     if opts.decisions and opts.only == ",".join(DEFAULT):
         opts.only = ",".join(DECISION_PROGRAMS)
     out = pathlib.Path(opts.json or HERE / ("counts_decisions.json" if opts.decisions else "counts.json"))
@@ -372,7 +387,7 @@ def main(argv=None) -> int:
                 else:
                     for variant in variants:
                         pending.append(count_case(known[name], opts.quick, opts.windows, pathlib.Path(tmp), replays,
-                                                  static=variant == "static"))
+                                                  static=variant == "static", without=without))
             except Exception as err:  # noqa: BLE001  # one broken program must not end the run
                 print(f"  {name}: FAILED {type(err).__name__}: {err}", flush=True)
         print(f"== replays ({time.perf_counter() - start:.0f} s so far)", flush=True)
