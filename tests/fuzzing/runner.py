@@ -365,10 +365,10 @@ def check_program(prog: Prog, data_seed: int, stats: Stats) -> None:
             stats.outbuf[b] = stats.outbuf.get(b, 0) + (n > 0)
         if stats.log:
             applied = " ".join(f"{b}={n}" for b, n in outcome.applied.items())
+            buffers = "".join(f", output as buffer {b}={n}" for b, n in outcome.outbuf.items() if n)
             stats.log(
                 f"#{stats.programs} prog_{prog.key()} {'static ' if prog.static else ''}{prog.dtype}, "
-                f"{prog.n_ops()} operations: inlined {applied}"
-                + ("".join(f" outbuf {b}={n}" for b, n in outcome.outbuf.items() if n))
+                f"{prog.n_ops()} operations: inlined {applied}{buffers}"
                 f" ({'reused' if outcome.reused else 'compiled in ' + ', '.join(f'{b} {t:.0f}' for b, t in outcome.seconds.items()) + ' s'})"
             )
 
