@@ -290,3 +290,79 @@ def test_transformation_properties_round_trip_and_it_is_registered():
     assert gx.OutputAsBuffer in PatternTransformation.subclasses_recursive()
     xf = gx.OutputAsBuffer()
     assert type(xf).from_json(xf.to_json()).to_json() == xf.to_json()
+
+
+def build_copied_twice(later: bool = False, overwrite: str = ""):
+    """`build()`'s `T`, also copied whole into a second output `G2`: in the copy's state, or
+    (`later`) in a state after it, with `overwrite` ("G" or "G and G2") written in between."""
+    sdfg = build()
+    sdfg.add_array("G2", (N, K), dace.float64)
+    c = next(s for s in sdfg.states() if s.label == "c")
+    whole = dace.Memlet(data="T", subset=f"0:{N}, 0:{K}", other_subset=f"0:{N}, 0:{K}")
+    if not later:
+        t = next(n for n in c.data_nodes() if n.data == "T")
+        c.add_nedge(t, c.add_access("G2"), whole)
+        sdfg.validate()
+        return sdfg
+    last = c
+    if overwrite:
+        last = sdfg.add_state_after(c, "overwrite")
+        for out in overwrite.split(" and "):
+            last.add_nedge(last.add_access("a"), last.add_access(out), dace.Memlet(f"a[0:{N}, 0:{K}]"))
+    late = sdfg.add_state_after(last, "late")
+    late.add_nedge(late.add_access("T"), late.add_access("G2"), whole)
+    sdfg.validate()
+    return sdfg
+
+
+COPIED_TWICE = [(dict(), "G"), (dict(later=True), "G"), (dict(later=True, overwrite="G"), "G2")]
+COPIED_TWICE_IDS = ["second-copy-in-the-same-state", "second-copy-later", "first-output-overwritten-before-the-second-copy"]
+
+
+@pytest.mark.parametrize("variant, target", COPIED_TWICE, ids=COPIED_TWICE_IDS)
+def test_a_buffer_copied_into_two_outputs_becomes_one_of_them(variant, target):
+    """One output takes the buffer's place, the other copy reads that output: the first
+    whose lifetime is clear (an overwrite of `G` before `G2`'s copy leaves only `G2`)."""
+    sdfg = build_copied_twice(**variant)
+    plan = output_buffer_plan(sdfg, "T")
+    assert not isinstance(plan, Decline), plan.reason
+    assert plan.target == target
+    assert gx.gt_outputs_as_buffers(sdfg) == ["T"]
+    sdfg.validate()
+    assert "T" not in sdfg.arrays and two_d_transients(sdfg) == []
+    other = "G2" if target == "G" else "G"
+    copies = [(e.src.data, e.dst.data) for st in sdfg.states() for e in st.edges()
+              if isinstance(e.src, dace.nodes.AccessNode) and isinstance(e.dst, dace.nodes.AccessNode)]  # fmt: skip
+    assert (target, other) in copies
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("variant, target", COPIED_TWICE, ids=COPIED_TWICE_IDS)
+def test_a_buffer_copied_into_two_outputs_computes_the_same(variant, target):
+    sdfg = build_copied_twice(**variant)
+    reference = copy.deepcopy(sdfg)
+    assert sdfg.apply_transformations_repeated(gx.OutputAsBuffer) == 1
+    runs = []
+    for s in (sdfg, reference):
+        out = {"G": np.full((N, K + 1), -7.0), "G2": np.zeros((N, K)), "H": np.zeros((N, K)), "H2": np.zeros((N, K))}
+        s(**_inputs(), **out, flag=1)
+        runs.append(out)
+    g, h = _numpy()
+    t = g[:, 1:].copy()
+    if variant.get("overwrite"):
+        g[:, :K] = _inputs()["a"][:, :K]
+    for name in ("G", "G2", "H", "H2"):
+        np.testing.assert_array_equal(runs[0][name], runs[1][name], err_msg=name)
+    np.testing.assert_array_equal(runs[0]["G"], g)
+    np.testing.assert_array_equal(runs[0]["G2"], t)
+    np.testing.assert_array_equal(runs[0]["H"], h)
+
+
+def test_a_buffer_copied_into_two_outputs_both_touched_is_declined_unchanged():
+    sdfg = build_copied_twice(later=True, overwrite="G and G2")
+    before = sdfg.hash_sdfg()
+    plan = output_buffer_plan(sdfg, "T")
+    assert isinstance(plan, Decline) and plan.reason.startswith("no copy's target can be the buffer"), plan
+    assert "'G' in 'c'" in plan.reason and "'G2' in 'late'" in plan.reason
+    assert sdfg.apply_transformations_repeated(gx.OutputAsBuffer) == 0
+    assert gx.gt_outputs_as_buffers(sdfg) == [] and sdfg.hash_sdfg() == before

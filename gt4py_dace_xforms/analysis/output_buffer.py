@@ -12,7 +12,10 @@ in `transformations/output_buffer.py`. Conditions (all checked, none assumed):
 
 - `T` is a transient array, `G` a global array of the same dtype, storage and rank; the
   copies `T[A] -> G[B]` are plain (unit stride, no WCR) and tile one box with one shift
-  (`merge_copies`); neither is read on an interstate edge or a condition.
+  (`merge_copies`); neither is read on an interstate edge or a condition. Where `T` is
+  copied into several outputs (or in several states), one output's copies (the first for
+  which every condition holds) are these; the other copies read `T` like any reader and
+  read `G` afterwards.
 - Every access of `T` is at the top level of a state, by an edge whose `T`-side subset
   lies provably inside `A` (so `G` outside `B` is never touched), or a writer that can be
   restricted to `A` as `WriteBackRetarget` restricts it (a Map writing one element
@@ -275,11 +278,28 @@ def output_buffer_plan(sdfg: dace.SDFG, name: str) -> Union[OutputBufferPlan, De
         return copies
     if not copies:
         return Decline(f"'{name}' has no write-back copy")
+    groups: dict[tuple, list[WriteBackCopy]] = {}
+    for c in copies:
+        groups.setdefault((c.target.data, id(c.state)), []).append(c)
+    if len(groups) == 1:
+        return _plan(sdfg, name, desc, copies)
+    # Copies into several outputs (or states): one group becomes the buffer, the others
+    # are readers of it like any other (their copies then read that output).
+    reasons = []
+    for group in groups.values():
+        plan = _plan(sdfg, name, desc, group)
+        if not isinstance(plan, Decline):
+            return plan
+        reasons.append(f"'{group[0].target.data}' in '{group[0].state.label}': {plan.reason}")
+    return Decline("no copy's target can be the buffer: " + "; ".join(reasons))
+
+
+def _plan(sdfg: dace.SDFG, name: str, desc, copies: list[WriteBackCopy]) -> Union[OutputBufferPlan, Decline]:
+    """The plan with `copies` (one target, one state) as the write-back copies; any other
+    copy of `T` is one of its readers."""
     merged = merge_copies(copies)
     if isinstance(merged, str):
         return Decline(merged)
-    if len({id(c.state) for c in copies}) != 1:
-        return Decline("the write-back copies are in several states")
     copied, shift = merged
     gname = copies[0].target.data
     gdesc = sdfg.arrays[gname]

@@ -147,9 +147,11 @@ class OutputAsBuffer(transformation.SingleStateTransformation):
     Restrictions (declined, the SDFG untouched): an access of `T` outside the copied box,
     inside a scope, through a View, a library node or a WCR; `G` accessed by anything but
     the copy while `T` lives (this includes in-place updates whose producers read `G`);
-    copies in several states or with several shifts; the copy not on every path after a
-    writer, or a write of `T` after it; `T` accessed in a loop; symbols of the subsets
-    reassigned in between; a nested SDFG seeing `T` with other dimensions.
+    one output's copies with several shifts or not tiling one box; the copy not on every
+    path after a writer, or a write of `T` after it; `T` accessed in a loop; symbols of the subsets
+    reassigned in between; a nested SDFG seeing `T` with other dimensions. Where `T` is
+    copied into several outputs, the first one that satisfies all this becomes the buffer
+    and the other copies read it (the match is that output's first copy).
     `can_be_applied()` never mutates and never raises.
     """
 
