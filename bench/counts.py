@@ -101,7 +101,7 @@ def capture_build(case_name: str, label: str, program, build, args: dict, offset
     """Compile and run `build` once, capture one call, submit its replays; the row entry
     (its "cpu"/"gpu" values are futures until `resolve`). `static`: compiled with these
     arguments as constants, as icon4py's `setup_program` builds (`tools.static`)."""
-    folder = work / case_name.replace(" ", "_").replace("[", "").replace("]", "") / label
+    folder = work / _folder(case_name) / label
     compile_s, folders = run_and_capture(program, build, args, offsets, folder, static)
     jobs, same_as = replays.submit(case_name, folders, label)
     entry = {"compile_s": compile_s, "calls": len(folders), **jobs}
@@ -110,6 +110,10 @@ def capture_build(case_name: str, label: str, program, build, args: dict, offset
     print(f"  {case_name} {label}: built and captured in {compile_s:.0f} s"
           f"{f' (the code of {same_as}: counted once)' if same_as else ''}", flush=True)
     return entry
+
+
+def _folder(case_name: str) -> str:
+    return case_name.replace(" ", "_").replace("[", "").replace("]", "")
 
 
 def run_and_capture(program, build, args: dict, offsets: dict, folder: pathlib.Path,
@@ -178,11 +182,12 @@ def table(rows: list[dict]) -> str:
 DECISION_PROGRAMS = ("target", "exner_exfac", "apply_diffusion_to_vn", "diag_normal_wind", "predictor_w_adv")
 
 
-def predicted_figures(program, offsets, sizes: dict) -> tuple[dict, frozenset]:
+def predicted_figures(program, offsets, sizes: dict, static: Optional[dict] = None) -> tuple[dict, frozenset]:
     """The CPU cost model's figures per intermediate on the SDFG at the first
     `TopLevelDataFlowStep` (as the oracle and the census predict), its symbols valued as
     in the counted call (`sizes`, else the model would assume 80 per unknown extent), and
-    the intermediates everything sound inlines there."""
+    the intermediates everything sound inlines there. `static`: lowered with these
+    arguments as constants (where the model's sizes are constants already)."""
     import copy
 
     from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
@@ -191,7 +196,7 @@ def predicted_figures(program, offsets, sizes: dict) -> tuple[dict, frozenset]:
     from gt4py_dace_xforms.transformations.inline_fusion_pass import gt_inline_fusion
 
     step = (GT4PyAutoOptHook.TopLevelDataFlowStep, 1)
-    sdfg = capture.capture_stages(program, [step], offset_provider=offsets)[step]
+    sdfg = capture.capture_stages(program, [step], offset_provider=offsets, static_args=static)[step]
     sound = gt_inline_fusion(copy.deepcopy(sdfg), cost_model=gx.InlineWhereSound(), validate=False)
     known = tuple(sorted(sizes.items()))
     model = gt_inline_fusion(copy.deepcopy(sdfg), validate=False,
@@ -236,23 +241,29 @@ def decision_figures(records) -> dict:
     return out
 
 
-def count_decisions(case, quick: bool, work: pathlib.Path, replays: Replays) -> dict:
+def count_decisions(case, quick: bool, work: pathlib.Path, replays: Replays, static: bool = False) -> dict:
     """`none` (the library inlining nothing: its other passes run), the model's build and
     one build per intermediate everything sound inlines (`only:X`), each counted, no
-    windows (their counts: `make counts`)."""
+    windows (their counts: `make counts`). `static`: every build, and the SDFG the model
+    is asked about, with the call's integer and boolean arguments as constants (the row
+    is named `NAME [static]`)."""
     sizes = case.sizes(quick)
     program = case.program()
     args, offsets = case.make_inputs(sizes, 0)
-    row = {"program": case.name, "sizes": sizes, "builds": {}, "applied": {}}
+    values = static_args(args) if static else None
+    name = case.name + (" [static]" if static else "")
+    row = {"program": name, "sizes": sizes, "builds": {}, "applied": {}}
+    if static:
+        row["static"] = plain(values)
 
     def add(label, policy):
         build = inline_build(policy=policy, windows=False)
-        row["builds"][label] = capture_build(case.name, label, program, build, args, offsets, work, replays)
+        row["builds"][label] = capture_build(name, label, program, build, args, offsets, work, replays, values)
         row["applied"][label] = sorted({r.intermediate for r in build.report.applied})
 
     add("none", InlineOnly(()))
-    symbols = call_symbols(work / case.name / "none")
-    figures, sound = predicted_figures(program, offsets, symbols)
+    symbols = call_symbols(work / _folder(name) / "none")
+    figures, sound = predicted_figures(program, offsets, {**symbols, **(plain(values) if static else {})}, values)
     row["predicted"], row["symbols"] = figures, symbols
     add("model", gx.CostModel("cpu", windows=False))
     for x in sorted(sound):
@@ -265,12 +276,13 @@ def repredict(case, quick: bool, row: dict, work: pathlib.Path) -> None:
     run of the `none` build (nothing replayed), then the model on the first step."""
     program = case.program()
     args, offsets = case.make_inputs(case.sizes(quick), 0)
+    static = row.get("static")  # a static row: lowered with the same constants
     symbols = row.get("symbols")
     if not symbols:
         build = inline_build(policy=InlineOnly(()), windows=False)
-        run_and_capture(program, build, args, offsets, work / case.name / "none")
+        run_and_capture(program, build, args, offsets, work / case.name / "none", static)
         symbols = call_symbols(work / case.name / "none")
-    row["predicted"], _ = predicted_figures(program, offsets, symbols)
+    row["predicted"], _ = predicted_figures(program, offsets, {**symbols, **(static or {})}, static)
     row["symbols"] = symbols
 
 
@@ -336,7 +348,7 @@ def main(argv=None) -> int:
                         + ", ".join(DECISION_PROGRAMS) + "; writes counts_decisions.json/.txt)")
     p.add_argument("--repredict", action="store_true",
                    help="with --decisions: recompute the predictions of an earlier run's JSON (no counting)")
-    p.add_argument("--builds", default="symbolic,static",
+    p.add_argument("--builds", default=None,
                    help="comma-separated: symbolic, static (the call's integer and boolean arguments compiled as "
                         "constants, as icon4py's setup_program builds); each program counted once per entry "
                         "(default: symbolic,static; --decisions: symbolic only)")
@@ -346,7 +358,8 @@ def main(argv=None) -> int:
     p.add_argument("--json", default=None, help="output (default bench/counts.json, with --decisions "
                                                  "bench/counts_decisions.json)")
     opts = p.parse_args(argv)
-    variants = [b.strip() for b in opts.builds.split(",") if b.strip()]
+    builds_arg = opts.builds or ("symbolic" if opts.decisions else "symbolic,static")
+    variants = [b.strip() for b in builds_arg.split(",") if b.strip()]
     if bad := [b for b in variants if b not in ("symbolic", "static")]:
         p.error(f"unknown --builds {bad}; choose from symbolic, static")
     without = tuple(w.strip() for w in opts.without.split(",") if w.strip())
@@ -367,9 +380,10 @@ def main(argv=None) -> int:
         rows = json.loads(out.read_text())
         with tempfile.TemporaryDirectory(prefix="counts_calls_") as tmp:
             for row in rows:
-                if row["program"] in wanted:
+                base = row["program"].removesuffix(" [static]")
+                if base in wanted:
                     print(f"== {row['program']}: predicting", flush=True)
-                    repredict(known[row["program"]], opts.quick, row, pathlib.Path(tmp))
+                    repredict(known[base], opts.quick, row, pathlib.Path(tmp))
         text = decisions_table(rows)
         print(text)
         out.write_text(json.dumps(rows, indent=1, default=str))
@@ -382,12 +396,13 @@ def main(argv=None) -> int:
         for name in wanted:
             print(f"== {name}", flush=True)
             try:
-                if opts.decisions:
-                    pending.append(count_decisions(known[name], opts.quick, pathlib.Path(tmp), replays))
-                else:
-                    for variant in variants:
-                        pending.append(count_case(known[name], opts.quick, opts.windows, pathlib.Path(tmp), replays,
-                                                  static=variant == "static", without=without))
+                for variant in variants:
+                    if opts.decisions:
+                        pending.append(count_decisions(known[name], opts.quick, pathlib.Path(tmp), replays,
+                                                       static=variant == "static"))
+                    else:
+                        pending.append(count_case(known[name], opts.quick, opts.windows, pathlib.Path(tmp),
+                                                  replays, static=variant == "static", without=without))
             except Exception as err:  # noqa: BLE001  # one broken program must not end the run
                 print(f"  {name}: FAILED {type(err).__name__}: {err}", flush=True)
         print(f"== replays ({time.perf_counter() - start:.0f} s so far)", flush=True)
@@ -405,7 +420,7 @@ def main(argv=None) -> int:
         row["total_s"] = round(total)
     out.write_text(json.dumps(rows, indent=1, default=str))
     out.with_suffix(".txt").write_text(text + f"\n\ntotal {total:.0f} s\n")
-    return 0 if len(rows) == len(wanted) * (1 if opts.decisions else len(variants)) else 1
+    return 0 if len(rows) == len(wanted) * len(variants) else 1
 
 
 if __name__ == "__main__":
