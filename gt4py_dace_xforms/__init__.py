@@ -1,7 +1,7 @@
 """gt4py_dace_xforms: DaCe SDFG transformations for GT4Py.
 
-Importing the package registers `InlineFuser`, `VerticalWindow`, `WriteBackToMap`, `WriteBackRetarget`, `OutputAsBuffer` and
-`ProvenCopyChainRemover` with DaCe's pattern matcher, so that `SDFGOptimizer` (and the DaCe VS Code viewer) list them. Backends: `gt4py_dace_xforms.backends`.
+Importing the package registers `InlineFuser`, `VerticalWindow`, `WriteBackToMap`, `WriteBackRetarget`, `OutputAsBuffer`,
+`NestedColumnRead` and `ProvenCopyChainRemover` with DaCe's pattern matcher, so that `SDFGOptimizer` (and the DaCe VS Code viewer) list them. Backends: `gt4py_dace_xforms.backends`.
 """
 
 from gt4py_dace_xforms.integration.hooks import optimization_hooks
@@ -10,12 +10,14 @@ from gt4py_dace_xforms.policy import CostModel, Decision, InlinePolicy, InlineWh
 from gt4py_dace_xforms.report import InlineRecord, InlineReport
 from gt4py_dace_xforms.transformations import (
     InlineFuser,
+    NestedColumnRead,
     OutputAsBuffer,
     ProvenCopyChainRemover,
     VerticalWindow,
     WriteBackRetarget,
     WriteBackToMap,
     gt_inline_fusion,
+    gt_narrow_column_reads,
     gt_outputs_as_buffers,
     gt_remove_copy_chains,
     gt_retarget_writebacks,
@@ -30,9 +32,11 @@ __all__ = [
     "InlineRecord",
     "InlineReport",
     "InlineWhereSound",
+    "NestedColumnRead",
     "OutputAsBuffer",
     "ProvenCopyChainRemover",
     "gt_inline_fusion",
+    "gt_narrow_column_reads",
     "gt_outputs_as_buffers",
     "gt_remove_copy_chains",
     "gt_retarget_writebacks",

@@ -44,6 +44,9 @@ class InlineReport:
     windowed: list[str] = dataclasses.field(default_factory=list)
     #: write-back buffers replaced by the output they were copied into (`gt_outputs_as_buffers`, first)
     outputs_as_buffers: list[str] = dataclasses.field(default_factory=list)
+    #: (array, nested SDFG) pairs whose memlet now passes one column (`gt_narrow_column_reads`, last),
+    #: so that gt4py's Map fusion can fuse the column producer with the scan
+    column_reads: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     #: why the pass failed and was undone by the hook's fail-safe (`integration.failsafe`)
     failures: list[str] = dataclasses.field(default_factory=list)
     #: unordered conflicting accesses in the SDFG the pass received (`analysis.races`);
@@ -78,6 +81,7 @@ class InlineReport:
         self.failures.extend(other.failures)
         self.windowed.extend(other.windowed)
         self.outputs_as_buffers.extend(other.outputs_as_buffers)
+        self.column_reads.extend(other.column_reads)
         self.races.extend(r for r in other.races if r not in self.races)
 
     def to_json(self) -> list[dict]:
@@ -107,6 +111,7 @@ class InlineReport:
         lines += [fmt.format(*row) for row in rows]
         lines += [f"windowed (one evaluation per level, in a K sweep): {w}" for w in self.windowed]
         lines += [f"output as buffer (the copy saved, nothing recomputed): {b}" for b in self.outputs_as_buffers]
+        lines += [f"column read (the scan gets one column of it): {a} in {n}" for a, n in self.column_reads]
         lines += [f"unordered access, left as it is: {r}" for r in self.races]
         lines += [f"FAILED and undone: {f}" for f in self.failures]
         return "\n".join(lines)

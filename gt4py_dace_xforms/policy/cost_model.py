@@ -119,6 +119,12 @@ class CostModel(InlinePolicy):
             docs/output_buffer.md). Priced as the copy's read and write saved with nothing
             recomputed and no access added, so it is always taken, and before inlining:
             inlining the buffer's readers would recompute what the output now holds.
+        column_reads: pass a scan only the column of a transient it reads where that is
+            proven (`NestedColumnRead`, docs/column_reads.md), so that gt4py's Map fusion
+            can fuse the column Map writing it (a vertical window) with the scan: the 2-D
+            transient becomes one column per iteration, nothing is recomputed. None: by
+            target (`column_reads_on`): on for the CPU, off on the GPU, where the fused
+            scans would hold every column in each thread's local memory (unmeasured).
         writeback_max_offsets: such a group is taken only where every reader reads the
             buffer at no more than this many offsets. The producer keeps writing the
             copied points, so each extra offset is pure recomputation, and on the CPU
@@ -166,6 +172,7 @@ class CostModel(InlinePolicy):
     writeback_copies: bool = False
     writeback_retarget: bool = True
     output_buffers: bool = True
+    column_reads: Optional[bool] = None
     writeback_max_offsets: int = 1
     scan_guard: Optional[bool] = None
     persistent_transients: bool = False
@@ -200,6 +207,16 @@ class CostModel(InlinePolicy):
         if self.windows is not None:
             return self.windows
         return self.target == "cpu" and not self.persistent_transients
+
+    @property
+    def column_reads_on(self) -> bool:
+        """Whether the pass narrows scans' column reads (see `column_reads`)."""
+        if self.column_reads is not None:
+            return self.column_reads
+        return self.target == "cpu"
+
+    def narrows_column_reads(self, sdfg: dace.SDFG) -> bool:
+        return self.column_reads_on
 
     # -- the policy interface ---------------------------------------------------------
 

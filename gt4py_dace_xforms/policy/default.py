@@ -43,11 +43,20 @@ class InlinePolicy:
         output_buffers: let a write-back buffer that other dataflow still reads become the
             output it is copied into (`OutputAsBuffer`, docs/output_buffer.md), before any
             inlining: nothing is recomputed, so it is preferred where both apply.
+        column_reads: after inlining, pass a scan (a nested SDFG in a horizontal Map)
+            only the column of a transient it reads (`NestedColumnRead`,
+            docs/column_reads.md), so that gt4py's Map fusion can fuse the Map writing
+            those columns with the scan: nothing is recomputed.
     """
 
     writeback_copies: bool = True
     writeback_retarget: bool = False
     output_buffers: bool = False
+    column_reads: bool = False
+
+    def narrows_column_reads(self, sdfg: dace.SDFG) -> bool:
+        """Whether the pass narrows scans' column reads (`column_reads`)."""
+        return bool(self.column_reads) and self.pinned is None
 
     @property
     def pinned(self) -> Optional[tuple[str, ...]]:
@@ -113,6 +122,7 @@ class InlineWhereSound(InlinePolicy):
             writers write the output directly (`WriteBackRetarget`, docs/retarget.md);
             where that holds, its copy is not written as a Map.
         output_buffers: as in `InlinePolicy` (on).
+        column_reads: as in `InlinePolicy` (on).
     """
 
     max_distinct_offsets: int = 8
@@ -120,6 +130,7 @@ class InlineWhereSound(InlinePolicy):
     allow_eager: bool = True
     writeback_retarget: bool = True
     output_buffers: bool = True
+    column_reads: bool = True
 
     def decide(self, sdfg: dace.SDFG, candidate: InlineCandidate) -> Decision:
         n = len(candidate.groups)

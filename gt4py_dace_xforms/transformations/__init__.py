@@ -1,6 +1,7 @@
 """Transformations: `InlineFuser`, `VerticalWindow`, `WriteBackToMap`, `WriteBackRetarget`,
-`OutputAsBuffer`, `ProvenCopyChainRemover` and the passes that drive them."""
+`OutputAsBuffer`, `NestedColumnRead`, `ProvenCopyChainRemover` and the passes that drive them."""
 
+from gt4py_dace_xforms.transformations.column_reads import NestedColumnRead, gt_narrow_column_reads
 from gt4py_dace_xforms.transformations.copy_chain import ProvenCopyChainRemover, gt_remove_copy_chains
 from gt4py_dace_xforms.transformations.inline_fuser import InlineFuser
 from gt4py_dace_xforms.transformations.inline_fusion_pass import find_candidates, gt_inline_fusion
@@ -11,6 +12,7 @@ from gt4py_dace_xforms.transformations.writeback import WriteBackToMap
 
 __all__ = [
     "InlineFuser",
+    "NestedColumnRead",
     "OutputAsBuffer",
     "ProvenCopyChainRemover",
     "WriteBackRetarget",
@@ -18,6 +20,7 @@ __all__ = [
     "WriteBackToMap",
     "find_candidates",
     "gt_inline_fusion",
+    "gt_narrow_column_reads",
     "gt_outputs_as_buffers",
     "gt_remove_copy_chains",
     "gt_retarget_writebacks",

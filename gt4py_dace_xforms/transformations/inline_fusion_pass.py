@@ -13,6 +13,7 @@ from gt4py_dace_xforms.policy import CostModel, Decision, InlinePolicy
 from gt4py_dace_xforms.policy.decide import decide_candidate
 from gt4py_dace_xforms.report import InlineRecord, InlineReport
 from gt4py_dace_xforms.transformations import rewrite
+from gt4py_dace_xforms.transformations.column_reads import gt_narrow_column_reads
 from gt4py_dace_xforms.transformations.output_buffer import gt_outputs_as_buffers
 from gt4py_dace_xforms.transformations.retarget import gt_retarget_writebacks
 from gt4py_dace_xforms.transformations.vertical_window import gt_vertical_windows
@@ -110,6 +111,10 @@ def gt_inline_fusion(
         # (of a pinned decision set, only its own intermediates).
         pinned = chosen.pinned
         report.writebacks_retargeted.extend(gt_retarget_writebacks(sdfg, list(pinned) if pinned is not None else None))
+    if chosen.narrows_column_reads(sdfg):
+        # Last, once windows have made column producers: a scan that gets only the column
+        # of its iteration can be fused with the Map writing it (gt4py's next round).
+        report.column_reads = gt_narrow_column_reads(sdfg)
     if validate:
         sdfg.validate()
     return report

@@ -1,0 +1,160 @@
+"""Column reads: a nested SDFG in a horizontal Map that reads only its own column of an
+array, although the memlet into it spans more.
+
+gt4py passes each field a scan reads to the scan's nested SDFG as a whole array, and the
+memlet into it covers every column up to the Map's index (`T[0:i + 1, 0:nlev]`) or all of
+them; inside, a loop over K reads `a[i - range_0, k - range_1]`. Read that way, the memlet
+is not pointwise in the Map's parameter, so no Map fusion can give the scan its input
+column by column: a column Map before the scan (gt4py's, or a vertical window) has to
+write the whole 2-D array first (the solvers' `gtir_tmp_161/172/181/198`).
+
+`column_read_plan()` proves that every access of the array inside the nested SDFG is at
+one index in one dimension, the same in every state and loop iteration, that names the
+enclosing Map's parameter once the nested SDFG's symbols are mapped out; the
+transformation (`transformations/column_reads.py`) then passes that column alone: the
+memlet becomes `T[i, 0:nlev]`, the nested array loses the dimension. What the nested SDFG
+computes is unchanged, and MapFusionVertical can then fuse the column producer with the
+scan (the array becomes one column per iteration). Pure: never mutates, never raises for
+a well-formed SDFG.
+
+Conditions (all checked):
+
+- The edge goes from the entry of a top-level Map to an input connector of a NestedSDFG
+  directly in that Map's scope; the memlet is plain (no WCR, not dynamic) on a transient
+  or global Array of rank >= 2, with a subset of that rank.
+- Inside, the connector's array is a non-transient Array of the same rank, only read (no
+  AccessNode of it has an in-edge), not read on an interstate edge, not passed to a
+  deeper nested SDFG or a View; every memlet of it (through inner Map scopes too) holds,
+  in the chosen dimension, one index.
+- That index, with the nested SDFG's symbol mapping substituted, plus the outer memlet's
+  start in that dimension, is exactly one parameter of the enclosing Map; no symbol in it
+  is defined inside the nested SDFG (loop variables, interstate assignments).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Union
+
+import dace
+import sympy
+from dace import data as dace_data
+from dace.sdfg import nodes as dn
+
+from gt4py_dace_xforms.analysis.nested_reads import defined_inside
+from gt4py_dace_xforms.analysis.producer import Decline, interstate_reads
+from gt4py_dace_xforms.analysis.symbolic import to_sympy
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ColumnReadPlan:
+    """Pass only column `param` (dimension `dim`) of the outer array through `edge`.
+
+    Attributes:
+        edge: the Map-scope edge into the NestedSDFG node.
+        node: the NestedSDFG node.
+        connector: the array's name inside the nested SDFG.
+        dim: the dimension that is one index per Map iteration.
+        param: the enclosing Map's parameter that index equals (outer symbols).
+        inner: every inner edge whose memlet refers to the array, with its state.
+    """
+
+    edge: object
+    node: dn.NestedSDFG
+    connector: str
+    dim: int
+    param: str
+    inner: tuple
+
+
+def _index_problem(inner_edges, ndim: int) -> Union[list[dict[int, sympy.Expr]], str]:
+    """The single index each memlet holds per dimension (dimensions with a range are
+    left out), or why a memlet cannot be read that way."""
+    out = []
+    for _, e in inner_edges:
+        m = e.data
+        if m.wcr is not None:
+            return "a memlet of the array inside the nested SDFG has a WCR"
+        if m.subset is None or len(m.subset) != ndim:
+            return "a memlet of the array inside the nested SDFG has another rank"
+        single = {}
+        for d, (b, end, step) in enumerate(m.subset.ndrange()):
+            if sympy.simplify(to_sympy(end) - to_sympy(b)) == 0:
+                single[d] = to_sympy(b)
+        out.append(single)
+    return out
+
+
+def column_read_plan(sdfg: dace.SDFG, state: dace.SDFGState, edge) -> Union[ColumnReadPlan, Decline]:
+    """The plan for passing only the Map iteration's column through `edge`, or a Decline
+    saying why not (see the module docstring)."""
+    node, conn = edge.dst, edge.dst_conn
+    if not isinstance(node, dn.NestedSDFG) or conn is None or not isinstance(edge.src, dn.MapEntry):
+        return Decline("not an edge from a Map entry into a nested SDFG")
+    entry = edge.src
+    scope = state.scope_dict()
+    if scope[entry] is not None or scope[node] is not entry:
+        return Decline("the nested SDFG is not directly inside a top-level Map")
+    m = edge.data
+    if m.is_empty() or m.wcr is not None or m.dynamic or m.data not in sdfg.arrays:
+        return Decline("the memlet into the nested SDFG is empty, dynamic or has a WCR")
+    outer = sdfg.arrays[m.data]
+    if type(outer) is not dace_data.Array or len(outer.shape) < 2:
+        return Decline(f"'{m.data}' is not an array of rank 2 or more")
+    ndim = len(outer.shape)
+    subset = m.subset  # the edge's memlet names the outer array
+    if subset is None or len(subset) != ndim or m.other_subset is not None:
+        return Decline("the memlet into the nested SDFG has no subset of the array")
+    inner_sdfg = node.sdfg
+    desc = inner_sdfg.arrays.get(conn)
+    if type(desc) is not dace_data.Array or desc.transient or len(desc.shape) != ndim:
+        return Decline(f"nested SDFG '{node.label}' sees '{m.data}' as something other than an array of its rank")
+    if conn in interstate_reads(inner_sdfg):
+        return Decline(f"nested SDFG '{node.label}' reads '{conn}' on an interstate edge")
+    inner: list = []
+    for st in inner_sdfg.all_states():
+        for acc in st.nodes():
+            if isinstance(acc, dn.NestedSDFG) and any(e.data.data == conn for e in st.all_edges(acc)):
+                return Decline(f"nested SDFG '{node.label}' passes '{conn}' on to a nested SDFG")
+            if not isinstance(acc, dn.AccessNode) or acc.data != conn:
+                continue
+            if st.in_degree(acc) > 0:
+                return Decline(f"nested SDFG '{node.label}' writes '{conn}'")
+            for e in st.out_edges(acc):
+                other = e.dst
+                if isinstance(other, dn.AccessNode) and isinstance(inner_sdfg.arrays[other.data], dace_data.View):
+                    return Decline(f"nested SDFG '{node.label}' views '{conn}'")
+                for x in st.memlet_tree(e):
+                    if x.data.data != conn:
+                        return Decline(f"nested SDFG '{node.label}' copies '{conn}' with a memlet of other data")
+                    inner.append((st, x))
+    if not inner:
+        return Decline(f"nested SDFG '{node.label}' does not read '{conn}'")
+    singles = _index_problem(inner, ndim)
+    if isinstance(singles, str):
+        return Decline(singles)
+    defined = defined_inside(inner_sdfg)
+    mapping = {k: to_sympy(v) for k, v in node.symbol_mapping.items()}
+    params = {str(p) for p in entry.map.params}
+    starts = [to_sympy(b) for b, _, _ in subset.ndrange()]
+    for d in range(ndim):
+        if not all(d in s for s in singles):
+            continue
+        found: Optional[str] = None
+        for s in singles:
+            x = s[d]
+            if {str(f) for f in x.free_symbols} & defined:
+                found = None
+                break
+            if not all(str(f) in mapping for f in x.free_symbols):
+                found = None
+                break
+            outer_index = sympy.expand(x.xreplace({f: mapping[str(f)] for f in x.free_symbols}) + starts[d])
+            name = str(outer_index) if isinstance(outer_index, sympy.Symbol) else None
+            if name is None or name not in params or (found is not None and name != found):
+                found = None
+                break
+            found = name
+        if found is not None:
+            return ColumnReadPlan(edge, node, conn, d, found, tuple(inner))
+    return Decline(f"nested SDFG '{node.label}' does not read '{conn}' at the Map's index in any dimension")
