@@ -122,9 +122,10 @@ class CostModel(InlinePolicy):
         column_reads: pass a scan only the column of a transient it reads where that is
             proven (`NestedColumnRead`, docs/column_reads.md), so that gt4py's Map fusion
             can fuse the column Map writing it (a vertical window) with the scan: the 2-D
-            transient becomes one column per iteration, nothing is recomputed. None: by
-            target (`column_reads_on`): on for the CPU, off on the GPU, where the fused
-            scans would hold every column in each thread's local memory (unmeasured).
+            transient becomes one column per iteration, nothing is recomputed. Off by
+            default until the solvers it changes are timed against stock (unmeasured; on
+            the GPU the fused scans would hold every column in each thread's local
+            memory); `InlineWhereSound` takes it.
         writeback_max_offsets: such a group is taken only where every reader reads the
             buffer at no more than this many offsets. The producer keeps writing the
             copied points, so each extra offset is pure recomputation, and on the CPU
@@ -172,7 +173,7 @@ class CostModel(InlinePolicy):
     writeback_copies: bool = False
     writeback_retarget: bool = True
     output_buffers: bool = True
-    column_reads: Optional[bool] = None
+    column_reads: bool = False
     writeback_max_offsets: int = 1
     scan_guard: Optional[bool] = None
     persistent_transients: bool = False
@@ -211,9 +212,7 @@ class CostModel(InlinePolicy):
     @property
     def column_reads_on(self) -> bool:
         """Whether the pass narrows scans' column reads (see `column_reads`)."""
-        if self.column_reads is not None:
-            return self.column_reads
-        return self.target == "cpu"
+        return bool(self.column_reads)
 
     def narrows_column_reads(self, sdfg: dace.SDFG) -> bool:
         return self.column_reads_on
