@@ -9,10 +9,11 @@ column by column: a column Map before the scan (gt4py's, or a vertical window) h
 write the whole 2-D array first (the solvers' `gtir_tmp_161/172/181/198`).
 
 `column_read_plan()` proves that every access of the array inside the nested SDFG is at
-one index in one dimension, the same in every state and loop iteration, that names the
-enclosing Map's parameter once the nested SDFG's symbols are mapped out; the
-transformation (`transformations/column_reads.py`) then passes that column alone: the
-memlet becomes `T[i, 0:nlev]`, the nested array loses the dimension. What the nested SDFG
+one index in one dimension, the same in every state and loop iteration, that is the
+enclosing Map's parameter plus a constant once the nested SDFG's symbols are mapped out
+(`i`, or `i - start` where gt4py lays the transient out from its domain's first point);
+the transformation (`transformations/column_reads.py`) then passes that column alone:
+the memlet becomes `T[i - start, 0:nlev]`, the nested array loses the dimension. What the nested SDFG
 computes is unchanged, and MapFusionVertical can then fuse the column producer with the
 scan (the array becomes one column per iteration). Pure: never mutates, never raises for
 a well-formed SDFG.
@@ -27,8 +28,10 @@ Conditions (all checked):
   deeper nested SDFG or a View; every memlet of it (through inner Map scopes too) holds,
   in the chosen dimension, one index.
 - That index, with the nested SDFG's symbol mapping substituted, plus the outer memlet's
-  start in that dimension, is exactly one parameter of the enclosing Map; no symbol in it
-  is defined inside the nested SDFG (loop variables, interstate assignments).
+  start in that dimension, is one parameter of the enclosing Map plus a term free of the
+  Map's parameters (a transient starts at its domain's first point: `i - 2560`), the same
+  for every read; no symbol in it is defined inside the nested SDFG (loop variables,
+  interstate assignments).
 """
 
 from __future__ import annotations
@@ -55,8 +58,10 @@ class ColumnReadPlan:
         node: the NestedSDFG node.
         connector: the array's name inside the nested SDFG.
         dim: the dimension that is one index per Map iteration.
-        param: the enclosing Map's parameter that index equals (outer symbols).
+        param: the enclosing Map's parameter the index follows (outer symbols).
         inner: every inner edge whose memlet refers to the array, with its state.
+        index: the column, in the outer array's coordinates: `param` plus a constant
+            (the array's first point in the Map's domain).
     """
 
     edge: object
@@ -65,6 +70,7 @@ class ColumnReadPlan:
     dim: int
     param: str
     inner: tuple
+    index: sympy.Expr
 
 
 def _index_problem(inner_edges, ndim: int) -> Union[list[dict[int, sympy.Expr]], str]:
@@ -83,6 +89,19 @@ def _index_problem(inner_edges, ndim: int) -> Union[list[dict[int, sympy.Expr]],
                 single[d] = to_sympy(b)
         out.append(single)
     return out
+
+
+def _param_plus_constant(index: sympy.Expr, params: set[str]) -> Optional[str]:
+    """The Map parameter `p` where `index` is `p + c` and `c` names no Map parameter
+    (gt4py's transients start at the domain's first point: the column of iteration `i`
+    of a Map over `start:end` is `i - start`), else None."""
+    named = [f for f in index.free_symbols if str(f) in params]
+    if len(named) != 1:
+        return None
+    rest = sympy.expand(index - named[0])
+    if any(str(f) in params for f in rest.free_symbols):
+        return None
+    return str(named[0])
 
 
 def column_read_plan(sdfg: dace.SDFG, state: dace.SDFGState, edge) -> Union[ColumnReadPlan, Decline]:
@@ -140,7 +159,7 @@ def column_read_plan(sdfg: dace.SDFG, state: dace.SDFGState, edge) -> Union[Colu
     for d in range(ndim):
         if not all(d in s for s in singles):
             continue
-        found: Optional[str] = None
+        found: Optional[tuple[str, sympy.Expr]] = None
         for s in singles:
             x = s[d]
             if {str(f) for f in x.free_symbols} & defined:
@@ -150,11 +169,11 @@ def column_read_plan(sdfg: dace.SDFG, state: dace.SDFGState, edge) -> Union[Colu
                 found = None
                 break
             outer_index = sympy.expand(x.xreplace({f: mapping[str(f)] for f in x.free_symbols}) + starts[d])
-            name = str(outer_index) if isinstance(outer_index, sympy.Symbol) else None
-            if name is None or name not in params or (found is not None and name != found):
+            name = _param_plus_constant(outer_index, params)
+            if name is None or (found is not None and (name, outer_index) != found):
                 found = None
                 break
-            found = name
+            found = (name, outer_index)
         if found is not None:
-            return ColumnReadPlan(edge, node, conn, d, found, tuple(inner))
+            return ColumnReadPlan(edge, node, conn, d, found[0], tuple(inner), found[1])
     return Decline(f"nested SDFG '{node.label}' does not read '{conn}' at the Map's index in any dimension")

@@ -26,8 +26,8 @@ def narrow_to_column(sdfg: dace.SDFG, plan: ColumnReadPlan) -> None:
     d = plan.dim
     m = plan.edge.data
     rng = list(m.subset.ndrange())
-    param = dace.symbolic.pystr_to_symbolic(plan.param)
-    rng[d] = (param, param, 1)
+    index = dace.symbolic.pystr_to_symbolic(str(plan.index))
+    rng[d] = (index, index, 1)
     plan.edge.data = dace.Memlet(data=m.data, subset=dace_sbs.Range(rng))
     desc = plan.node.sdfg.arrays[plan.connector]
     keep = [i for i in range(len(desc.shape)) if i != d]
@@ -71,8 +71,10 @@ def gt_narrow_column_reads(sdfg: dace.SDFG, names: Optional[list[str]] = None) -
 class NestedColumnRead(transformation.SingleStateTransformation):
     """Pass a nested SDFG inside a top-level Map only the column of the array it reads:
     where every read of the array inside it, in every state and loop iteration, is at the
-    Map's parameter in one dimension (gt4py's scans read `a[i - range_0, k]`), the memlet
-    `T[0:i + 1, 0:K]` becomes `T[i, 0:K]` and the nested array loses that dimension. The
+    Map's parameter plus a constant in one dimension (gt4py's scans read
+    `a[i - range_0, k]`; a transient of a domain `start:end` is laid out from `start`),
+    the memlet `T[0:i - start + 1, 0:K]` becomes `T[i - start, 0:K]` and the nested array
+    loses that dimension. The
     nested SDFG computes what it did; MapFusionVertical can then fuse a column producer
     with it, so that `T` is one column per iteration instead of a 2-D array.
 
@@ -81,8 +83,8 @@ class NestedColumnRead(transformation.SingleStateTransformation):
     Restrictions (declined, the SDFG untouched): a dynamic or WCR memlet; the nested SDFG
     writes the array, reads it on an interstate edge, views it or passes it on to a
     deeper nested SDFG; a read whose index in every dimension either is a range, uses a
-    symbol the nested SDFG defines (a loop variable), or is not the Map's parameter once
-    the symbol mapping is substituted. `can_be_applied()` never mutates and never raises.
+    symbol the nested SDFG defines (a loop variable), or is not one Map parameter plus a
+    term free of the Map's parameters once the symbol mapping is substituted. `can_be_applied()` never mutates and never raises.
     """
 
     map_entry = transformation.PatternNode(dn.MapEntry)
