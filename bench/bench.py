@@ -275,19 +275,25 @@ def time_config(case_name: str, callers: dict, args: dict, offset_provider: dict
 def run_mode(case: bench_cases.Case, program, mode: str, args: dict, offset_provider: dict, *, gpu: bool,
              rounds: int, threads: list[int | None], max_rounds: int | None = None,
              malloc: str = "glibc", extend_s: float = 0.0, min_span_s: float = 0.0,
-             windows: Optional[bool] = None, static: Optional[dict] = None) -> tuple[dict, dict]:  # fmt: skip
+             windows: Optional[bool] = None, static: Optional[dict] = None,
+             switches: tuple[str, ...] = ()) -> tuple[dict, dict]:  # fmt: skip
     """Stock, a second stock (A/A) and the inlined build with memory mode `mode`: compiled,
     outputs compared with stock, timed at each thread count. Returns (results, builds).
     `static`: every build compiled with these arguments as constants, as icon4py's
-    `setup_program` builds (`tools.static`); None: the symbolic build."""
+    `setup_program` builds (`tools.static`); None: the symbolic build. `switches`: cost-model
+    switches turned on in the inlined build (`--with`)."""
+    from gt4py_dace_xforms.integration.hooks import default_policy
     from gt4py_dace_xforms.tools.compare import inline_build, stock_build
     from gt4py_dace_xforms.tools.static import compile_static
 
     sync = make_sync(gpu)
     mm = memory_mode(mode)
+    policy = None
+    if switches:
+        policy = dataclasses.replace(default_policy(gpu, mm), **{s: True for s in switches})
     builds = {"stock": stock_build(gpu=gpu, transient_memory_mode=mm),
               "A/A": stock_build(gpu=gpu, transient_memory_mode=mm),
-              "inlined": inline_build(gpu=gpu, transient_memory_mode=mm, windows=windows)}  # fmt: skip
+              "inlined": inline_build(gpu=gpu, policy=policy, transient_memory_mode=mm, windows=windows)}  # fmt: skip
     callers = {label: program.with_backend(b.backend) for label, b in builds.items()}
     outputs = bench_cases.outputs_of(case)
     res: dict[str, Any] = {"mode": mode}
@@ -328,7 +334,7 @@ def run_mode(case: bench_cases.Case, program, mode: str, args: dict, offset_prov
 def run_case(case: bench_cases.Case, *, quick: bool, gpu: bool, rounds: int, threads: list[int | None],
              modes: list[str], max_rounds: int | None = None, malloc: str = "glibc",
              extend_s: float = 0.0, min_span_s: float = 0.0, windows: Optional[bool] = None,
-             static: bool = False) -> dict:  # fmt: skip
+             static: bool = False, switches: tuple[str, ...] = ()) -> dict:  # fmt: skip
     """One program's row; `static`: its integer and boolean arguments compiled as
     constants (the row is named `NAME [static]` and lists them)."""
     from gt4py_dace_xforms.tools.compare import two_d_transients
@@ -336,7 +342,7 @@ def run_case(case: bench_cases.Case, *, quick: bool, gpu: bool, rounds: int, thr
 
     sizes = case.sizes(quick)
     row: dict[str, Any] = {"program": case.name + (" [static]" if static else ""), "what": case.what, "sizes": sizes,
-                           "status": "ok", "rounds": rounds}
+                           "status": "ok", "rounds": rounds, "with": list(switches)}
     stage = "setup"
     try:
         program = case.program()
@@ -354,7 +360,7 @@ def run_case(case: bench_cases.Case, *, quick: bool, gpu: bool, rounds: int, thr
             stage = f"memory mode {mode}"
             res, builds = run_mode(case, program, mode, args, offset_provider, gpu=gpu, rounds=rounds, threads=threads,
                                    max_rounds=max_rounds, malloc=malloc, extend_s=extend_s,
-                                   min_span_s=min_span_s, windows=windows, static=values)
+                                   min_span_s=min_span_s, windows=windows, static=values, switches=switches)
             row["modes"][mode] = res
             bad = [f"{who} {k}" for who in ("inlined_vs_stock", "aa_vs_stock")
                    for k, v in res[who]["outputs"].items() if not v["allclose"]]  # fmt: skip
@@ -503,6 +509,12 @@ def goals(rows: list[dict]) -> list[tuple[str, bool | None, str]]:
     return checks
 
 
+def _switches() -> tuple[str, ...]:
+    from gt4py_dace_xforms.policy.cost_model import SWITCHES
+
+    return SWITCHES
+
+
 def _int_list(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
 
@@ -541,8 +553,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="comma-separated: symbolic (bounds and switches as run-time symbols), static (compiled as "
                         "constants, as icon4py's setup_program builds; tools/static.py); each program is measured "
                         "once per entry (default: symbolic,static)")
+    p.add_argument("--with", dest="switches", default="",
+                   help="cost-model switches turned on in the library's build, comma-separated (e.g. column_reads: "
+                        "a rewrite that is off by default, timed against stock): " + ", ".join(_switches()))
     p.add_argument("--json", default=str(HERE / "results.json"), help="where to write the results (default bench/results.json)")
     opts = p.parse_args(argv)  # fmt: skip
+    switches = tuple(w.strip() for w in opts.switches.split(",") if w.strip())
+    if bad := [w for w in switches if w not in _switches()]:
+        p.error(f"unknown --with {bad}; choose from {', '.join(_switches())}")
     variants = [b.strip() for b in opts.builds.split(",") if b.strip()]
     if bad := [b for b in variants if b not in ("symbolic", "static")]:
         p.error(f"unknown --builds {bad}; choose from symbolic, static")
@@ -592,7 +610,7 @@ def main(argv: list[str] | None = None) -> int:
             row = run_case(case, quick=opts.quick, gpu=opts.gpu, rounds=rounds, threads=threads, modes=modes,
                            max_rounds=max_rounds, malloc=malloc, extend_s=extend_s, min_span_s=min_span_s,
                            windows={"model": None, "all": True, "none": False}[opts.windows],
-                           static=variant == "static")
+                           static=variant == "static", switches=switches)
             row["case_wall_s"] = time.perf_counter() - t0
             rows.append(row)
     wall = time.perf_counter() - t_start

@@ -19,7 +19,6 @@ the same (`counts.code_hash`) are replayed once.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import pathlib
@@ -41,6 +40,7 @@ warnings.filterwarnings("ignore")
 import gt4py_dace_xforms as gx  # noqa: E402
 from gt4py_dace_xforms.measure import counts  # noqa: E402
 from gt4py_dace_xforms.policy import InlineOnly  # noqa: E402
+from gt4py_dace_xforms.policy.cost_model import SWITCHES  # noqa: E402
 from gt4py_dace_xforms.tools.compare import inline_build, stock_build  # noqa: E402
 from gt4py_dace_xforms.tools.static import compile_static, plain, static_args  # noqa: E402
 
@@ -53,17 +53,15 @@ DEFAULT = ("seed", "three_level", "exner_exfac", "apply_diffusion_to_vn", "diag_
            "predictor_w_adv", "target")
 
 
-#: `--without`: the cost model's switches one rewrite each (`CostModel`'s boolean fields).
-SWITCHES = tuple(f.name for f in dataclasses.fields(gx.CostModel) if f.type in (bool, "bool"))
-
-
-def builds(windows: bool, without: tuple[str, ...] = ()) -> dict:
+def builds(windows: bool, without: tuple[str, ...] = (), with_: tuple[str, ...] = ()) -> dict:
     made = {"stock": stock_build(), "library": inline_build(), "sound": inline_build(policy=gx.InlineWhereSound())}
     if windows:  # the library without windows, and with every window that applies
         made["no_windows"] = inline_build(windows=False)
         made["all_windows"] = inline_build(windows=True)
     for switch in without:  # the default build less one rewrite: what that rewrite changes
         made[f"no_{switch}"] = inline_build(policy=gx.CostModel("cpu", **{switch: False}))
+    for switch in with_:  # the default build plus one rewrite that is off by default
+        made[f"with_{switch}"] = inline_build(policy=gx.CostModel("cpu", **{switch: True}))
     return made
 
 
@@ -138,7 +136,7 @@ def resolve(row: dict) -> dict:
 
 
 def count_case(case, quick: bool, windows: bool, work: pathlib.Path, replays: Replays, static: bool = False,
-               without: tuple[str, ...] = ()) -> dict:
+               without: tuple[str, ...] = (), with_: tuple[str, ...] = ()) -> dict:
     """One program's row; `static`: every build compiled with the call's integer and
     boolean arguments as constants (the row is named `NAME [static]`)."""
     sizes = case.sizes(quick)
@@ -149,7 +147,7 @@ def count_case(case, quick: bool, windows: bool, work: pathlib.Path, replays: Re
     row = {"program": name, "sizes": sizes, "builds": {}}
     if static:
         row["static"] = plain(values)
-    for label, build in builds(windows, without).items():
+    for label, build in builds(windows, without, with_).items():
         row["builds"][label] = capture_build(name, label, program, build, args, offsets, work, replays, values)
     return row
 
@@ -241,12 +239,14 @@ def decision_figures(records) -> dict:
     return out
 
 
-def count_decisions(case, quick: bool, work: pathlib.Path, replays: Replays, static: bool = False) -> dict:
+def count_decisions(case, quick: bool, work: pathlib.Path, replays: Replays, static: bool = False,
+                    intermediates: Optional[tuple[str, ...]] = None) -> dict:
     """`none` (the library inlining nothing: its other passes run), the model's build and
     one build per intermediate everything sound inlines (`only:X`), each counted, no
     windows (their counts: `make counts`). `static`: every build, and the SDFG the model
     is asked about, with the call's integer and boolean arguments as constants (the row
-    is named `NAME [static]`)."""
+    is named `NAME [static]`). `intermediates`: only these get an `only:X` build (a
+    program whose sound set is large and whose builds take minutes)."""
     sizes = case.sizes(quick)
     program = case.program()
     args, offsets = case.make_inputs(sizes, 0)
@@ -266,7 +266,7 @@ def count_decisions(case, quick: bool, work: pathlib.Path, replays: Replays, sta
     figures, sound = predicted_figures(program, offsets, {**symbols, **(plain(values) if static else {})}, values)
     row["predicted"], row["symbols"] = figures, symbols
     add("model", gx.CostModel("cpu", windows=False))
-    for x in sorted(sound):
+    for x in sorted(sound if intermediates is None else set(intermediates)):
         add(f"only:{x}", InlineOnly((x,)))
     return row
 
@@ -346,6 +346,9 @@ def main(argv=None) -> int:
     p.add_argument("--decisions", action="store_true",
                    help="predicted vs counted per decision: one build per intermediate (default programs: "
                         + ", ".join(DECISION_PROGRAMS) + "; writes counts_decisions.json/.txt)")
+    p.add_argument("--intermediates", default="",
+                   help="with --decisions: one build only for each of these (comma-separated), not for every "
+                        "intermediate everything sound inlines")
     p.add_argument("--repredict", action="store_true",
                    help="with --decisions: recompute the predictions of an earlier run's JSON (no counting)")
     p.add_argument("--builds", default=None,
@@ -355,6 +358,9 @@ def main(argv=None) -> int:
     p.add_argument("--without", default="",
                    help="also the default build less these cost-model switches, one build each (comma-separated: "
                         + ", ".join(SWITCHES) + "): what one rewrite changes")
+    p.add_argument("--with", dest="with_", default="",
+                   help="also the default build plus these cost-model switches, one build each: what a rewrite "
+                        "that is off by default (column_reads) would change")
     p.add_argument("--json", default=None, help="output (default bench/counts.json, with --decisions "
                                                  "bench/counts_decisions.json)")
     opts = p.parse_args(argv)
@@ -365,6 +371,10 @@ def main(argv=None) -> int:
     without = tuple(w.strip() for w in opts.without.split(",") if w.strip())
     if bad := [w for w in without if w not in SWITCHES]:
         p.error(f"unknown --without {bad}; choose from {', '.join(SWITCHES)}")
+    with_ = tuple(w.strip() for w in opts.with_.split(",") if w.strip())
+    intermediates = tuple(w.strip() for w in opts.intermediates.split(",") if w.strip()) or None
+    if bad := [w for w in with_ if w not in SWITCHES]:
+        p.error(f"unknown --with {bad}; choose from {', '.join(SWITCHES)}")
     if opts.decisions and opts.only == ",".join(DEFAULT):
         opts.only = ",".join(DECISION_PROGRAMS)
     out = pathlib.Path(opts.json or HERE / ("counts_decisions.json" if opts.decisions else "counts.json"))
@@ -399,10 +409,11 @@ def main(argv=None) -> int:
                 for variant in variants:
                     if opts.decisions:
                         pending.append(count_decisions(known[name], opts.quick, pathlib.Path(tmp), replays,
-                                                       static=variant == "static"))
+                                                       static=variant == "static", intermediates=intermediates))
                     else:
                         pending.append(count_case(known[name], opts.quick, opts.windows, pathlib.Path(tmp),
-                                                  replays, static=variant == "static", without=without))
+                                                  replays, static=variant == "static", without=without,
+                                                  with_=with_))
             except Exception as err:  # noqa: BLE001  # one broken program must not end the run
                 print(f"  {name}: FAILED {type(err).__name__}: {err}", flush=True)
         print(f"== replays ({time.perf_counter() - start:.0f} s so far)", flush=True)

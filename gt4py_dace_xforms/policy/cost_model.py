@@ -685,3 +685,8 @@ def _downstream(state, node):
 
 def _has_loop(sdfg: dace.SDFG) -> bool:
     return any(isinstance(r, LoopRegion) for r in sdfg.all_control_flow_regions())
+
+
+#: The cost model's on/off switches (its boolean fields), each one rewrite or behaviour:
+#: the bench's and counts' `--with` / `--without` build the default model with one changed.
+SWITCHES = tuple(f.name for f in dataclasses.fields(CostModel) if f.type in (bool, "bool"))
