@@ -211,8 +211,9 @@ def test_can_be_applied_never_raises_on_a_broken_match():
 
 
 def test_policies_and_report():
-    assert not gx.CostModel("cpu").column_reads_on and not gx.CostModel("gpu").column_reads_on
-    assert gx.CostModel("cpu", column_reads=True).column_reads_on and gx.InlineWhereSound().column_reads
+    assert gx.CostModel("cpu").column_reads_on and not gx.CostModel("gpu").column_reads_on
+    assert gx.CostModel("gpu", column_reads=True).column_reads_on and gx.InlineWhereSound().column_reads
+    assert not gx.CostModel("cpu", column_reads=False).column_reads_on
     from gt4py_dace_xforms.policy.default import InlineOnly
 
     assert not InlineOnly(("T",)).narrows_column_reads(build())
@@ -221,7 +222,7 @@ def test_policies_and_report():
     assert report.column_reads == [("T", "scan")]
     assert "column read (the scan gets one column of it): T in scan" in report.table()
     off = build()
-    assert gx.gt_inline_fusion(off, cost_model=gx.CostModel("cpu")).column_reads == []
+    assert gx.gt_inline_fusion(off, cost_model=gx.CostModel("gpu")).column_reads == []
 
 
 def test_transformation_properties_round_trip_and_it_is_registered():

@@ -470,3 +470,72 @@ def test_readers_in_branches_inlined_equal_untransformed(flag):
     rng = np.random.default_rng(5)
     arrays = {n: rng.random((7, 6)) for n in ("a", "out", "out2")}
     compare_before_after(sdfg, after, arrays, syms, outputs=("out", "out2"))
+
+
+def _multi_output_producer(name: str, *, shared: bool, shifted: bool = False) -> dace.SDFG:
+    """A producer Map writing `tmp` and the output `out2` (gt4py's multi-output Maps):
+    `s = f(a)` (8 divisions), `tmp = s + b`, `out2 = (s if shared else a) * 2`; a consumer
+    Map reads `tmp[i, k]` into `out`. With `shared`, removing `tmp` leaves `s` to compute
+    for `out2`: the copy repeats it, and its loads of `a`, which the producer still reads.
+    `shifted`: the consumer reads `tmp[i, k] + tmp[i, k + 1]` (a vertical window's case)."""
+    sdfg = dace.SDFG(name)
+    for arr in ("a", "b", "out", "out2"):
+        sdfg.add_array(arr, ("N", "K"), dace.float64)
+    sdfg.add_array("tmp", ("N", "K"), dace.float64, transient=True)
+    sdfg.add_scalar("s", dace.float64, transient=True)
+    st = sdfg.add_state("main")
+    me, mx = st.add_map("producer", {"i": "0:N", "k": "0:K"})
+    a, b, tmp, out2 = st.add_access("a"), st.add_access("b"), st.add_access("tmp"), st.add_access("out2")
+    f = st.add_tasklet("f", {"__a"}, {"__s"}, "__s = " + " + ".join(f"__a / ({n}.0 + __a)" for n in range(8)))
+    st.add_memlet_path(a, me, f, dst_conn="__a", memlet=dace.Memlet("a[i, k]"))
+    s = st.add_access("s")
+    st.add_edge(f, "__s", s, None, dace.Memlet("s[0]"))
+    g = st.add_tasklet("g", {"__s", "__b"}, {"__t"}, "__t = __s + __b")
+    st.add_edge(s, None, g, "__s", dace.Memlet("s[0]"))
+    st.add_memlet_path(b, me, g, dst_conn="__b", memlet=dace.Memlet("b[i, k]"))
+    st.add_memlet_path(g, mx, tmp, src_conn="__t", memlet=dace.Memlet("tmp[i, k]"))
+    h = st.add_tasklet("h", {"__x"}, {"__o"}, "__o = 2.0 * __x")
+    if shared:
+        st.add_edge(s, None, h, "__x", dace.Memlet("s[0]"))
+    else:
+        st.add_memlet_path(a, me, h, dst_conn="__x", memlet=dace.Memlet("a[i, k]"))
+    st.add_memlet_path(h, mx, out2, src_conn="__o", memlet=dace.Memlet("out2[i, k]"))
+    reads = {"__t": dace.Memlet("tmp[i, k]")} | ({"__u": dace.Memlet("tmp[i, k + 1]")} if shifted else {})
+    st.add_mapped_tasklet("consumer", {"i": "0:N", "k": "0:K-1" if shifted else "0:K"}, inputs=reads,
+                          code="__o = 3.0 * __t" + (" - __u" if shifted else ""),
+                          outputs={"__o": dace.Memlet("out[i, k]")}, external_edges=True, input_nodes={"tmp": tmp})
+    sdfg.validate()
+    return sdfg
+
+
+def test_multi_output_producer_keeps_the_work_its_other_outputs_need():
+    """Removing `tmp` from a multi-output Map saves only the work its other writes do not
+    need (icon4py's static predictor solver, `gtir_tmp_273`: inlined, the producer kept its
+    shared neighbor sum and loads: +62M instructions and +123 MB of counted last-level
+    traffic, where the model had predicted a gain; docs/cost_model.md)."""
+    alone, shared = (_multi_output_producer(f"multi_{s}", shared=s) for s in (False, True))
+    f_alone = _model().estimate(alone, _candidate(alone))
+    f_shared = _model().estimate(shared, _candidate(shared))
+    assert f_alone["kept_ops_per_point"] == 0 and f_alone["kept_input_load_bytes"] > 0  # `a`: still read for out2
+    assert f_shared["kept_ops_per_point"] > 0 and f_shared["kept_input_load_bytes"] > 0
+    assert f_shared["extra_ops"] > f_alone["extra_ops"] and f_shared["gain_bytes"] < f_alone["gain_bytes"]
+    assert not _model().decide(shared, _candidate(shared)).accept
+
+
+def test_multi_output_producer_is_not_windowed_where_the_sweep_repeats_its_kept_work():
+    """The window's sweep evaluates the slice once per level, but the multi-output Map
+    still computes and loads what its other write needs (the static predictor solver's
+    `gtir_tmp_136`, windowed: +12.8M instructions and +36 MB of counted traffic against the
+    build without the window, bench/static/counts_solver.txt)."""
+    single = producer_consumer("window_single", producer_ranges={"i": "0:N", "k": "0:K"},
+                               consumer_ranges={"i": "0:N", "k": "0:K-1"}, write="i, k", reads=["i, k", "i, k + 1"])
+    assert gx.gt_inline_fusion(single, cost_model=_model()).windowed == ["tmp"]
+    sdfg = _multi_output_producer("window_multi", shared=True, shifted=True)
+    report = gx.gt_inline_fusion(sdfg, cost_model=_model())
+    assert report.windowed == [] and not report.applied, report.table()
+    from gt4py_dace_xforms.analysis.window import analyse_window
+
+    fresh = _multi_output_producer("window_multi_plan", shared=True, shifted=True)
+    decision = _model().decide_window(fresh, analyse_window(fresh, _candidate(fresh)))
+    assert not decision.accept and "window: no gain" in decision.reason and "B loads" in decision.reason
+    assert decision.figures["kept_ops_per_point"] > 0

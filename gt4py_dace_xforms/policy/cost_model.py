@@ -122,10 +122,11 @@ class CostModel(InlinePolicy):
         column_reads: pass a scan only the column of a transient it reads where that is
             proven (`NestedColumnRead`, docs/column_reads.md), so that gt4py's Map fusion
             can fuse the column Map writing it (a vertical window) with the scan: the 2-D
-            transient becomes one column per iteration, nothing is recomputed. Off by
-            default until the solvers it changes are timed against stock (unmeasured; on
-            the GPU the fused scans would hold every column in each thread's local
-            memory); `InlineWhereSound` takes it.
+            transient becomes one column per iteration, nothing is recomputed. None: by
+            target (`column_reads_on`): on for the CPU (the static predictor solver:
+            -10 % simulated last-level misses, -0.5 % instructions, docs/column_reads.md),
+            off on the GPU, where the fused scans would hold every column in each thread's
+            local memory (unmeasured); `InlineWhereSound` takes it.
         writeback_max_offsets: such a group is taken only where every reader reads the
             buffer at no more than this many offsets. The producer keeps writing the
             copied points, so each extra offset is pure recomputation, and on the CPU
@@ -173,7 +174,7 @@ class CostModel(InlinePolicy):
     writeback_copies: bool = False
     writeback_retarget: bool = True
     output_buffers: bool = True
-    column_reads: bool = False
+    column_reads: Optional[bool] = None
     writeback_max_offsets: int = 1
     scan_guard: Optional[bool] = None
     persistent_transients: bool = False
@@ -212,7 +213,9 @@ class CostModel(InlinePolicy):
     @property
     def column_reads_on(self) -> bool:
         """Whether the pass narrows scans' column reads (see `column_reads`)."""
-        return bool(self.column_reads)
+        if self.column_reads is not None:
+            return self.column_reads
+        return self.target == "cpu"
 
     def narrows_column_reads(self, sdfg: dace.SDFG) -> bool:
         return self.column_reads_on
@@ -238,14 +241,17 @@ class CostModel(InlinePolicy):
         points = fig["points"]
         levels = self._points([plan.k_last - plan.k_first + 1], sdfg, set())
         fill = (plan.width - 1) * points / max(levels, 1.0)
-        extra_ops = fig["ops_per_copy"] * (points + fill - volume)
+        # The producer's evaluation moves into the sweep, less what a multi-output producer
+        # still computes and loads for its other writes (`_kept_work`): that the sweep repeats.
+        extra_ops = fig["ops_per_copy"] * (points + fill - volume) + fig["kept_ops_per_point"] * points
         saved = fig["saved_bytes"]
-        gain = saved + fig["allocation_worth_bytes"] - max(extra_ops, 0.0) * self.balance  # gathers: once per level
+        cost = max(extra_ops, 0.0) * self.balance + fig["kept_input_load_bytes"]  # gathers: once per level
+        gain = saved + fig["allocation_worth_bytes"] - cost
         fig = dict(fig, window_width=plan.width, window_fill_points=fill, window_extra_ops=extra_ops,
                    window_saved_bytes=saved, gain_bytes=gain, inline_copies=cand.copies)
         if gain <= 0:
             return Decision(False, f"window: no gain: saves {saved:.3g} B, costs {max(extra_ops, 0.0) * self.balance:.3g} B "
-                                   f"work", figures=fig)
+                                   f"work + {fig['kept_input_load_bytes']:.3g} B loads", figures=fig)
         return Decision(True, f"windowed, width {plan.width}: each level evaluated once (inlined: {cand.copies} "
                               f"times), saves {saved:.3g} B, re-evaluates {fill:.3g} fill points", figures=fig)
 
@@ -298,7 +304,8 @@ class CostModel(InlinePolicy):
         if own["ops_per_copy"] > self.max_ops_per_copy:
             return Decision(False, f"{own['ops_per_copy']:.0f} operations per copy exceed {self.max_ops_per_copy}",
                             figures=own)
-        producer_ops = own["ops_per_copy"] * (volume - kept)
+        # Of the producer's work, only what its other writes do not need goes away.
+        producer_ops = max(own["ops_per_copy"] - own["kept_ops_per_point"], 0.0) * (volume - kept)
         producer_work = producer_ops * self.balance
         # Gathers (loads through a neighbor table) are paid by every copy of every reader,
         # and the producer's own go away. Not charged at all, a group that repeats a neighbor
@@ -306,7 +313,8 @@ class CostModel(InlinePolicy):
         # priced as two copies in one call: 1.28x slower alone, glibc and an older library,
         # bench/oracle/apply_diffusion_to_vn_before.txt). Its readers are in the two branches
         # of an if/else: one copy per call, 0.94 / 0.93 of stock alone under `fresh`.
-        producer_gathers = own["gathers_per_point"] * (volume - kept) * desc.dtype.bytes
+        producer_gathers = (max(own["gathers_per_point"] - own["kept_gathers_per_point"], 0.0)
+                            * (volume - kept) * desc.dtype.bytes)
         allocation = volume * desc.dtype.bytes
         worth = allocation * self.allocation_weight
 
@@ -315,7 +323,8 @@ class CostModel(InlinePolicy):
             gathers = sum(f["gather_bytes"] for f in fs)
             return dict(
                 saved=volume * desc.dtype.bytes + kept * desc.dtype.bytes + sum(f["saved_bytes"] for f in fs),
-                cost=sum(f["extra_work_bytes"] for f in fs) - producer_work + gathers - producer_gathers,
+                cost=(sum(f["extra_work_bytes"] + f["kept_input_load_bytes"] for f in fs) - producer_work
+                      + gathers - producer_gathers),
                 ops=sum(f["extra_ops"] for f in fs) - producer_ops, gathers=gathers - producer_gathers,
                 # every copy evaluates its points; the producer evaluated the intermediate's
                 # volume (less what it keeps writing for a retargeted copy) once
@@ -424,7 +433,16 @@ class CostModel(InlinePolicy):
         else:
             ops = max(branch_ops) + self.branch_ops
         removed_producers = cand.removes_intermediate
+        # A producer Map that also writes other data stays, and so does the part of the
+        # slice those writes need (a multi-output Map's shared neighbor sum): removing the
+        # intermediate saves only the rest of the producer's work and loads.
+        kept = [_kept_work(sdfg, s) for s in slices]
+        kept_ops = max((k[0] for k in kept), default=0.0)
+        kept_gathers = max((k[1] for k in kept), default=0.0)
+        kept_inputs = set().union(*(k[2] for k in kept)) if kept else set()
         extra_ops = ops * points * (copies - 1 if removed_producers else copies)
+        if removed_producers:
+            extra_ops += kept_ops * points
         extra_work = extra_ops * self.balance
 
         consumer_reads = {e.src.data for e in cand.state.in_edges(cand.consumer) if isinstance(e.src, dn.AccessNode)}
@@ -432,18 +450,20 @@ class CostModel(InlinePolicy):
         if cand.concat is not None:
             inputs |= {b.source.data for b in cand.concat.branches if b.source is not None}
         repeats = copies - 1 if removed_producers else copies
-        gather_bytes = gathers * points * item * repeats
+        gather_bytes = (gathers * repeats + (kept_gathers if removed_producers else 0.0)) * points * item
         if cand.indirect:
             # A copy at a neighbor reads each of the producer's inputs through the table,
             # where the deref it replaces read one element.
             gather_bytes += max(_input_reads(cand.producer_state, cand.producer) - 1, 0) * points * item * len(cand.indirect)
         extra_loads = gather_bytes
+        kept_loads = 0.0  # the copies' loads of what the producer still loads for its other writes
         for name in inputs - consumer_reads:
             d = sdfg.arrays[name]
             if isinstance(d, dace.data.Scalar) or d.total_size == 1:
                 continue
             per_input = min(points, self._points(d.shape, sdfg, assumed)) * d.dtype.bytes
-            extra_loads += 0.0 if removed_producers else per_input
+            kept_loads += per_input if name in kept_inputs else 0.0
+            extra_loads += 0.0 if removed_producers and name not in kept_inputs else per_input
         # A removed intermediate is no longer allocated (and its pages faulted) per call.
         allocation = volume * item if cand.removes_intermediate else 0.0
         allocation_worth = allocation * self.allocation_weight
@@ -458,6 +478,10 @@ class CostModel(InlinePolicy):
             "extra_load_bytes": extra_loads,
             "gather_bytes": gather_bytes,
             "gathers_per_point": gathers,
+            # of the producer's work per point, what it still does for its other writes
+            "kept_ops_per_point": kept_ops,
+            "kept_gathers_per_point": kept_gathers,
+            "kept_input_load_bytes": kept_loads,
             "extra_ops": extra_ops,
             "extra_work_bytes": extra_work,
             # points evaluated more than once per call: every copy beyond the producer's own
@@ -615,6 +639,35 @@ def _work(sdfg: dace.SDFG, prod) -> tuple[float, float]:
     return ops, gathers
 
 
+def _kept_work(sdfg: dace.SDFG, prod) -> tuple[float, float, set[str]]:
+    """What of a producer slice still runs once the intermediate is gone: the operations
+    and gathers per element of the slice's nodes that also feed another write of the
+    producer Map (a multi-output Map's other outputs), and the outside data the Map still
+    reads for those writes (a copy's load of one of them is traffic the rewrite adds:
+    between the two Maps a field-sized array has long left the cache). Nothing where the
+    slice is the Map's only output."""
+    state = next((st for st in sdfg.states() if prod.map_entry in st), None)
+    if state is None:
+        return 0.0, 0.0, set()
+    others = [e for e in state.in_edges(prod.map_exit) if e is not prod.write_edge]
+    if not others:
+        return 0.0, 0.0, set()
+    feeding: set = set()
+    stack = [e.src for e in others]
+    while stack:
+        node = stack.pop()
+        if node in feeding or node is prod.map_entry:
+            continue
+        feeding.add(node)
+        stack.extend(e.src for e in state.in_edges(node))
+    reads = {e.data.data for e in state.out_edges(prod.map_entry) if e.dst in feeding and e.data.data is not None}
+    shared = tuple(n for n in prod.nodes if n in feeding)
+    if not shared:
+        return 0.0, 0.0, reads
+    ops, gathers = _work(sdfg, dataclasses.replace(prod, nodes=shared))
+    return ops, gathers, reads
+
+
 def _subscripts(tasklet: dn.Tasklet, conn: str) -> int:
     """How often the tasklet indexes input `conn` (at least once)."""
     try:
@@ -689,4 +742,4 @@ def _has_loop(sdfg: dace.SDFG) -> bool:
 
 #: The cost model's on/off switches (its boolean fields), each one rewrite or behaviour:
 #: the bench's and counts' `--with` / `--without` build the default model with one changed.
-SWITCHES = tuple(f.name for f in dataclasses.fields(CostModel) if f.type in (bool, "bool"))
+SWITCHES = tuple(f.name for f in dataclasses.fields(CostModel) if f.type in (bool, "bool", "Optional[bool]"))
