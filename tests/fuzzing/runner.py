@@ -107,6 +107,8 @@ class Outcome:
     windowed: dict[str, int] = dataclasses.field(default_factory=dict)
     #: write-back buffers replaced by the output they are copied into, per library build
     outbuf: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: scan reads narrowed to the Map iteration's column (`NestedColumnRead`), per library build
+    columns: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def offset_provider(prog: Prog) -> dict:
@@ -166,6 +168,7 @@ def run_builds(prog: Prog, args: dict, builds: tuple[str, ...]) -> Outcome:
             outcome.folded[name] = report.copy_chains_removed
             outcome.retargeted[name] = len(report.writebacks_retargeted)
             outcome.outbuf[name] = len(report.outputs_as_buffers)
+            outcome.columns[name] = len(report.column_reads)
             if report.records and currently_in_test_context():
                 note(f"{name} build, inlining report:\n{report.table()}")
     annotated = next((b.sdfg for n, b in made.items() if n != "stock"), None)
@@ -202,19 +205,22 @@ def run_cached(prog: Prog, data_seed: int, builds: tuple[str, ...]) -> Outcome:
     reuse = os.environ.get("FUZZ_REUSE", "1") != "0"
     if reuse and path.exists():
         with np.load(path) as z:
-            names = {k.rpartition("/")[0] for k in z.files if not k.startswith(("applied/", "races/", "windowed/", "outbuf/"))}
+            names = {k.rpartition("/")[0] for k in z.files if not k.startswith(("applied/", "races/", "windowed/", "outbuf/", "columns/"))}
             outputs = {b: [z[f"{b}/{i}"] for i in range(len(prog.out_names()))] for b in names}
             applied = {b: int(z[f"applied/{b}"]) for b in builds if b != "stock"}
             races = {b: int(z[f"races/{b}"]) for b in builds if b != "stock" and f"races/{b}" in z.files}
             windowed = {b: int(z[f"windowed/{b}"]) for b in builds if b != "stock" and f"windowed/{b}" in z.files}
             outbuf = {b: int(z[f"outbuf/{b}"]) for b in builds if b != "stock" and f"outbuf/{b}" in z.files}
-            return Outcome(outputs, applied, reused=True, races=races, windowed=windowed, outbuf=outbuf)
+            columns = {b: int(z[f"columns/{b}"]) for b in builds if b != "stock" and f"columns/{b}" in z.files}
+            return Outcome(outputs, applied, reused=True, races=races, windowed=windowed, outbuf=outbuf,
+                           columns=columns)
     outcome = run_builds(prog, prog.call_args(data_seed), builds)
     arrays = {f"{b}/{i}": o for b, outs in outcome.outputs.items() for i, o in enumerate(outs)}
     arrays |= {f"applied/{b}": np.int64(n) for b, n in outcome.applied.items()}
     arrays |= {f"races/{b}": np.int64(n) for b, n in outcome.races.items()}
     arrays |= {f"windowed/{b}": np.int64(n) for b, n in outcome.windowed.items()}
     arrays |= {f"outbuf/{b}": np.int64(n) for b, n in outcome.outbuf.items()}
+    arrays |= {f"columns/{b}": np.int64(n) for b, n in outcome.columns.items()}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
     np.savez(tmp, **arrays)
@@ -319,6 +325,8 @@ class Stats:
     inlined: dict[str, int] = dataclasses.field(default_factory=dict)
     #: per library build, how many programs had a write-back buffer replaced by its output
     outbuf: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: per library build, how many programs had a scan read narrowed to its column
+    columns: dict[str, int] = dataclasses.field(default_factory=dict)
     seconds: float = 0.0
     failure: Optional[FuzzFailure] = None
     _seen: set = dataclasses.field(default_factory=set)
@@ -332,10 +340,11 @@ class Stats:
     def summary(self) -> str:
         inl = ", ".join(f"{b} {n}" for b, n in self.inlined.items()) or "-"
         buf = ", ".join(f"{b} {n}" for b, n in self.outbuf.items()) or "-"
+        col = ", ".join(f"{b} {n}" for b, n in self.columns.items()) or "-"
         return (
             f"{self.programs} generated programs checked ({self.compiled} compiled, "
             f"{self.programs - self.compiled} reused) in {self.seconds:.0f} s; inlined something: {inl}; "
-            f"output as buffer: {buf}"
+            f"output as buffer: {buf}; column reads: {col}"
         )
 
 
@@ -363,9 +372,12 @@ def check_program(prog: Prog, data_seed: int, stats: Stats) -> None:
             stats.inlined[b] = stats.inlined.get(b, 0) + (n > 0)
         for b, n in outcome.outbuf.items():
             stats.outbuf[b] = stats.outbuf.get(b, 0) + (n > 0)
+        for b, n in outcome.columns.items():
+            stats.columns[b] = stats.columns.get(b, 0) + (n > 0)
         if stats.log:
             applied = " ".join(f"{b}={n}" for b, n in outcome.applied.items())
             buffers = "".join(f", output as buffer {b}={n}" for b, n in outcome.outbuf.items() if n)
+            buffers += "".join(f", column reads {b}={n}" for b, n in outcome.columns.items() if n)
             stats.log(
                 f"#{stats.programs} prog_{prog.key()} {'static ' if prog.static else ''}{prog.dtype}, "
                 f"{prog.n_ops()} operations: inlined {applied}{buffers}"
