@@ -1990,3 +1990,56 @@ def test_writeback_copy_becomes_a_reader_only_where_the_intermediate_then_goes(c
     off = copy.deepcopy(globals()[case]())
     report = gx.gt_inline_fusion(off, cost_model=gx.InlineWhereSound(writeback_retarget=False, output_buffers=False))
     assert report.writebacks_retargeted == [] and ("tmp" not in off.arrays) == converted
+
+
+# ---- literal bounds: the static build (issue 40) ------------------------------------------
+
+
+def literal(sdfg: dace.SDFG, values: Mapping[str, int]) -> dace.SDFG:
+    """`sdfg` with the symbols of `values` replaced by integer literals everywhere (subsets,
+    Map ranges, shapes, interstate conditions), as icon4py's `setup_program` build has
+    them; other symbols stay (literals mixed with symbols)."""
+    out = copy.deepcopy(sdfg)
+    out.name = f"{sdfg.name}_literal"
+    out.replace_dict({k: str(v) for k, v in values.items()})
+    for k in values:
+        if k in out.symbols:
+            out.remove_symbol(k)
+    out.validate()
+    return out
+
+
+@pytest.mark.parametrize("case", sorted(DECLINES))
+def test_hostile_sdfg_with_literal_bounds_declines_unchanged_or_stays_sound(case):
+    """Every hostile SDFG with `N` and `K` as literals: the contract holds (a decline
+    leaves it unchanged; a rewrite validates, and computes the same where nothing symbolic
+    is left to choose a value for). A literal may prove what a symbol could not, so a
+    decline may turn into a rewrite; it may not turn into an error."""
+    sdfg = literal(globals()[case](), SYMS)
+    free = {str(s) for s in sdfg.free_symbols}
+    check(sdfg, symbols=None if free else {}, viewer=False)
+
+
+#: Applied cases with their values as literals: a concat split whose first or second branch
+#: is empty for the constants (the split at the array's edge), one level wide, a switch
+#: whose value selects one writer, a write-back in a later state, a scan's column.
+LITERAL_APPLIES = {
+    "concat_split_at_symbol[b=0]": ("concat_split_at_symbol", dict(SYMS, b=0)),
+    "concat_split_at_symbol[b=1]": ("concat_split_at_symbol", dict(SYMS, b=1)),
+    "concat_split_at_symbol[b=K]": ("concat_split_at_symbol", dict(SYMS, b=SYMS["K"])),
+    "if_else_writers[f=0]": ("if_else_writers", dict(SYMS, f=0)),
+    "if_elif_else_writers[f=7]": ("if_elif_else_writers", dict(SYMS, f=7)),
+    "writeback_copy_later_state": ("writeback_copy_later_state", SYMS),
+    "nested_loop_reads_column": ("nested_loop_reads_column", SYMS),
+    "later_state": ("later_state", SYMS),
+}
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("case", sorted(LITERAL_APPLIES))
+def test_hostile_sdfg_with_literal_bounds_applied_equals_original(case):
+    name, values = LITERAL_APPLIES[case]
+    sdfg = literal(globals()[name](), values)
+    assert not {str(s) for s in sdfg.free_symbols}, sdfg.free_symbols
+    work, report, _ = check(sdfg, symbols={}, viewer=False)
+    assert report.applied or report.writebacks_retargeted or report.column_reads, report.table()
