@@ -488,7 +488,7 @@ def _multi_output_producer(name: str, *, shared: bool, shifted: bool = False) ->
     me, mx = st.add_map("producer", {"i": "0:N", "k": "0:K"})
     a, b, tmp, out2 = st.add_access("a"), st.add_access("b"), st.add_access("tmp"), st.add_access("out2")
     # `f` indexes a row of `a` itself, as gt4py's neighbor reductions index a field through
-    # a table: the slice gathers (the kept loads are charged only for such a slice)
+    # a table: the slice gathers, as icon4py's gtir_tmp_273's does
     f = st.add_tasklet("f", {"__a"}, {"__s"}, "__s = " + " + ".join(f"__a[k] / ({n}.0 + __a[k])" for n in range(8)))
     st.add_memlet_path(a, me, f, dst_conn="__a", memlet=dace.Memlet("a[i, 0:K]"))
     s = st.add_access("s")

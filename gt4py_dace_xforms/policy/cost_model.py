@@ -456,20 +456,14 @@ class CostModel(InlinePolicy):
             # where the deref it replaces read one element.
             gather_bytes += max(_input_reads(cand.producer_state, cand.producer) - 1, 0) * points * item * len(cand.indirect)
         extra_loads = gather_bytes
-        # The copies' loads of what the producer still loads for its other writes, charged
-        # only where the slice gathers through a neighbor table: counted on the static
-        # solver and target (docs/cost_model.md), moving a gathering slice into another Map
-        # cost its loads again (`gtir_tmp_273`: +123 MB), moving a pointwise one did not
-        # (`gtir_tmp_15`: -49 MB, `gtir_tmp_97`: -26 MB).
-        charged = kept_inputs if gathers > 0 else set()
-        kept_loads = 0.0
+        kept_loads = 0.0  # the copies' loads of what the producer still loads for its other writes
         for name in inputs - consumer_reads:
             d = sdfg.arrays[name]
             if isinstance(d, dace.data.Scalar) or d.total_size == 1:
                 continue
             per_input = min(points, self._points(d.shape, sdfg, assumed)) * d.dtype.bytes
-            kept_loads += per_input if name in charged else 0.0
-            extra_loads += 0.0 if removed_producers and name not in charged else per_input
+            kept_loads += per_input if name in kept_inputs else 0.0
+            extra_loads += 0.0 if removed_producers and name not in kept_inputs else per_input
         # A removed intermediate is no longer allocated (and its pages faulted) per call.
         allocation = volume * item if cand.removes_intermediate else 0.0
         allocation_worth = allocation * self.allocation_weight
