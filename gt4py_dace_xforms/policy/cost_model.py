@@ -123,9 +123,9 @@ class CostModel(InlinePolicy):
             proven (`NestedColumnRead`, docs/column_reads.md), so that gt4py's Map fusion
             can fuse the column Map writing it (a vertical window) with the scan: the 2-D
             transient becomes one column per iteration, nothing is recomputed. None: by
-            target (`column_reads_on`): on for the CPU (the static predictor solver:
-            -10 % simulated last-level misses, -0.5 % instructions, docs/column_reads.md),
-            off on the GPU, where the fused scans would hold every column in each thread's
+            target (`column_reads_on`): on for the CPU (counted on the static predictor
+            solver: -10 % simulated last-level misses in one build, no change in another,
+            never a cost; docs/column_reads.md), off on the GPU, where the fused scans would hold every column in each thread's
             local memory (unmeasured); `InlineWhereSound` takes it.
         writeback_max_offsets: such a group is taken only where every reader reads the
             buffer at no more than this many offsets. The producer keeps writing the
