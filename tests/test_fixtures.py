@@ -72,8 +72,9 @@ def test_static_icon4py_fixture_states_fused_then_the_model_windows_one_of_stock
     policy removes gtir_tmp_63 (vertical window), one of the two stock keeps at Post, and
     keeps gtir_tmp_15: its producer Map also writes another output, which needs 5 of the
     7 operations per point and the loads the readers' copies would repeat (the cost
-    model's multi-output rule, docs/cost_model.md). With the census's values (a global
-    grid) and through `setup_program` in tests/test_static.py it removes both."""
+    model's multi-output rule, docs/cost_model.md). This is the hook's first round only:
+    the whole pipeline still ends with neither (the bench's build, the census and
+    tests/test_static.py through `setup_program` keep no 2-D transient at Post)."""
     from gt4py_dace_xforms.integration.hooks import fuse_states
 
     sdfg = copy.deepcopy(fixtures["icon4py_compute_perturbed_quantities_and_interpolation_static"])
