@@ -43,6 +43,7 @@ sys.path.insert(0, str(HERE))
 import cases as bench_cases  # noqa: E402
 from verdicts import configs  # noqa: E402
 
+from gt4py_dace_xforms.policy.cost_model import SWITCHES  # noqa: E402
 from gt4py_dace_xforms.tools.programs import copy_args  # noqa: E402
 from gt4py_dace_xforms.measure.timing import ALLOCATORS, MIN_FLOOR, MIN_SPAN_S, pin_allocator  # noqa: E402
 
@@ -509,12 +510,6 @@ def goals(rows: list[dict]) -> list[tuple[str, bool | None, str]]:
     return checks
 
 
-def _switches() -> tuple[str, ...]:
-    from gt4py_dace_xforms.policy.cost_model import SWITCHES
-
-    return SWITCHES
-
-
 def _int_list(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
 
@@ -555,12 +550,12 @@ def main(argv: list[str] | None = None) -> int:
                         "once per entry (default: symbolic,static)")
     p.add_argument("--with", dest="switches", default="",
                    help="cost-model switches turned on in the library's build, comma-separated (e.g. column_reads: "
-                        "a rewrite that is off by default, timed against stock): " + ", ".join(_switches()))
+                        "a rewrite that is off by default, timed against stock): " + ", ".join(SWITCHES))
     p.add_argument("--json", default=str(HERE / "results.json"), help="where to write the results (default bench/results.json)")
     opts = p.parse_args(argv)  # fmt: skip
     switches = tuple(w.strip() for w in opts.switches.split(",") if w.strip())
-    if bad := [w for w in switches if w not in _switches()]:
-        p.error(f"unknown --with {bad}; choose from {', '.join(_switches())}")
+    if bad := [w for w in switches if w not in SWITCHES]:
+        p.error(f"unknown --with {bad}; choose from {', '.join(SWITCHES)}")
     variants = [b.strip() for b in opts.builds.split(",") if b.strip()]
     if bad := [b for b in variants if b not in ("symbolic", "static")]:
         p.error(f"unknown --builds {bad}; choose from symbolic, static")

@@ -337,6 +337,11 @@ def decisions_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _names(text: str) -> tuple[str, ...]:
+    """A comma-separated option's entries."""
+    return tuple(w.strip() for w in text.split(",") if w.strip())
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--only", default=",".join(DEFAULT), help="comma-separated bench program names")
@@ -368,11 +373,11 @@ def main(argv=None) -> int:
     variants = [b.strip() for b in builds_arg.split(",") if b.strip()]
     if bad := [b for b in variants if b not in ("symbolic", "static")]:
         p.error(f"unknown --builds {bad}; choose from symbolic, static")
-    without = tuple(w.strip() for w in opts.without.split(",") if w.strip())
+    without = _names(opts.without)
     if bad := [w for w in without if w not in SWITCHES]:
         p.error(f"unknown --without {bad}; choose from {', '.join(SWITCHES)}")
-    with_ = tuple(w.strip() for w in opts.with_.split(",") if w.strip())
-    intermediates = tuple(w.strip() for w in opts.intermediates.split(",") if w.strip()) or None
+    with_ = _names(opts.with_)
+    intermediates = _names(opts.intermediates) or None
     if bad := [w for w in with_ if w not in SWITCHES]:
         p.error(f"unknown --with {bad}; choose from {', '.join(SWITCHES)}")
     if opts.decisions and opts.only == ",".join(DEFAULT):

@@ -48,8 +48,7 @@ def main(argv=None) -> int:
     p.add_argument("--levels", type=int, default=80)
     p.add_argument("--json", default=None, help="also write the rows as JSON here")
     opts = p.parse_args(argv)
-    refs = [r for r in programs.discover() if r.name not in METRICS and programs.relevant(r.load())
-            and programs.features(r.load())["concat_where"]]
+    refs = [r for r in programs.census_programs(concat_only=True) if r.name not in METRICS]
     if opts.programs:
         wanted = {w.strip() for w in opts.programs.split(",") if w.strip()}
         if unknown := wanted - {r.name for r in refs}:

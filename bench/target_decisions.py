@@ -41,9 +41,7 @@ def main(argv=None) -> int:
     if args.programs:
         refs = [programs.ProgramRef(*s.split(":", 1)) for s in args.programs]
     else:
-        refs = [r for r in programs.discover() if programs.relevant(r.load())]
-        if args.concat_only:
-            refs = [r for r in refs if programs.features(r.load())["concat_where"]]
+        refs = programs.census_programs(args.concat_only)
     total = {"cpu": 0, "gpu": 0}
     for ref in refs:
         program = ref.load()

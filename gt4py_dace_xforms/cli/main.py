@@ -193,9 +193,7 @@ def cmd_census(args: argparse.Namespace) -> int:
                 raise CliError(str(err)) from None
             refs.append(programs.ProgramRef(*spec.split(":", 1)))
     else:
-        refs = [r for r in programs.discover() if programs.relevant(r.load())]
-        if args.concat_only:
-            refs = [r for r in refs if programs.features(r.load())["concat_where"]]
+        refs = programs.census_programs(args.concat_only)
         if not refs:
             raise CliError("no programs found: is icon4py installed? (make venv installs it)")
     if args.json:

@@ -123,6 +123,15 @@ def relevant(program: Any) -> bool:
     return any(features(program).values())
 
 
+def census_programs(concat_only: bool = False) -> list[ProgramRef]:
+    """The programs the census covers: every discovered program that is `relevant`, or
+    (`concat_only`) those that use `concat_where`."""
+    refs = [r for r in discover() if relevant(r.load())]
+    if concat_only:
+        refs = [r for r in refs if features(r.load())["concat_where"]]
+    return refs
+
+
 def used_offsets(program: Any) -> list[str]:
     """Names of the horizontal offsets (connectivities) the program's GTIR shifts by."""
     names = {n.value for n in eve.walk_values(program.gtir).if_isinstance(itir.OffsetLiteral)}
