@@ -23,6 +23,13 @@ index ordering of cells and edges by zone), the vertical grid and the configurat
   substep's: `at_first_substep` True, `at_last_substep` False, `lprep_adv` False,
   `skip_compute_predictor_vertical_advection` False, `apply_extra_diffusion_on_vn` False.
 
+**Layouts** (`layout=`, `tools.layouts`): the horizontal bounds of a named layout of a
+generated grid instead (`global`, `global-decomposed`, `lam`, `lam-decomposed`): every
+parameter that names a zone bound takes that bound's value, the generic `horizontal_start`
+and `horizontal_end` the whole array (0 and the element count: icon4py's model passes
+them per call site), and `limited_area` is the layout's. Without a layout, the rules
+above, unchanged.
+
 A parameter this table has no rule for raises ValueError naming it: a wrong guess would
 be a figure for a configuration nobody runs.
 """
@@ -30,7 +37,10 @@ be a figure for a configuration nobody runs.
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Union
+
+if TYPE_CHECKING:
+    from gt4py_dace_xforms.tools.layouts import Layout
 
 #: The grid the values describe: an icosahedral R2B4 grid (20480 cells, 30720 edges, 10242
 #: vertices). Neighbor tables for a static lowering must have these sizes too: gt4py sizes
@@ -72,16 +82,37 @@ _START = re.compile(r"^(start_|horizontal_start|interior_idx$|lateral_boundary_l
 _END = re.compile(r"^(end_|horizontal_end|halo_idx$)")
 
 
+def _layout_value(layout: "Layout", name: str, horizontal: str) -> Optional[int]:
+    """`name`'s value in `layout`: a zone bound, or the whole array for the generic
+    `horizontal_start` / `horizontal_end`; None if no rule covers it."""
+    if name in layout.values:
+        return layout.values[name]
+    if name == "horizontal_start":
+        return 0
+    if name == "horizontal_end":
+        return layout.sizes[horizontal]
+    return None
+
+
 def model_values(program_name: str, params: Mapping[str, str], *, n_cells: int = GRID["Cell"],
-                 n_edges: int = GRID["Edge"], n_levels: int = N_LEVELS, horizontal: str = "Cell") -> dict[str, Any]:
+                 n_edges: int = GRID["Edge"], n_levels: int = N_LEVELS, horizontal: str = "Cell",
+                 layout: Union[str, "Layout", None] = None) -> dict[str, Any]:
     """One static variant of `program_name`'s integer and boolean parameters (`params`:
     name -> the kind of its type, e.g. "INT32", "BOOL"). `horizontal`: the program's
     horizontal dimension ("Cell" or "Edge"), for the generic `horizontal_end`; a name
-    that says cell or edge decides itself. ValueError names what no rule covers."""
+    that says cell or edge decides itself. `layout` (a name or `Layout`): its horizontal
+    bounds and `limited_area`, on a grid of `n_cells` cells (`n_edges` follows from it).
+    ValueError names what no rule covers."""
+    if layout is not None:
+        from gt4py_dace_xforms.tools.layouts import resolve
+
+        layout = resolve(layout, n_cells)
     values: dict[str, Any] = {}
     unknown = []
     for name, kind in params.items():
-        if name in FIXED:
+        if layout is not None and name == "limited_area":
+            values[name] = layout.limited_area
+        elif name in FIXED:
             values[name] = FIXED[name]
         elif name in ("surface_level", "vertical_end_index_model_surface"):
             values[name] = n_levels + 1
@@ -89,9 +120,11 @@ def model_values(program_name: str, params: Mapping[str, str], *, n_cells: int =
             values[name] = n_levels
         elif name == "vertical_end":
             values[name] = n_levels + 1 if program_name in HALF_LEVEL_PROGRAMS else n_levels
-        elif _START.match(name):
+        elif layout is not None and (value := _layout_value(layout, name, horizontal)) is not None:
+            values[name] = value
+        elif layout is None and _START.match(name):
             values[name] = 0
-        elif _END.match(name):
+        elif layout is None and _END.match(name):
             dim = "Edge" if "edge" in name else "Cell" if "cell" in name else horizontal
             values[name] = n_edges if dim == "Edge" else n_cells
         else:
@@ -104,7 +137,7 @@ def model_values(program_name: str, params: Mapping[str, str], *, n_cells: int =
     return values
 
 
-def program_static_values(program: Any, **sizes: Any) -> dict[str, Any]:
+def program_static_values(program: Any, layout: Union[str, "Layout", None] = None, **sizes: Any) -> dict[str, Any]:
     """`model_values` for a `gtx.program`: its integer and boolean scalar parameters; its
     horizontal dimension is that of its first output on cells or edges."""
     from gt4py.next.type_system import type_specifications as ts
@@ -121,12 +154,23 @@ def program_static_values(program: Any, **sizes: Any) -> dict[str, Any]:
         if "Edge" in dims or "Cell" in dims:
             horizontal = "Edge" if "Edge" in dims else "Cell"
             break
-    return model_values(program.__name__, params, horizontal=horizontal, **sizes)
+    return model_values(program.__name__, params, horizontal=horizontal, layout=layout, **sizes)
 
 
-def static_offset_provider(program: Any, seed: int = 0) -> dict[str, Any]:
-    """Random, in-range neighbor tables over `GRID` for the offsets `program` uses (its
-    static lowering's tables: sized as the grid its static values describe)."""
-    from gt4py_dace_xforms.tools.programs import offset_provider_for
+def static_offset_provider(program: Any, seed: int = 0, layout: Union[str, "Layout", None] = None) -> dict[str, Any]:
+    """Neighbor tables for the offsets `program` uses, sized as the grid its static values
+    describe: random and in range over `GRID` (drawn with `seed`), or with a `layout` (a
+    name or `Layout`) the generated grid's, in that layout's ordering."""
+    from gt4py_dace_xforms.tools.programs import _field_offsets, offset_provider_for, used_offsets
 
-    return offset_provider_for(program, None, sizes=GRID, seed=seed)
+    if layout is None:
+        return offset_provider_for(program, None, sizes=GRID, seed=seed)
+    from gt4py_dace_xforms.tools.grid import connectivities
+    from gt4py_dace_xforms.tools.layouts import resolve
+
+    needed = used_offsets(program)
+    offsets = _field_offsets(program)
+    missing = [n for n in needed if n not in offsets]
+    if missing:
+        raise ValueError(f"program uses offsets {missing} whose FieldOffset is not visible to it")
+    return connectivities(resolve(layout).grid(), {n: offsets[n] for n in needed})
