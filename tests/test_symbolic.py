@@ -26,7 +26,7 @@ FACTS = [h - 1, ve - 1 - V]  # the consumer Map runs
 
 def test_nested_extremes_of_a_split_concat_are_proven_to_cover_the_read():
     reason, split = prove_union_covers(_concat(LOWER_HI, UPPER_LO, UPPER_HI), READ, FACTS)
-    assert reason is None and split == 1
+    assert reason is None and split == (1,)
 
 
 def test_a_gap_of_one_level_is_not_covered():

@@ -483,25 +483,17 @@ def _element_read(p: _Proof, e, sub) -> Optional[Decline]:
     return None
 
 
-def _one_split_dimension(p: _Proof) -> Optional[Decline]:
-    """Each writer set selects its branch along one dimension only."""
-    for dims in p.split_dims:
-        if len(dims) > 1:
-            return Decline(f"reads select concat branches along several dimensions {sorted(dims)}")
-    return None
-
-
 def _evaluation_mode(p: _Proof) -> Optional[Decline]:
     """Lazy or eager: an if/else is always lazy; a concat node is eager only where every
     branch is proven in bounds everywhere (`eager_verdict`). Never declines."""
     if p.selected is not None:
         p.selected = dataclasses.replace(p.selected, branches=tuple(
-            dataclasses.replace(sb, writers=dataclasses.replace(sb.writers, split_dims=tuple(dims)))
+            dataclasses.replace(sb, writers=dataclasses.replace(sb.writers, split_dims=tuple(sorted(dims))))
             for sb, dims in zip(p.selected.branches, p.split_dims)
         ))
         p.lazy_reason = "selected by an if/else: only the branch that ran is evaluated"
     elif p.concat is not None:
-        p.concat = dataclasses.replace(p.concat, split_dims=tuple(p.split_dims[0]))
+        p.concat = dataclasses.replace(p.concat, split_dims=tuple(sorted(p.split_dims[0])))
         p.verdict = eager_verdict(p.sdfg, p.pstate, p.pnode.data, p.concat, p.boxes, p.facts)
         p.lazy_reason = p.verdict.reason
     return None
@@ -516,7 +508,6 @@ _PROOF_STEPS = (
     _symbols_mean_the_same,
     _inputs_unchanged,
     _reads_are_covered,
-    _one_split_dimension,
     _evaluation_mode,
 )
 
@@ -562,14 +553,14 @@ def _candidate(p: _Proof) -> AnalysisResult:
 
 
 def _cover_concat(parts, box, facts, split_dims) -> Optional[str]:
-    """Prove that each writer set in `parts` covers `box`; record the split dimension of
-    each in `split_dims`. Returns why not, or None."""
+    """Prove that each writer set in `parts` covers `box`; record the dimensions that
+    select a writer of each in `split_dims` (any number: gt4py splits along Cell and K).
+    Returns why not, or None."""
     for n, (_, part) in enumerate(parts):
-        reason, split = prove_union_covers(part, box, facts)
+        reason, dims = prove_union_covers(part, box, facts)
         if reason:
             return reason
-        if split is not None:
-            split_dims[n].add(split)
+        split_dims[n].update(dims)
     return None
 
 

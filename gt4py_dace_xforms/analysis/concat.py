@@ -11,7 +11,6 @@ mutates the SDFG.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import random
 from typing import Optional, Union
 
@@ -20,11 +19,11 @@ import sympy
 from dace import data as dace_data
 from dace.sdfg import nodes as dn
 
+from gt4py_dace_xforms.analysis import boxes
 from gt4py_dace_xforms.analysis.broadcast import copy_dims
 from gt4py_dace_xforms.analysis.producer import Decline, ProducerSlice, SliceInput, analyse_producer
 from gt4py_dace_xforms.analysis.symbolic import (
     IndexTerm,
-    prove_any,
     prove_nonnegative,
     prove_nonnegative_given,
     to_sympy,
@@ -94,14 +93,6 @@ def _param_at(prod: ProducerSlice, index_of_dim) -> tuple[tuple[str, sympy.Expr]
     ) + tuple(prod.fixed_params)
 
 
-def _inside(region, box, facts=()) -> bool:
-    """`box` (list of (lo, hi)) lies inside `region`, provably."""
-    return all(
-        prove_nonnegative_given(blo - rlo, facts) and prove_nonnegative_given(rhi - bhi, facts)
-        for (rlo, rhi), (blo, bhi) in zip(region, box)
-    )
-
-
 def analyse_branch(sdfg, state, edge, users) -> Union[Branch, Decline]:
     """Describe the writer behind one edge into a concat node."""
     ndim = len(sdfg.arrays[edge.dst.data].shape)
@@ -168,7 +159,7 @@ def _follow_copy(sdfg, state, source: dn.AccessNode, read, users) -> Optional[Pr
         return None
     read_box = [(to_sympy(b), to_sympy(e)) for b, e, _ in read.ndrange()]
     copy_runs = [hi - lo for lo, hi in read_box]  # an empty copy reads nothing
-    return prod if _inside(_region_of_slice(prod), read_box, copy_runs) else None
+    return prod if boxes.contains(_region_of_slice(prod), read_box, copy_runs) else None
 
 
 def analyse_concat(sdfg, state, intermediate, users) -> Union[ConcatAnalysis, Decline]:
@@ -179,55 +170,22 @@ def analyse_concat(sdfg, state, intermediate, users) -> Union[ConcatAnalysis, De
         if isinstance(br, Decline):
             return br
         branches.append(br)
-    for a, b in itertools.combinations(branches, 2):
-        if not _disjoint(a.region, b.region):
-            return Decline("concat regions cannot be proven disjoint")
+    reason = boxes.prove_disjoint([b.region for b in branches], what="concat regions")
+    if reason:
+        return Decline(reason)
     return ConcatAnalysis(tuple(branches))
-
-
-def _disjoint(ra, rb) -> bool:
-    """Some dimension separates the two boxes, for every value of the symbols."""
-    for (alo, ahi), (blo, bhi) in zip(ra, rb):
-        if prove_nonnegative(blo - ahi - 1) or prove_nonnegative(alo - bhi - 1):
-            return True
-    return False
 
 
 def prove_union_covers(
     concat: ConcatAnalysis, read_box: list[tuple[sympy.Expr, sympy.Expr]], facts=()
-) -> tuple[Optional[str], Optional[int]]:
-    """Prove that every index in `read_box` lies in some branch's region.
+) -> tuple[Optional[str], tuple[int, ...]]:
+    """Prove that every index in `read_box` lies in some branch's region
+    (`boxes.prove_cover`: any number of dimensions split, regions empty for some values).
 
-    Returns `(None, split)` on success, `split` being the dimension that selects the
-    branch (`None` if every region holds every read), or `(reason, None)`.
-
-    In every dimension but one, every region must contain the read (then that
-    dimension does not discriminate and needs no test at run time). Along the
-    remaining one, some of the regions, in some order, must chain without gaps from
-    below the lowest read to above the highest (`next.lo <= prev.hi + 1`), proven with
-    `facts` and case splits (`prove_any`).
-    """
-    regions = [b.region for b in concat.branches]
-    open_dims = [
-        d for d, (lo, hi) in enumerate(read_box) if not all(_inside([r[d]], [(lo, hi)], facts) for r in regions)
-    ]
-    if not open_dims:
-        return None, None
-    if len(open_dims) > 1:
-        return f"concat regions do not cover the read in dimensions {open_dims}", None
-    split = open_dims[0]
-    lo, hi = read_box[split]
-    spans = [r[split] for r in regions]
-    # Some chain of regions covers [lo, hi]; which one may depend on the symbols (a region
-    # can be empty for some values), so all chains are alternatives of one proof.
-    chains = [
-        [lo - c[0][0], c[-1][1] - hi, *(prev[1] + 1 - nxt[0] for prev, nxt in zip(c, c[1:]))]
-        for n in range(1, len(spans) + 1)
-        for c in itertools.permutations(spans, n)
-    ]
-    if prove_any(chains, facts):
-        return None, split
-    return f"concat regions cannot be proven to cover the read [{lo}, {hi}] in dimension {split}", None
+    Returns `(None, dims)` on success, `dims` being the dimensions whose test selects the
+    branch at run time (empty if every region holds every read), or `(reason, ())`."""
+    cover = boxes.prove_cover(read_box, [b.region for b in concat.branches], facts, what="concat regions")
+    return cover.reason, cover.select_dims
 
 
 def read_box(terms: list[IndexTerm], cranges) -> list[tuple[sympy.Expr, sympy.Expr]]:

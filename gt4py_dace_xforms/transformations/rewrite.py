@@ -17,6 +17,7 @@ from dace.sdfg import nodes as dn
 from dace.properties import CodeBlock
 from dace.sdfg.state import ConditionalBlock, ControlFlowRegion, SDFGState
 
+from gt4py_dace_xforms.analysis import boxes
 from gt4py_dace_xforms.analysis.candidate import InlineCandidate, ReadGroup
 from gt4py_dace_xforms.analysis.concat import index_symbol
 from gt4py_dace_xforms.analysis.indirect import IndirectRead
@@ -257,12 +258,8 @@ def _emit_branch(sdfg, cand, nsdfg, bstate, br, n, out_name) -> dn.AccessNode:
 
 
 def _region_condition(br, split_dims) -> str:
-    parts = []
-    for d in split_dims:
-        lo, hi = br.region[d]
-        t = index_symbol(d)
-        parts.append(f"({dace.symbolic.symstr(lo)} <= {t}) and ({t} <= {dace.symbolic.symstr(hi)})")
-    return " and ".join(parts) if parts else "True"
+    """The branch's box test along the dimensions that select it (`boxes.box_test`)."""
+    return boxes.box_test(br.region, split_dims, [str(index_symbol(d)) for d in range(len(br.region))])
 
 
 def _inputs(cand: InlineCandidate) -> dict[str, dn.AccessNode]:
