@@ -11,8 +11,11 @@ the producer can be evaluated at every element read: single Map, concat node, se
 writers) and adds what the sweep needs; each step returns its fact or a `Decline`:
 
 - `_element_reads_only`: the reads are plain elements (no indirect or nested read), and
-  the consumer is the intermediate's last reader (several readers share one sweep only
-  once they are one Map; the decline names what else reads it, `other_readers`);
+  the consumer is the intermediate's last reader (the decline names what else reads it,
+  `other_readers`), unless it is one of a window group: `window_group` lists the readers
+  when every one is a top-level Map of one state (gt4py splits a consumer at a
+  decomposed rank's halo: one Map over the local cells, one over the halo), each swept
+  in its own window, the last one removing the intermediate;
 - `_swept_dimension`: the groups differ in exactly one dimension of `T`, whose index is
   `kp + c + d` with one consumer parameter `kp` and integer distances `d`, all of
   `0..n-1` present (the window then only holds levels some read needs, which the
@@ -84,10 +87,13 @@ class WindowPlan:
         return tuple(sorted(slot for _, slot in self.slots))
 
 
-def analyse_window(sdfg: dace.SDFG, cand: InlineCandidate, max_width: int = 8) -> Union[WindowPlan, Decline]:
-    """The plan for sweeping `cand`'s consumer in K, or why not (see the module docstring)."""
+def analyse_window(sdfg: dace.SDFG, cand: InlineCandidate, max_width: int = 8,
+                   sole_reader: bool = True) -> Union[WindowPlan, Decline]:
+    """The plan for sweeping `cand`'s consumer in K, or why not (see the module docstring).
+    `sole_reader=False`: the consumer need not be the last reader (one of a window group,
+    `window_group`, whose last member removes the intermediate)."""
     try:
-        reason = _element_reads_only(cand)
+        reason = _element_reads_only(cand, sole_reader)
         if reason:
             return Decline(reason)
         swept = _swept_dimension(cand, max_width)
@@ -106,10 +112,10 @@ def analyse_window(sdfg: dace.SDFG, cand: InlineCandidate, max_width: int = 8) -
                       max(s for _, s in slots) + 1, tuple(outputs))
 
 
-def _element_reads_only(cand: InlineCandidate) -> Optional[str]:
+def _element_reads_only(cand: InlineCandidate, sole_reader: bool = True) -> Optional[str]:
     if cand.indirect or cand.nested:
         return "window: the consumer reads the intermediate at a computed index or inside a nested SDFG"
-    if not cand.removes_intermediate:
+    if sole_reader and not cand.removes_intermediate:
         return f"window: other readers keep the intermediate: {', '.join(other_readers(cand))}"
     if len(cand.groups) < 2:
         return "window: one element read per iteration, nothing to share between levels"
@@ -212,3 +218,27 @@ def _consumer_sweepable(sdfg: dace.SDFG, cand: InlineCandidate, kparam: str):
     if not outputs:
         return "window: the consumer writes nothing"
     return list(outputs.values())
+
+
+def window_group(sdfg: dace.SDFG, name: str) -> Union[tuple[dace.SDFGState, list], str]:
+    """The state and the top-level consumer Maps (each once, in the state's order) of every
+    read of `name`, where all reads of it are by such Maps of one state (then a window in
+    each reader removes it); else why not. Pure."""
+    state, consumers = None, []
+    for st in sdfg.states():
+        scope = None
+        for node in st.data_nodes():
+            if node.data != name:
+                continue
+            for e in st.out_edges(node):
+                scope = scope or st.scope_dict()
+                if not isinstance(e.dst, dn.MapEntry) or scope[e.dst] is not None:
+                    return f"window group: '{name}' is read by a {type(e.dst).__name__} that is no top-level Map"
+                if state is not None and st is not state:
+                    return f"window group: '{name}' is read in several states"
+                state = st
+                if e.dst not in consumers:
+                    consumers.append(e.dst)
+    if state is None or len(consumers) < 2:
+        return f"window group: '{name}' has fewer than two Map readers"
+    return state, consumers

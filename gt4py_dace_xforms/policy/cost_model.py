@@ -236,11 +236,8 @@ class CostModel(InlinePolicy):
             return limit
         # A window's candidate removes the intermediate: `estimate` prices its write and
         # read (`saved_bytes`) and its allocation as for an inline that removes it.
-        fig = self.estimate(sdfg, cand)
+        fig, points, fill = self._window_points(sdfg, plan)
         volume = self._points(sdfg.arrays[cand.intermediate.data].shape, sdfg, set())
-        points = fig["points"]
-        levels = self._points([plan.k_last - plan.k_first + 1], sdfg, set())
-        fill = (plan.width - 1) * points / max(levels, 1.0)
         # The producer's evaluation moves into the sweep, less what a multi-output producer
         # still computes and loads for its other writes (`_kept_work`): that the sweep repeats.
         extra_ops = fig["ops_per_copy"] * (points + fill - volume) + fig["kept_ops_per_point"] * points
@@ -254,6 +251,48 @@ class CostModel(InlinePolicy):
                                    f"work + {fig['kept_input_load_bytes']:.3g} B loads", figures=fig)
         return Decision(True, f"windowed, width {plan.width}: each level evaluated once (inlined: {cand.copies} "
                               f"times), saves {saved:.3g} B, re-evaluates {fill:.3g} fill points", figures=fig)
+
+    def _window_points(self, sdfg: dace.SDFG, plan) -> tuple[dict, float, float]:
+        """One sweep's estimate, the points it reads and the fill points it evaluates
+        (`width - 1` levels per column)."""
+        fig = self.estimate(sdfg, plan.cand)
+        points = fig["points"]
+        levels = self._points([plan.k_last - plan.k_first + 1], sdfg, set())
+        return fig, points, (plan.width - 1) * points / max(levels, 1.0)
+
+    def decide_window_group(self, sdfg: dace.SDFG, plans: list) -> Decision:
+        """A window in every reader of one intermediate (gt4py's split consumers: a
+        decomposed rank's local and halo cells, a limited-area grid's zones): the
+        intermediate's write, every read and its allocation go away; every level a reader
+        reads is evaluated once in its sweep, plus its fill points, where the producer
+        evaluated the intermediate's volume once. Readers that overlap pay their overlap."""
+        if not self.windows_on:
+            return self.decide_window(sdfg, plans[0])  # says why windows are off
+        for plan in plans:
+            limit = self._limits(sdfg, plan.cand, partial_ok=True)
+            if limit is not None:
+                return limit
+        desc = sdfg.arrays[plans[0].cand.intermediate.data]
+        item = desc.dtype.bytes
+        volume = self._points(desc.shape, sdfg, set())
+        members = [self._window_points(sdfg, plan) for plan in plans]
+        evaluated = sum(points + fill for _, points, fill in members)
+        extra_ops = (max(f["ops_per_copy"] for f, _, _ in members) * (evaluated - volume)
+                     + sum(f["kept_ops_per_point"] * points for f, points, _ in members))
+        saved = (volume + sum(min(points, volume) for _, points, _ in members)) * item
+        loads = sum(f["kept_input_load_bytes"] for f, _, _ in members)
+        cost = max(extra_ops, 0.0) * self.balance + loads
+        worth = volume * item * self.allocation_weight
+        gain = saved + worth - cost
+        fill = sum(f for _, _, f in members)
+        fig = dict(members[0][0], window_group_size=len(plans), window_fill_points=fill,
+                   window_extra_ops=extra_ops, window_saved_bytes=saved, allocation_worth_bytes=worth,
+                   kept_input_load_bytes=loads, gain_bytes=gain)
+        if gain <= 0:
+            return Decision(False, f"window group: no gain for all {len(plans)} readers: saves {saved:.3g} B"
+                                   f"{_worth(worth)}, costs {cost:.3g} B", figures=fig)
+        return Decision(True, f"windowed in all {len(plans)} readers: each level evaluated once, saves {saved:.3g} B, "
+                              f"re-evaluates {fill:.3g} fill points", figures=fig)
 
     def decide(self, sdfg: dace.SDFG, cand: InlineCandidate) -> Decision:
         limit = self._limits(sdfg, cand, partial_ok=self.allow_partial)

@@ -99,6 +99,12 @@ class InlinePolicy:
         the intermediate removed. Asked before `decide`; this default never windows."""
         return Decision(False, f"{type(self).__name__} does not window")
 
+    def decide_window_group(self, sdfg: dace.SDFG, plans: list) -> Decision:
+        """Whether to sweep every reader of one intermediate in its own window (`plans`,
+        one `WindowPlan` per reader; the last removes the intermediate). This default never
+        windows."""
+        return Decision(False, f"{type(self).__name__} does not window")
+
     @property
     def judges_groups(self) -> bool:
         """Whether `decide_group` is this policy's own (else the pass need not form groups)."""

@@ -10,7 +10,7 @@ from dace.sdfg import nodes as dn
 
 from gt4py_dace_xforms.analysis.candidate import analyse_candidate, find_candidates
 from gt4py_dace_xforms.analysis.producer import Decline
-from gt4py_dace_xforms.analysis.window import WindowPlan, analyse_window
+from gt4py_dace_xforms.analysis.window import WindowPlan, analyse_window, window_group
 from gt4py_dace_xforms.transformations.inline_fuser import candidate_of_match, shifted_read_expressions
 from gt4py_dace_xforms.transformations.window_rewrite import window_candidate
 
@@ -50,8 +50,13 @@ class VerticalWindow(transformation.SingleStateTransformation):
     inputs, no WCR, no nested Map, and writes each output at `kp + c` (one column per
     horizontal point).
 
-    Restrictions: one reader (several readers of `T` share one sweep only once gt4py has
-    fused them into one Map); no K tiling yet (the sweep runs the whole column).
+    Several readers (gt4py splits a consumer at a decomposed rank's halo or a limited-area
+    grid's boundary zone): `shared=True` sweeps this reader though others read `T` too
+    (`T` stays until its last reader is swept); `gt_vertical_windows` takes a whole group
+    at once (`analysis.window.window_group`), priced by the policy's
+    `decide_window_group`.
+
+    Restrictions: no K tiling yet (the sweep runs the whole column).
     `can_be_applied()` never mutates and never raises.
     """
 
@@ -61,6 +66,11 @@ class VerticalWindow(transformation.SingleStateTransformation):
 
     max_width = properties.Property(
         dtype=int, default=8, desc="Decline if the window would hold more levels than this (registers)."
+    )
+
+    shared = properties.Property(
+        dtype=bool, default=False,
+        desc="Also sweep a reader that is not the intermediate's last (each reader its own window).",
     )
 
     @classmethod
@@ -73,7 +83,7 @@ class VerticalWindow(transformation.SingleStateTransformation):
             cand = candidate_of_match(self, state, sdfg)
             if isinstance(cand, Decline):
                 return cand
-            return analyse_window(sdfg, cand, self.max_width)
+            return analyse_window(sdfg, cand, self.max_width, sole_reader=not self.shared)
         except Exception as err:  # noqa: BLE001  # a matcher must decline, never abort compilation
             return Decline(f"analysis failed: {type(err).__name__}: {err}")
 
@@ -92,6 +102,9 @@ def gt_vertical_windows(sdfg: dace.SDFG, *, max_width: int = 8, only=None, valid
     """Apply `VerticalWindow` wherever it applies in the top-level states (`only`: just the
     named intermediates), to a fixed point; returns the intermediates removed, in order.
 
+    An intermediate read by several top-level Maps of one state (`window_group`) is swept
+    in each of them, or in none, as the policy's `decide_window_group` says.
+
     `policy`: an `InlinePolicy` whose `decide_window` chooses per candidate (the cost
     model: on the CPU with per-call transients, docs/cost_model.md); None: every window
     that applies. `report`: an `InlineReport` that gets one record per window taken."""
@@ -99,6 +112,7 @@ def gt_vertical_windows(sdfg: dace.SDFG, *, max_width: int = 8, only=None, valid
 
     done: list[str] = []
     refused: set = set()
+    groups_tried: set[str] = set()
     progress = True
     while progress:
         progress = False
@@ -112,6 +126,13 @@ def gt_vertical_windows(sdfg: dace.SDFG, *, max_width: int = 8, only=None, valid
                 continue
             plan = analyse_window(sdfg, cand, max_width)
             if isinstance(plan, Decline):
+                if not cand.removes_intermediate and node.data not in groups_tried:
+                    groups_tried.add(node.data)
+                    taken = _window_group(sdfg, node.data, max_width, policy, report)
+                    if taken:
+                        done.append(node.data)
+                        progress = True
+                        break
                 continue
             decision = policy.decide_window(sdfg, plan) if policy is not None else None
             if decision is not None and not decision.accept:
@@ -129,3 +150,49 @@ def gt_vertical_windows(sdfg: dace.SDFG, *, max_width: int = 8, only=None, valid
     if validate:
         sdfg.validate()
     return done
+
+
+def _group_plans(sdfg: dace.SDFG, state: dace.SDFGState, name: str, consumers: list,
+                 max_width: int) -> Union[list[WindowPlan], Decline]:
+    """A window plan per consumer (none need be the last reader), analysed on the graph as
+    it is now; the first decline otherwise."""
+    plans = []
+    for consumer in consumers:
+        node = next(e.src for e in state.in_edges(consumer)
+                    if isinstance(e.src, dn.AccessNode) and e.src.data == name)
+        cand = analyse_candidate(sdfg, state, node, consumer)
+        plan = cand if isinstance(cand, Decline) else analyse_window(sdfg, cand, max_width, sole_reader=False)
+        if isinstance(plan, Decline):
+            return plan
+        plans.append(plan)
+    return plans
+
+
+def _window_group(sdfg: dace.SDFG, name: str, max_width: int, policy, report) -> bool:
+    """Sweep every reader of `name` in its own window where the group is sound and the
+    policy takes it (`decide_window_group`); the last window removes `name`."""
+    from gt4py_dace_xforms.report import InlineRecord
+
+    found = window_group(sdfg, name)
+    if isinstance(found, str):
+        return False
+    state, consumers = found
+    plans = _group_plans(sdfg, state, name, consumers, max_width)
+    if isinstance(plans, Decline):
+        return False
+    decision = policy.decide_window_group(sdfg, plans) if policy is not None else None
+    if decision is not None and not decision.accept:
+        return False
+    for consumer in consumers:
+        # Each rewrite replaces nodes: analyse the next reader on the graph as it is now.
+        plan = _group_plans(sdfg, state, name, [consumer], max_width)
+        if isinstance(plan, Decline):
+            return True  # the windows taken so far are sound on their own; `name` stays
+        (plan,) = plan
+        if report is not None:
+            report.add(InlineRecord(state.label, name, consumer.map.label, tuple(g.shift for g in plan.cand.groups),
+                                    True, decision.reason if decision else "windowed (every window that applies)",
+                                    removed_intermediate=plan.cand.removes_intermediate,
+                                    figures=decision.figures if decision else None, mode="window"))
+        window_candidate(sdfg, plan)
+    return True
