@@ -30,12 +30,15 @@ neighbors lie close in memory, as in ICON's grids.
   on an owned cell). This rank is the lowest-numbered of its neighbors, so by ICON's
   higher-rank convention the vertices and edges on its cutting line are its halo.
 
-Simplification: a rank keeps the whole torus, every table entry a valid index. What
+Order: owned elements by zone (lateral boundary rows, nudging, interior), then by
+locality; then halo level 1, then halo level 2, each by locality. As in ICON, halo
+elements in the outer lateral boundary rows (`HALO_WITH_BOUNDARY`) sit with those rows
+instead, after the row's owned elements, so icon4py's `compute_domain_bounds` finds
+exactly the bounds `Grid.bounds` gives.
+
+Simplification: a rank keeps the whole torus, every table entry a valid index. What is
 neither owned nor halo (a few corner cells, icon4py's third-level halo edges) comes
-last, reached only by the END zone; halo elements are all placed after the owned ones
-(ICON places a limited-area rank's boundary halo points with the boundary zones instead).
-Owned elements are ordered by zone (lateral boundary rows, nudging, interior), then by
-locality; halo levels 1 and 2 each by locality.
+last, reached only by the END zone.
 """
 
 from __future__ import annotations
@@ -56,8 +59,13 @@ SEAMS = ("rows", "columns")
 BOUNDARY_ROWS = {"Cell": 4, "Edge": 8, "Vertex": 4}
 NUDGING_ROWS = {"Cell": 1, "Edge": 2, "Vertex": 1}
 
-#: Halo placement: 0 owned, 1 and 2 the halo levels, 3 in no zone but END.
+#: Halo placement: 0 owned, 1 and 2 the halo levels, 3 in no zone but END (icon4py's
+#: `DecompositionFlag` values).
 OWNED, HALO_1, HALO_2, BEYOND = 0, 1, 2, 3
+
+#: The last lateral boundary row whose halo level 1 / level 2 elements ICON places with the
+#: boundary rows rather than the halo (icon4py's `_refinement_level_placed_with_halo`).
+HALO_WITH_BOUNDARY = {"Cell": (2, 1), "Edge": (6, 4), "Vertex": (2, 1)}
 
 _INTERIOR = np.iinfo(np.int32).max  # refinement row of the unordered interior
 
@@ -66,9 +74,10 @@ _INTERIOR = np.iinfo(np.int32).max  # refinement row of the unordered interior
 class Grid:
     """A generated grid in its final ordering: `tables` (offset name -> int32 table),
     `sizes` (dimension -> count), `rows` (dimension -> refinement row of each element, 0
-    for interior), `halo` (dimension -> OWNED / HALO_1 / HALO_2 / BEYOND), and `bounds`:
+    for interior), `halo` (dimension -> OWNED / HALO_1 / HALO_2 / BEYOND), `bounds`:
     icon4py's start and end index of every zone, named as icon4py's model names them
-    (`start_cell_lateral_boundary_level_3`, `end_edge_halo_level_2`, ...)."""
+    (`start_cell_lateral_boundary_level_3`, `end_edge_halo_level_2`, ...), and `lattice`
+    (dimension -> each element's index in the lattice's own numbering, `_natural_tables`)."""
 
     nx: int
     ny: int
@@ -79,6 +88,7 @@ class Grid:
     rows: Mapping[str, np.ndarray]
     halo: Mapping[str, np.ndarray]
     bounds: Mapping[str, int]
+    lattice: Mapping[str, np.ndarray]
 
     @property
     def limited_area(self) -> bool:
@@ -248,6 +258,13 @@ TABLE_DIMS = {
 }  # fmt: skip
 
 
+def _with_boundary(dim: str, rows: np.ndarray, halo: np.ndarray) -> np.ndarray:
+    """Elements placed with the boundary zones: owned ones, and halo elements of the outer
+    boundary rows (`HALO_WITH_BOUNDARY`)."""
+    last_1, last_2 = HALO_WITH_BOUNDARY[dim]
+    return (halo == OWNED) | ((rows >= 1) & (((halo == HALO_1) & (rows <= last_1)) | ((halo == HALO_2) & (rows <= last_2))))
+
+
 def _zone_bounds(dim: str, rows: np.ndarray, halo: np.ndarray) -> dict[str, int]:
     """icon4py's start and end index of each zone of `dim` (its `compute_domain_bounds`):
     a boundary or nudging zone spans its owned elements ((0, 0) when empty); HALO ends
@@ -267,8 +284,9 @@ def _zone_bounds(dim: str, rows: np.ndarray, halo: np.ndarray) -> dict[str, int]
         level = row if row <= BOUNDARY_ROWS[dim] else row - BOUNDARY_ROWS[dim]
         zone = "lateral_boundary" if row <= BOUNDARY_ROWS[dim] else "nudging"
         span(zone if level == 1 else f"{zone}_level_{level}", owned & (rows == row), (0, 0))
-    start_h2, _ = span("halo_level_2", halo == HALO_2, (n, n))
-    halo_1 = np.flatnonzero(halo == HALO_1)
+    in_halo = ~_with_boundary(dim, rows, halo)
+    start_h2, _ = span("halo_level_2", in_halo & (halo == HALO_2), (n, n))
+    halo_1 = np.flatnonzero(in_halo & (halo == HALO_1))
     out[f"start_{key}_halo"], out[f"end_{key}_halo"] = (int(halo_1[0]) if halo_1.size else start_h2), start_h2
     last_nudging = "nudging" if NUDGING_ROWS[dim] == 1 else f"nudging_level_{NUDGING_ROWS[dim]}"
     out[f"start_{key}_interior"], out[f"end_{key}_interior"] = out[f"end_{key}_{last_nudging}"], out[f"start_{key}_halo"]
@@ -294,15 +312,16 @@ def generate(nx: int, ny: int, boundary: tuple[str, ...] = (), cut: tuple[str, .
     locality = _locality(natural, nx, ny)
     orders, ranks = {}, {}
     for dim in DIMS:
-        zone = np.where(rows[dim] == 0, _INTERIOR, rows[dim])
-        orders[dim] = np.lexsort((locality[dim], np.where(halo[dim] == OWNED, zone, 0), halo[dim]))
+        placed = _with_boundary(dim, rows[dim], halo[dim])
+        zone = np.where(placed, np.where(rows[dim] == 0, _INTERIOR, rows[dim]), 0)
+        orders[dim] = np.lexsort((locality[dim], halo[dim], zone, np.where(placed, OWNED, halo[dim])))
         ranks[dim] = np.argsort(orders[dim])
     tables = {name: ranks[dst][natural[name][orders[src]]].astype(np.int32) for name, (src, dst) in TABLE_DIMS.items()}
     rows = {dim: rows[dim][orders[dim]] for dim in DIMS}
     halo = {dim: halo[dim][orders[dim]] for dim in DIMS}
     bounds = {k: v for dim in DIMS for k, v in _zone_bounds(dim, rows[dim], halo[dim]).items()}
     sizes = {dim: len(orders[dim]) for dim in DIMS}
-    return Grid(nx, ny, tuple(boundary), tuple(cut), tables, sizes, rows, halo, bounds)
+    return Grid(nx, ny, tuple(boundary), tuple(cut), tables, sizes, rows, halo, bounds, orders)
 
 
 def connectivities(grid: Grid, offsets: Mapping[str, Any]) -> dict[str, Any]:
