@@ -78,8 +78,11 @@ census: $(STAMP)
 # The same census with bounds and switches as static arguments, as icon4py's model run compiles
 # them (docs/static.md; the 15 concat_where programs by default).
 CENSUS_STATIC_ARGS ?= --concat-only --jobs 2
+# LAYOUT=global-decomposed (or global, lam, lam-decomposed, all): the static values of that
+# index layout (tools/layouts.py; docs/layouts.md) instead of the global one-rank values.
+LAYOUT ?=
 census-static: $(STAMP)
-	set -o pipefail; $(VENV)/bin/gt4py-dace-xforms census --static $(CENSUS_STATIC_ARGS) --json bench/census_static.json \
+	set -o pipefail; $(VENV)/bin/gt4py-dace-xforms census --static $(if $(LAYOUT),--layout $(LAYOUT)) $(CENSUS_STATIC_ARGS) --json bench/census_static.json \
 		| tee bench/census_static.txt
 
 # The same programs compiled stock, with the default backend and with everything sound, run on

@@ -114,10 +114,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
     try:
         program = programs.load_program(args.program)
         grid = ex.resolve_grid(args.offset_provider)
+        if args.layout and not args.static:
+            raise ValueError("--layout chooses the values of --static: pass --static too")
         if grid is None and args.static:
             from gt4py_dace_xforms.tools.static_values import static_offset_provider
 
-            grid = static_offset_provider(program)  # tables of the grid the static values describe
+            grid = static_offset_provider(program, layout=args.layout)  # the grid the static values describe
         ex.offset_provider(program, grid)  # a missing grid or connectivity is bad input
     except ValueError as err:
         raise CliError(str(err)) from None
@@ -136,6 +138,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     expl.program = args.program
+    expl.layout = args.layout or ""
     print(expl.text())
     if args.sdfg_out:
         for path in ex.write_sdfgs(expl, args.sdfg_out):
@@ -151,7 +154,7 @@ def _static_args(program, args: argparse.Namespace) -> dict:
     values: dict = {}
     if args.static:
         try:
-            values = program_static_values(program)
+            values = program_static_values(program, layout=args.layout)
         except ValueError as err:
             raise CliError(f"{err} (give them with --static-arg NAME=VALUE)") from None
     for item in args.static_arg:
@@ -184,6 +187,8 @@ def cmd_census(args: argparse.Namespace) -> int:
         raise CliError("--exact only applies to --compare (it changes how the builds compile)")
     if args.static and (args.eager or args.compare or args.determinism):
         raise CliError("--static applies to the census itself (not to --eager, --compare or --determinism)")
+    if args.layout and not args.static:
+        raise CliError("--layout chooses the values of --static: pass --static too")
     if args.programs:
         refs = []
         for spec in args.programs:
@@ -217,15 +222,40 @@ def cmd_census(args: argparse.Namespace) -> int:
         results = census.map_programs(eager.eager_program, refs, jobs=args.jobs, progress=progress)
         print(eager.table(results))
         dump = eager.to_json
+    elif args.layout == "all":
+        return _census_layouts(refs, args, progress)
     else:
         results = census.run_census(refs, jobs=args.jobs, transients=not args.no_transients, final=args.final,
-                                    static=args.static, progress=progress)
+                                    static=args.static, layout=args.layout, progress=progress)
+        if args.layout:
+            print(f"== layout {args.layout} ==")
         print(census.table(results))
         dump = census.to_json
     if args.json:
         with open(args.json, "w") as f:
             f.write(dump(results))
     return 1 if any(r.error for r in results) else 0
+
+
+def _census_layouts(refs, args: argparse.Namespace, progress) -> int:
+    """`census --static --layout all`: the census once per named layout, one table each
+    under a heading naming it; `--json` holds every layout's results by name."""
+    from gt4py_dace_xforms.tools import census
+    from gt4py_dace_xforms.tools.layouts import LAYOUTS
+
+    runs = {}
+    for name in LAYOUTS:
+        print(f"layout {name}", file=sys.stderr)
+        if runs:
+            print()
+        runs[name] = census.run_census(refs, jobs=args.jobs, transients=not args.no_transients, final=args.final,
+                                       static=True, layout=name, progress=progress)
+        print(f"== layout {name} ==")
+        print(census.table(runs[name]))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"layouts": {n: json.loads(census.to_json(r)) for n, r in runs.items()}}, f, indent=2)
+    return 1 if any(r.error for rs in runs.values() for r in rs) else 0
 
 
 def _census_compare(refs, args: argparse.Namespace) -> int:
@@ -279,6 +309,12 @@ def _check_writable(out: str) -> None:
         raise CliError(f"{out}: cannot write there")
 
 
+def _layout_names() -> list[str]:
+    from gt4py_dace_xforms.tools.layouts import LAYOUTS
+
+    return list(LAYOUTS)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gt4py-dace-xforms", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -319,6 +355,9 @@ def build_parser() -> argparse.ArgumentParser:
     cen.add_argument("--static", action="store_true",
                      help="lower with the integer and boolean parameters as static arguments, as icon4py's model "
                           "run compiles them (a global grid on one node, 80 levels; tools/static_values.py)")
+    cen.add_argument("--layout", choices=_layout_names() + ["all"], metavar="NAME",
+                     help="--static: the index layout the bounds and neighbor tables come from (one of "
+                          f"{', '.join(_layout_names())}, or all: one table per layout; tools/layouts.py)")
     cen.add_argument("--cells", type=int, help="--compare: elements per horizontal dimension (default 64)")
     cen.add_argument("--levels", type=int, help="--compare: model levels (default 12)")
     cen.add_argument("--seed", type=int, help="--compare: seed of the inputs and neighbor tables (default 0)")
@@ -337,6 +376,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="lower with the integer and boolean parameters as static arguments, as icon4py's model run "
                           "compiles them (a global grid on one node, 80 levels, and without --offset-provider random "
                           "neighbor tables of that grid's sizes; tools/static_values.py)")
+    exp.add_argument("--layout", choices=_layout_names(), metavar="NAME",
+                     help="--static: the index layout the bounds and neighbor tables come from (one of "
+                          f"{', '.join(_layout_names())}; tools/layouts.py)")
     exp.add_argument("--static-arg", action="append", default=[], metavar="NAME=VALUE",
                      help="a static argument of your own (repeatable; over --static's value for that name)")
     exp.add_argument("--sdfg-out", metavar="PREFIX",

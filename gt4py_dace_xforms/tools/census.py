@@ -80,6 +80,9 @@ class ProgramCensus:
     kept_model: list[str] = dataclasses.field(default_factory=list)
     #: static arguments the program was lowered with (name -> value; empty: symbolic build)
     static: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: the named layout the static arguments and neighbor tables come from (`tools.layouts`;
+    #: empty: `tools.static_values`' global one-rank values and random tables)
+    layout: str = ""
     seconds: float = 0.0
     error: Optional[str] = None
 
@@ -107,7 +110,8 @@ def _count_transients(program, provider, hooks, final: bool, static_args=None) -
 
 
 def census_program(ref: ProgramRef, *, grid: Any = None, cost_model: Optional[InlinePolicy] = None,
-                   transients: bool = True, final: bool = False, static: bool = False) -> ProgramCensus:
+                   transients: bool = True, final: bool = False, static: bool = False,
+                   layout: Optional[str] = None) -> ProgramCensus:
     """The census of one program (never raises: a failure is recorded in `error`).
 
     `transients`: run the top-level stage stock, with the cost model and with everything
@@ -115,16 +119,18 @@ def census_program(ref: ProgramRef, *, grid: Any = None, cost_model: Optional[In
     `gt_auto_optimize` and count there too (about twice the time). `static`: lower with
     the integer and boolean parameters as static arguments, as icon4py's model run
     compiles them (`tools.static_values`: a global grid on one node, 80 levels; without
-    `grid`, neighbor tables of that grid's sizes)."""
-    result = ProgramCensus(ref.spec)
+    `grid`, neighbor tables of that grid's sizes), or (`layout`, a `tools.layouts` name)
+    with that layout's bounds and its generated grid's tables."""
+    result = ProgramCensus(ref.spec, layout=(layout or "") if static else "")
     start = time.perf_counter()
     try:
         program = ref.load()
         if static:
             from gt4py_dace_xforms.tools.static_values import program_static_values, static_offset_provider
 
-            result.static = program_static_values(program)
-            provider = static_offset_provider(program) if grid is None else offset_provider_for(program, grid)
+            result.static = program_static_values(program, layout=layout)
+            provider = (static_offset_provider(program, layout=layout) if grid is None
+                        else offset_provider_for(program, grid))
         else:
             provider = offset_provider_for(program, grid)
         static_args = result.static or None
@@ -184,8 +190,8 @@ def _window_declines(step, model_report) -> dict[str, int]:
 
 
 def _census_one(args) -> ProgramCensus:
-    ref, transients, final, static = args
-    return census_program(ref, transients=transients, final=final, static=static)
+    ref, transients, final, static, layout = args
+    return census_program(ref, transients=transients, final=final, static=static, layout=layout)
 
 
 def map_programs(fn: Callable[[Any], T], work: list, *, jobs: int = 1,
@@ -210,10 +216,11 @@ def map_programs(fn: Callable[[Any], T], work: list, *, jobs: int = 1,
 
 
 def run_census(refs: Iterable[ProgramRef], *, jobs: int = 1, transients: bool = True, final: bool = False,
-               static: bool = False,
+               static: bool = False, layout: Optional[str] = None,
                progress: Optional[Callable[[ProgramCensus], None]] = None) -> list[ProgramCensus]:
     """`census_program` for every program, in `jobs` processes (results in input order)."""
-    return map_programs(_census_one, [(r, transients, final, static) for r in refs], jobs=jobs, progress=progress)
+    work = [(r, transients, final, static, layout) for r in refs]
+    return map_programs(_census_one, work, jobs=jobs, progress=progress)
 
 
 def totals(results: list[ProgramCensus]) -> ProgramCensus:
@@ -278,10 +285,18 @@ def table(results: list[ProgramCensus]) -> str:
                          f"library {', '.join(r.kept_model) or '-'}")
     statics = [r for r in results if r.static]
     if statics:
-        lines += ["", "static arguments (tools/static_values.py: a global grid on one node, 80 levels; "
-                      "icon4py's configuration defaults):"]
+        lines += ["", static_heading(statics[0].layout)]
         lines += [f"  {r.short_name}: " + ", ".join(f"{k}={v}" for k, v in r.static.items()) for r in statics]
     return "\n".join(lines)
+
+
+def static_heading(layout: str) -> str:
+    """The heading line of a static run's arguments: which layout they are for."""
+    if not layout:
+        return ("static arguments (tools/static_values.py: a global grid on one node, 80 levels; "
+                "icon4py's configuration defaults):")
+    return (f"static arguments (layout {layout}: tools/layouts.py, a generated R2B4-size grid; 80 levels; "
+            "icon4py's configuration defaults):")
 
 
 def to_json(results: list[ProgramCensus]) -> str:

@@ -105,13 +105,15 @@ class Explanation:
     before: Optional[dace.SDFG] = None  # where the library's pass first runs
     after: Optional[dace.SDFG] = None  # the same, after the pass
     static: dict[str, Any] = dataclasses.field(default_factory=dict)  # static arguments lowered with
+    layout: str = ""  # the named layout (tools/layouts.py) they come from, if one
 
     def text(self) -> str:
         c = self.counts
         grid = f"offsets {', '.join(self.offsets)}" if self.offsets else "no neighbor offsets"
         lines = [f"{self.program} ({self.target}, {grid}), lowered without compiling"]
         if self.static:
-            lines.append("static arguments (as icon4py's setup_program compiles them): "
+            where = f", layout {self.layout}" if self.layout else ""
+            lines.append(f"static arguments (as icon4py's setup_program compiles them{where}): "
                          + ", ".join(f"{k}={v}" for k, v in self.static.items()))
         if self.stock_error:
             lines.append(f"stock backend FAILS: {self.stock_error}")
