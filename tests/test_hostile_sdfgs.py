@@ -1283,6 +1283,27 @@ def concat_split_in_two_dimensions():
                    reads=("i, k", "i + 1, k + 1"), consumer={"i": "0:N-1", "k": "0:K-1"})
 
 
+def concat_split_in_two_dimensions_at_symbol():
+    """As `concat_split_in_two_dimensions`, split at row `b`: rows 0:b are empty for b = 0,
+    rows b:N for b = N (a limited-area zone or a halo empty for the given constants)."""
+    return _concat("concat_split_in_two_dimensions_at_symbol",
+                   [({"i": "0:b", "k": "0:K"}, "x", "i, k"), ({"i": "b:N", "k": "0:1"}, "y", "i, k"),
+                    ({"i": "b:N", "k": "1:K"}, "x", "i, k - 1")], symbols=("b",))
+
+
+def concat_pieces_with_a_gap():
+    """Row 0 on every level, rows 1.. from level 1 up: rows 1.. at level 0 are written by
+    no piece, and the consumer reads them."""
+    return _concat("concat_pieces_with_a_gap", [({"i": "0:1", "k": "0:K"}, "x", "i, k"),
+                                                ({"i": "1:N", "k": "1:K"}, "y", "i, k")])
+
+
+def concat_pieces_overlap():
+    """Rows 0:2 and rows 1:N, both on every level: row 1 is written twice."""
+    return _concat("concat_pieces_overlap", [({"i": "0:2", "k": "0:K"}, "x", "i, k"),
+                                             ({"i": "1:N", "k": "0:K"}, "y", "i, k")])
+
+
 def concat_constant_index_read():
     """Every consumer iteration reads level 0 (one branch) and its own level."""
     return _concat("concat_constant_index_read", [({"i": "0:N", "k": "0:1"}, "x", "i, k"),
@@ -1519,7 +1540,8 @@ DECLINES = {
     "later_state_symbol_reassigned": "symbols ['s'] are reassigned",
     "concat_overlap_for_some_symbols": "cannot be proven disjoint",
     "concat_branch_with_step": "step other than 1",
-    "concat_split_in_two_dimensions": "do not cover the read in dimensions [0, 1]",
+    "concat_pieces_with_a_gap": "concat regions cannot be proven to cover the read",
+    "concat_pieces_overlap": "concat regions 0 and 1 cannot be proven disjoint",
     # The check that excludes reads by nested Maps also excludes the consumer's own exit.
     "copy_to_exit": "consumer reads the intermediate inside a nested Map",
     "if_elif_branch_without_write": "not every branch of the if/else writes the intermediate",
@@ -1571,6 +1593,8 @@ APPLIES = {
     "scalar_intermediate": (SYMS, None),
     "concat_shifted_copy_branch": (SYMS, None),
     "concat_constant_index_read": (SYMS, None),
+    "concat_split_in_two_dimensions": (SYMS, None),
+    "concat_split_in_two_dimensions_at_symbol": (dict(SYMS, b=2), None),
     "local_memlet_on_destination": (SYMS, None),
     "two_connectors_same_node": (SYMS, None),
     "if_else_writers": (dict(SYMS, f=0), None),
@@ -2032,6 +2056,9 @@ LITERAL_APPLIES = {
     "writeback_copy_later_state": ("writeback_copy_later_state", SYMS),
     "nested_loop_reads_column": ("nested_loop_reads_column", SYMS),
     "later_state": ("later_state", SYMS),
+    "concat_split_in_two_dimensions": ("concat_split_in_two_dimensions", SYMS),
+    "concat_split_in_two_dimensions_at_symbol[b=0]": ("concat_split_in_two_dimensions_at_symbol", dict(SYMS, b=0)),
+    "concat_split_in_two_dimensions_at_symbol[b=N]": ("concat_split_in_two_dimensions_at_symbol", dict(SYMS, b=SYMS["N"])),
 }
 
 
@@ -2043,3 +2070,16 @@ def test_hostile_sdfg_with_literal_bounds_applied_equals_original(case):
     assert not {str(s) for s in sdfg.free_symbols}, sdfg.free_symbols
     work, report, _ = check(sdfg, symbols={}, viewer=False)
     assert report.applied or report.writebacks_retargeted or report.column_reads, report.table()
+
+
+#: Literal bounds show what a symbol only leaves unproven: the gap and the overlap itself.
+LITERAL_DECLINES = {
+    "concat_pieces_with_a_gap": "concat regions leave [1, 3] x [0, 0] of the read [0, 3] x [0, 5] uncovered",
+    "concat_pieces_overlap": "concat regions 0 and 1 overlap in [1, 1] x [0, 6]",
+}
+
+
+@pytest.mark.parametrize("case", sorted(LITERAL_DECLINES))
+def test_pieces_with_a_gap_or_an_overlap_decline_with_their_own_reason(case):
+    sdfg = literal(globals()[case](), SYMS)
+    _declines_unchanged(sdfg, LITERAL_DECLINES[case])

@@ -157,11 +157,67 @@ def test_window_declines_a_second_reader_unchanged():
     assert sdfg.apply_transformations(gx.VerticalWindow) == 0 and sdfg.hash_sdfg() == before
 
 
+def _split_consumers(name, second_reads=("i, k", "i, k + 1")):
+    """`tmp` read at k and k + 1 by two Maps, one over the rows 0:3 and one over 3:5 (gt4py's
+    consumer split at a decomposed rank's halo; literal rows, as in the static build)."""
+    sdfg = dace.SDFG(name)
+    for arr in ("a", "out"):
+        sdfg.add_array(arr, [5, "K"], dace.float64)
+    sdfg.add_array("tmp", [5, "K"], dace.float64, transient=True)
+    st = sdfg.add_state("main")
+    tmp = st.add_access("tmp")
+    st.add_mapped_tasklet("producer", {"i": "0:5", "k": "0:K"}, {"__a": dace.Memlet("a[i, k]")}, "__o = 2.0 * __a + 1.0",
+                          {"__o": dace.Memlet("tmp[i, k]")}, external_edges=True, output_nodes={"tmp": tmp})
+    out = st.add_access("out")
+    for label, rows, reads in (("local", "0:3", ("i, k", "i, k + 1")), ("halo", "3:5", second_reads)):
+        conns = {f"__t{n}": dace.Memlet(f"tmp[{r}]") for n, r in enumerate(reads)}
+        code = "__o = " + " - ".join(f"__t{n}" for n in reversed(range(len(reads))))
+        st.add_mapped_tasklet(label, {"i": rows, "k": "0:K-1"}, conns, code, {"__o": dace.Memlet("out[i, k]")},
+                              external_edges=True, input_nodes={"tmp": tmp}, output_nodes={"out": out})
+    sdfg.validate()
+    return sdfg
+
+
+@pytest.mark.compile
+def test_window_group_sweeps_every_reader_and_removes_the_intermediate():
+    before = _split_consumers("window_group")
+    after = copy.deepcopy(before)
+    assert gx.gt_vertical_windows(after) == ["tmp"]
+    after.validate()
+    assert transient_arrays(after, 2) == [] and len([r for r in _loops(after) if r.label == "sweep"]) == 2
+    arrays = {"a": RNG.random((5, 9)), "out": RNG.random((5, 9))}
+    compare_before_after(before, after, arrays, dict(K=9))
+
+
+def test_window_group_is_priced_as_one_decision_by_the_cost_model():
+    sdfg = _split_consumers("window_group_priced")
+    report = gx.gt_inline_fusion(sdfg, cost_model=gx.CostModel("cpu"))
+    windows = [r for r in report.applied if r.mode == "window"]
+    assert [r.consumer for r in windows] == ["local_map", "halo_map"], report.table()
+    assert windows[-1].removed_intermediate and windows[0].figures["window_group_size"] == 2
+    assert "tmp" not in sdfg.arrays
+
+
+def test_window_group_with_a_reader_that_cannot_sweep_leaves_the_sdfg_unchanged():
+    sdfg = _split_consumers("window_group_declined", second_reads=("i, k",))
+    before = sdfg.hash_sdfg()
+    assert gx.gt_vertical_windows(sdfg) == [] and sdfg.hash_sdfg() == before
+
+
+def test_vertical_window_shared_sweeps_one_reader_of_several():
+    sdfg = _split_consumers("window_shared")
+    assert sdfg.apply_transformations(gx.VerticalWindow) == 0
+    xf = gx.VerticalWindow()
+    xf.shared = True
+    assert sdfg.apply_transformations(xf) == 1 and "tmp" in sdfg.arrays
+    sdfg.validate()
+
+
 def test_vertical_window_properties_round_trip_through_json():
     xf = gx.VerticalWindow()
-    xf.max_width = 3
+    xf.max_width, xf.shared = 3, True
     again = dace.transformation.PatternTransformation.from_json(xf.to_json())
-    assert isinstance(again, gx.VerticalWindow) and again.max_width == 3
+    assert isinstance(again, gx.VerticalWindow) and again.max_width == 3 and again.shared
 
 
 # ---- gt4py programs --------------------------------------------------------------------------
