@@ -2074,7 +2074,7 @@ def test_hostile_sdfg_with_literal_bounds_applied_equals_original(case):
 
 #: Literal bounds show what a symbol only leaves unproven: the gap and the overlap itself.
 LITERAL_DECLINES = {
-    "concat_pieces_with_a_gap": "concat regions leave [1, 3] x [0, 0] of the read [0, 3] x [0, 5] uncovered",
+    "concat_pieces_with_a_gap": "concat regions leave [1, 3] x [0, 0] of [0, 3] x [0, 5] uncovered",
     "concat_pieces_overlap": "concat regions 0 and 1 overlap in [1, 1] x [0, 6]",
 }
 

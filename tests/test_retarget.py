@@ -20,10 +20,10 @@ N, K = 8, 6
 
 
 def build(*, shift: int = 1, between: str = "", writer_extra: str = "", reader: str = "", conditional: bool = False,
-          split: int = 0, gap: int = 0):
+          split: int = 0, gap: int = 0, rows: int = 0):
     """`T[i, k] = 2 a[i, k] + 1` on `K + 1` levels (state `w`), `G[i, k] = T[i, k + shift]`
     on `K` levels (state `c`); the variants add what must make the rewrite decline."""
-    sdfg = dace.SDFG(f"retarget_{shift}_{between}_{writer_extra}_{reader}_{int(conditional)}_{split}_{gap}")
+    sdfg = dace.SDFG(f"retarget_{shift}_{between}_{writer_extra}_{reader}_{int(conditional)}_{split}_{gap}_{rows}")
     sdfg.add_array("a", (N, K + 1), dace.float64)
     sdfg.add_array("G", (N, K), dace.float64)
     sdfg.add_array("H", (N, K), dace.float64)
@@ -58,10 +58,13 @@ def build(*, shift: int = 1, between: str = "", writer_extra: str = "", reader: 
     t = c.add_access("T")
     g = c.add_access("G")
     if split:  # gt4py splits the copy of a concat_where result at the branch boundary
-        c.add_nedge(t, g, dace.Memlet(data="T", subset=f"0:{N}, {shift}:{split + shift - gap}",
-                                      other_subset=f"0:{N}, 0:{split - gap}"))  # fmt: skip
-        c.add_nedge(t, g, dace.Memlet(data="T", subset=f"0:{N}, {split + shift}:{K + shift}",
-                                      other_subset=f"0:{N}, {split}:{K}"))  # fmt: skip
+        if rows:  # and, at a decomposed rank's halo, in rows too: rows 0:rows copied whole
+            c.add_nedge(t, g, dace.Memlet(data="T", subset=f"0:{rows}, {shift}:{K + shift}",
+                                          other_subset=f"0:{rows}, 0:{K}"))  # fmt: skip
+        c.add_nedge(t, g, dace.Memlet(data="T", subset=f"{rows}:{N}, {shift}:{split + shift - gap}",
+                                      other_subset=f"{rows}:{N}, 0:{split - gap}"))  # fmt: skip
+        c.add_nedge(t, g, dace.Memlet(data="T", subset=f"{rows}:{N}, {split + shift}:{K + shift}",
+                                      other_subset=f"{rows}:{N}, {split}:{K}"))  # fmt: skip
     else:
         c.add_nedge(t, g, dace.Memlet(data="T", subset=f"0:{N}, {shift}:{K + shift}", other_subset=f"0:{N}, 0:{K}"))
     if reader == "tasklet":
@@ -83,9 +86,10 @@ def _apply(sdfg) -> int:
 
 
 @pytest.mark.compile
-@pytest.mark.parametrize("shift, split", [(0, 0), (1, 0), (1, 2)], ids=["same-levels", "shifted", "split-copy"])
-def test_writer_writes_the_output_and_matches_the_copy(shift, split):
-    sdfg = build(shift=shift, split=split)
+@pytest.mark.parametrize("shift, split, rows", [(0, 0, 0), (1, 0, 0), (1, 2, 0), (1, 2, 3)],
+                         ids=["same-levels", "shifted", "split-copy", "split-copy-in-two-dimensions"])
+def test_writer_writes_the_output_and_matches_the_copy(shift, split, rows):
+    sdfg = build(shift=shift, split=split, rows=rows)
     reference = copy.deepcopy(sdfg)
     assert _apply(sdfg) == 1
     assert "T" not in sdfg.arrays
@@ -116,9 +120,11 @@ def test_the_plan_names_the_restricted_range_and_the_shift():
         (dict(reader="tasklet"), "reader besides its write-back copy"),
         (dict(conditional=True), "does not run on every path"),
         (dict(split=2, gap=1), "do not tile one box"),
+        (dict(split=2, gap=1, rows=3), "copies leave [3, 7] x [2, 2] of [0, 7] x [1, 6] uncovered"),
     ],
     ids=["output-read-in-between", "output-in-writer-state", "writer-has-two-outputs", "writer-broadcasts",
-         "tasklet-reads-buffer", "copy-is-conditional", "split-copies-leave-a-gap"],
+         "tasklet-reads-buffer", "copy-is-conditional", "split-copies-leave-a-gap",
+         "copies-split-in-two-dimensions-leave-a-gap"],
 )  # fmt: skip
 def test_hostile_variants_are_declined_unchanged(variant, reason):
     sdfg = build(**variant)

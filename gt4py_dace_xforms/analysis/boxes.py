@@ -133,7 +133,7 @@ def prove_cover(read: Box, pieces: Sequence[Box], facts=(), what: str = "pieces"
         gap = _literal_gap(read, pieces)
         if gap is None:
             return Cover(None, select)
-        return Cover(f"{what} leave {show(gap)} of the read {show(read)} uncovered")
+        return Cover(f"{what} leave {show(gap)} of {show(read)} uncovered")
     if _guillotine(read, tuple(range(len(pieces))), pieces, tuple(range(len(read))), tuple(facts), {}):
         return Cover(None, select)
     return Cover(f"{what} cannot be proven to cover the read {show(read)} (split in dimensions {list(select)})")

@@ -47,6 +47,7 @@ from dace import data as dace_data
 from dace.sdfg import nodes as dn
 from dace.sdfg.state import ConditionalBlock, SDFGState
 
+from gt4py_dace_xforms.analysis import boxes
 from gt4py_dace_xforms.analysis.crossstate import in_loop, top_block
 from gt4py_dace_xforms.analysis.producer import Decline, interstate_reads
 from gt4py_dace_xforms.analysis.races import race_problem
@@ -58,7 +59,6 @@ from gt4py_dace_xforms.analysis.retarget import (
     copy_writer,
     map_writer,
     merge_copies,
-    provably_le,
 )
 from gt4py_dace_xforms.analysis.writeback import WriteBackCopy, writeback_copies
 
@@ -114,8 +114,6 @@ class OutputBufferPlan:
         return n
 
 
-def _inside(box: Box, outer: Box) -> bool:
-    return all(provably_le(o0, b0) and provably_le(b1, o1) for (b0, b1), (o0, o1) in zip(box, outer))
 
 
 def _edge_problem(sdfg: dace.SDFG, state: SDFGState, node, edge, writes: bool, copied: Box) -> Optional[str]:
@@ -134,7 +132,7 @@ def _edge_problem(sdfg: dace.SDFG, state: SDFGState, node, edge, writes: bool, c
     subset = edge.data.get_dst_subset(edge, state) if writes else edge.data.get_src_subset(edge, state)
     if subset is None:
         return "an access of the buffer has no explicit subset"
-    if not _inside(box_of(subset), copied):
+    if not boxes.contains(copied, box_of(subset)):
         verb = "writes" if writes else "reads"
         return f"'{getattr(other, 'label', other)}' {verb} the buffer outside the copied box"
     return None

@@ -43,6 +43,7 @@ from dace.sdfg.state import SDFGState
 from gt4py_dace_xforms.analysis.crossstate import states_between
 from gt4py_dace_xforms.analysis.producer import Decline, interstate_reads
 from gt4py_dace_xforms.analysis.races import race_problem
+from gt4py_dace_xforms.analysis import boxes
 from gt4py_dace_xforms.analysis.symbolic import UnsupportedIndex, free_names, prove_nonnegative, split_index, to_sympy
 from gt4py_dace_xforms.analysis.writeback import WriteBackCopy, writeback_copies
 
@@ -243,41 +244,27 @@ def retarget_plan(sdfg: dace.SDFG, name: str, *, allow_map_readers: bool = False
 def merge_copies(copies: list[WriteBackCopy]) -> Union[tuple[Box, tuple], str]:
     """The box of `T` the copies read together and the shift to `G`'s indices: one copy,
     or several (gt4py splits the copy of a concat_where result at the branch boundary)
-    into the same array in one state, with one shift, that tile a box along one
-    dimension."""
-    boxes, shifts = [], []
+    into the same array in one state, with one shift, that tile a box (split along any
+    dimensions, `boxes.prove_tiling`)."""
+    boxes_, shifts = [], []
     for c in copies:
         a = box_of(c.edge.data.get_src_subset(c.edge, c.state))
         b = box_of(c.edge.data.get_dst_subset(c.edge, c.state))
-        boxes.append(a)
+        boxes_.append(a)
         shifts.append(tuple(sympy.expand(b0 - a0) for (a0, _), (b0, _) in zip(a, b)))
     if len(copies) == 1:
-        return boxes[0], shifts[0]
+        return boxes_[0], shifts[0]
     if len({c.target.data for c in copies}) != 1 or len({id(c.state) for c in copies}) != 1:
         return "the write-back copies go to several arrays or states"
     if any(sympy.expand(x - y) != 0 for s in shifts[1:] for x, y in zip(s, shifts[0])):
         return "the write-back copies shift differently"
-    ndim = len(boxes[0])
-    differ = [d for d in range(ndim) if any(sympy.expand(b[d][0] - boxes[0][d][0]) != 0
-                                            or sympy.expand(b[d][1] - boxes[0][d][1]) != 0 for b in boxes)]  # fmt: skip
-    if len(differ) != 1:
-        return "the write-back copies do not tile one box"
-    (d,) = differ
-    pieces = list(boxes)
-    chain = [pieces.pop(0)]
-    while pieces:  # grow the chain at either end by a piece that starts where it ends
-        nxt = next((p for p in pieces if sympy.expand(p[d][0] - chain[-1][d][1]) == 0), None)
-        if nxt is not None:
-            chain.append(nxt)
-        else:
-            nxt = next((p for p in pieces if sympy.expand(p[d][1] - chain[0][d][0]) == 0), None)
-            if nxt is None:
-                return "the write-back copies do not tile one box"
-            chain.insert(0, nxt)
-        pieces.remove(nxt)
-    box = list(boxes[0])
-    box[d] = (chain[0][d][0], chain[-1][d][1])
-    return tuple(box), shifts[0]
+    # Pieces split along any dimensions (a decomposed rank's halo splits the copy in Cell
+    # as well as at the concat's level): they must tile one box, proven by `boxes`.
+    whole, reason = boxes.prove_tiling([tuple((lo, hi - 1) for lo, hi in b) for b in boxes_],
+                                       what="copies")
+    if reason:
+        return f"the write-back copies do not tile one box: {reason}"
+    return tuple((lo, hi + 1) for lo, hi in whole), shifts[0]
 
 
 def always_reached(sdfg: dace.SDFG, first: SDFGState, second: SDFGState) -> bool:
