@@ -198,6 +198,11 @@ def _seam_vertices(nx: int, ny: int, seams: tuple[str, ...]) -> list[np.ndarray]
     return [lines[s] for s in seams]
 
 
+def _zeros(base: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A zero per element of every dimension."""
+    return {dim: np.zeros(len(base[table]), dtype=np.int64) for dim, table in (("Cell", "C2V"), ("Edge", "E2V"), ("Vertex", "V2C"))}
+
+
 def _cell_rows(c2v: np.ndarray, seam: np.ndarray, depth: int) -> np.ndarray:
     """Refinement row of each cell (1: shares a vertex with `seam`, n: with row n - 1), up
     to `depth`; `_INTERIOR` beyond."""
@@ -216,7 +221,7 @@ def _refinement_rows(base: Mapping[str, np.ndarray], seams: list[np.ndarray]) ->
     c2v, e2v, e2c, v2c = base["C2V"], base["E2V"], base["E2C"], base["V2C"]
     last = {dim: BOUNDARY_ROWS[dim] + NUDGING_ROWS[dim] for dim in DIMS}
     if not seams:
-        return {dim: np.zeros(len(t), dtype=np.int64) for dim, t in (("Cell", c2v), ("Edge", e2v), ("Vertex", v2c))}
+        return _zeros(base)
     on_seam = np.logical_or.reduce(seams)
     cell = _cell_rows(c2v, on_seam, last["Cell"] + 1)
     vertex = np.where(on_seam, 1, cell[v2c].min(axis=1) + 1)
@@ -233,7 +238,7 @@ def _halo_levels(base: Mapping[str, np.ndarray], seams: list[np.ndarray]) -> dic
     the cells touching the cut `seams` (icon4py's halo definitions, module docstring)."""
     c2v, c2e2c, e2v, e2c, v2c = base["C2V"], base["C2E2C"], base["E2V"], base["E2C"], base["V2C"]
     if not seams:
-        return {dim: np.zeros(len(t), dtype=np.int64) for dim, t in (("Cell", c2v), ("Edge", e2v), ("Vertex", v2c))}
+        return _zeros(base)
     owned = ~np.logical_or.reduce(seams)[c2v].any(axis=1)
     on_owned = np.zeros(len(v2c), dtype=bool)
     on_owned[c2v[owned]] = True

@@ -139,7 +139,8 @@ def model_values(program_name: str, params: Mapping[str, str], *, n_cells: int =
 
 def program_static_values(program: Any, layout: Union[str, "Layout", None] = None, **sizes: Any) -> dict[str, Any]:
     """`model_values` for a `gtx.program`: its integer and boolean scalar parameters; its
-    horizontal dimension is that of its first output on cells or edges."""
+    horizontal dimension is that of its first output on cells or edges. `layout`: a
+    `tools.layouts` name or `Layout` (None: the global one-rank values)."""
     from gt4py.next.type_system import type_specifications as ts
 
     from gt4py_dace_xforms.tools.programs import program_outputs
