@@ -12,6 +12,11 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 FUZZ_SECONDS ?= 1800
+# LAYOUT=NAME (global, global-decomposed, lam, lam-decomposed; census-static also all): the
+# index layout demo, bench, counts and census-static run on (tools/layouts.py, docs/layouts.md).
+# Unset: demo, bench and counts take lam-decomposed (a production run's rank), census-static
+# the global one-rank values.
+LAYOUT ?=
 GPU_CHECK_ARGS ?=
 # NVIDIA's CUDA 13.0 compiler and headers from PyPI: the GPU machines' nvcc is 13.0.88.
 # nvvm and crt pinned too: pip would otherwise take newer ones, whose PTX this ptxas rejects.
@@ -37,7 +42,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/gt4py-dace-xforms demo
+	$(VENV)/bin/gt4py-dace-xforms demo $(if $(LAYOUT),--layout $(LAYOUT))
 
 # The CUDA compile test (tests/test_cuda_codegen.py) needs nvcc: install it, but let the
 # rest of the suite run (and that test skip, saying why) where PyPI cannot be reached.
@@ -52,13 +57,13 @@ fixtures: $(STAMP)
 	$(PY) sdfg_fixtures/generate.py
 
 bench: $(STAMP)
-	$(PY) bench/bench.py $(BENCH_ARGS)
+	$(PY) bench/bench.py $(if $(LAYOUT),--layout $(LAYOUT)) $(BENCH_ARGS)
 
 # Instructions and simulated last-level misses of one call per build, under callgrind
 # (gt4py_dace_xforms/measure/counts.py; COUNTS_ARGS: see bench/counts.py --help).
 COUNTS_ARGS ?=
 counts: $(STAMP)
-	$(PY) bench/counts.py $(COUNTS_ARGS)
+	$(PY) bench/counts.py $(if $(LAYOUT),--layout $(LAYOUT)) $(COUNTS_ARGS)
 
 # One program's decision sets timed against each other: the cost model's regret (bench/README.md).
 ORACLE_ARGS ?= --program target
@@ -78,9 +83,6 @@ census: $(STAMP)
 # The same census with bounds and switches as static arguments, as icon4py's model run compiles
 # them (docs/static.md; the 15 concat_where programs by default).
 CENSUS_STATIC_ARGS ?= --concat-only --jobs 2
-# LAYOUT=global-decomposed (or global, lam, lam-decomposed, all): the static values of that
-# index layout (tools/layouts.py; docs/layouts.md) instead of the global one-rank values.
-LAYOUT ?=
 census-static: $(STAMP)
 	set -o pipefail; $(VENV)/bin/gt4py-dace-xforms census --static $(if $(LAYOUT),--layout $(LAYOUT)) $(CENSUS_STATIC_ARGS) --json bench/census_static.json \
 		| tee bench/census_static.txt

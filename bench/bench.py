@@ -44,6 +44,7 @@ import cases as bench_cases  # noqa: E402
 from verdicts import configs  # noqa: E402
 
 from gt4py_dace_xforms.policy.cost_model import SWITCHES  # noqa: E402
+from gt4py_dace_xforms.tools.layouts import DEFAULT_LAYOUT, LAYOUTS  # noqa: E402
 from gt4py_dace_xforms.tools.programs import copy_args  # noqa: E402
 from gt4py_dace_xforms.measure.timing import ALLOCATORS, MIN_FLOOR, MIN_SPAN_S, pin_allocator  # noqa: E402
 
@@ -335,20 +336,22 @@ def run_mode(case: bench_cases.Case, program, mode: str, args: dict, offset_prov
 def run_case(case: bench_cases.Case, *, quick: bool, gpu: bool, rounds: int, threads: list[int | None],
              modes: list[str], max_rounds: int | None = None, malloc: str = "glibc",
              extend_s: float = 0.0, min_span_s: float = 0.0, windows: Optional[bool] = None,
-             static: bool = False, switches: tuple[str, ...] = ()) -> dict:  # fmt: skip
+             static: bool = False, switches: tuple[str, ...] = (), layout: Optional[str] = None) -> dict:  # fmt: skip
     """One program's row; `static`: its integer and boolean arguments compiled as
-    constants (the row is named `NAME [static]` and lists them)."""
+    constants (the row is named `NAME [static]` and lists them); `layout`: the bounds and
+    neighbor tables of that layout of the generated grid (`tools.layouts`; None: a global
+    grid on one rank, random tables)."""
     from gt4py_dace_xforms.tools.compare import two_d_transients
     from gt4py_dace_xforms.tools.static import plain, static_args
 
     sizes = case.sizes(quick)
     row: dict[str, Any] = {"program": case.name + (" [static]" if static else ""), "what": case.what, "sizes": sizes,
-                           "status": "ok", "rounds": rounds, "with": list(switches)}
+                           "status": "ok", "rounds": rounds, "with": list(switches), "layout": layout}
     stage = "setup"
     try:
         program = case.program()
         stage = "inputs"
-        args, offset_provider = case.make_inputs(sizes, 0)
+        args, offset_provider = case.inputs(sizes, 0, layout)
         values = None
         if static:
             values = static_args(args)
@@ -551,6 +554,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--with", dest="switches", default="",
                    help="cost-model switches turned on in the library's build, comma-separated (e.g. column_reads: "
                         "a rewrite that is off by default, timed against stock): " + ", ".join(SWITCHES))
+    p.add_argument("--layout", default=DEFAULT_LAYOUT, choices=(*LAYOUTS, "none"),
+                   help="the index layout every program runs on: its bounds and the generated grid's neighbor tables "
+                        f"(tools/layouts.py; default {DEFAULT_LAYOUT}, a production run's rank; none: the bounds the "
+                        "inputs were drawn with, a global grid on one rank, and random tables)")
     p.add_argument("--json", default=str(HERE / "results.json"), help="where to write the results (default bench/results.json)")
     opts = p.parse_args(argv)  # fmt: skip
     switches = tuple(w.strip() for w in opts.switches.split(",") if w.strip())
@@ -594,8 +601,9 @@ def main(argv: list[str] | None = None) -> int:
     if not icon4py_target.available():
         log("icon4py is not installed: icon4py programs will fail")
 
+    layout = None if opts.layout == "none" else opts.layout
     t_start = time.perf_counter()
-    log(f"{len(selected)} program(s), {'GPU' if opts.gpu else 'CPU'}, {'quick' if opts.quick else 'full'} sizes, {rounds} rounds,"
+    log(f"{len(selected)} program(s), layout {opts.layout}, {'GPU' if opts.gpu else 'CPU'}, {'quick' if opts.quick else 'full'} sizes, {rounds} rounds,"
         f" threads {threads}, memory modes {modes}, allocator {malloc}; builds per mode: {', '.join(BUILDS)}")
     rows = []
     for case in selected:
@@ -605,7 +613,7 @@ def main(argv: list[str] | None = None) -> int:
             row = run_case(case, quick=opts.quick, gpu=opts.gpu, rounds=rounds, threads=threads, modes=modes,
                            max_rounds=max_rounds, malloc=malloc, extend_s=extend_s, min_span_s=min_span_s,
                            windows={"model": None, "all": True, "none": False}[opts.windows],
-                           static=variant == "static", switches=switches)
+                           static=variant == "static", switches=switches, layout=layout)
             row["case_wall_s"] = time.perf_counter() - t0
             rows.append(row)
     wall = time.perf_counter() - t_start
@@ -613,7 +621,7 @@ def main(argv: list[str] | None = None) -> int:
     text = table(rows)
     times = timing_table(rows)
     checks = goals(rows)
-    print("\n" + text, flush=True)
+    print(f"\nlayout: {opts.layout} (tools/layouts.py)\n" + text, flush=True)
     print("\n" + times, flush=True)
     print("\ngoals:")
     for name, ok, value in checks:
@@ -625,7 +633,7 @@ def main(argv: list[str] | None = None) -> int:
         "host": platform.node(), "python": platform.python_version(), "cpus": os.cpu_count(),
         "device": "gpu" if opts.gpu else "cpu", "quick": opts.quick, "rounds": rounds, "max_rounds": max_rounds, "extend_s": extend_s, "min_span_s": min_span_s,
         "min_floor": MIN_FLOOR, "threads": threads,
-        "modes": modes, "builds": variants, "malloc": malloc, "rtol": RTOL, "wall_s": wall, "argv": sys.argv[1:],
+        "modes": modes, "builds": variants, "malloc": malloc, "layout": opts.layout, "rtol": RTOL, "wall_s": wall, "argv": sys.argv[1:],
         "load_average": os.getloadavg(),
     }  # fmt: skip
     try:

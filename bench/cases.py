@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -40,6 +40,23 @@ class Case:
 
     def sizes(self, quick: bool) -> dict:
         return {**(QUICK if quick else FULL), **self.fixed}
+
+    def inputs(self, sizes: dict, seed: int, layout: Optional[str] = None) -> tuple[dict, dict]:
+        """`make_inputs`, on a layout of the generated grid (`tools.layouts`): its element
+        counts, its bounds for every scalar that names one (and `limited_area`), and its
+        neighbor tables, ordered with locality as ICON's; None: the inputs as drawn (a
+        global grid on one rank, random tables)."""
+        if layout is None:
+            return self.make_inputs(sizes, seed)
+        from gt4py_dace_xforms.tools import layouts
+        from gt4py_dace_xforms.tools.static_values import static_offset_provider
+
+        lay = layouts.layout(layout, sizes["Cell"])
+        sizes = {**sizes, **{d: n for d, n in lay.sizes.items() if d in sizes}}
+        args, offsets = self.make_inputs(sizes, seed)
+        if offsets:
+            offsets = static_offset_provider(self.program(), layout=lay)
+        return layouts.apply(args, lay), offsets
 
 
 # ---------------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ from gt4py_dace_xforms.measure import counts  # noqa: E402
 from gt4py_dace_xforms.policy import InlineOnly  # noqa: E402
 from gt4py_dace_xforms.policy.cost_model import SWITCHES  # noqa: E402
 from gt4py_dace_xforms.tools.compare import inline_build, stock_build  # noqa: E402
+from gt4py_dace_xforms.tools.layouts import DEFAULT_LAYOUT, LAYOUTS  # noqa: E402
 from gt4py_dace_xforms.tools.static import compile_static, plain, static_args  # noqa: E402
 
 os.environ["CXXFLAGS"] = counts.COUNT_CXXFLAGS  # read by gt4py when it compiles
@@ -136,15 +137,16 @@ def resolve(row: dict) -> dict:
 
 
 def count_case(case, quick: bool, windows: bool, work: pathlib.Path, replays: Replays, static: bool = False,
-               without: tuple[str, ...] = (), with_: tuple[str, ...] = ()) -> dict:
+               without: tuple[str, ...] = (), with_: tuple[str, ...] = (), layout: Optional[str] = None) -> dict:
     """One program's row; `static`: every build compiled with the call's integer and
-    boolean arguments as constants (the row is named `NAME [static]`)."""
+    boolean arguments as constants (the row is named `NAME [static]`); `layout`: the
+    bounds and neighbor tables of that layout (`tools.layouts`; None: global, random)."""
     sizes = case.sizes(quick)
     program = case.program()
-    args, offsets = case.make_inputs(sizes, 0)
+    args, offsets = case.inputs(sizes, 0, layout)
     values = static_args(args) if static else None
     name = case.name + (" [static]" if static else "")
-    row = {"program": name, "sizes": sizes, "builds": {}}
+    row = {"program": name, "sizes": sizes, "builds": {}, "layout": layout}
     if static:
         row["static"] = plain(values)
     for label, build in builds(windows, without, with_).items():
@@ -159,7 +161,8 @@ def _ll(events: dict) -> int:
 def table(rows: list[dict]) -> str:
     w = max([len(r["program"]) for r in rows] + [7])
     b = max([len(label) for r in rows for label in r["builds"]] + [11])
-    lines = [f"{'program':<{w}}  {'build':<{b}}  instructions     /stock  LL miss cpu  /stock  LL miss gpu  /stock",
+    lines = [f"layout: {', '.join(sorted({str(r.get('layout') or 'none') for r in rows}))} (tools/layouts.py)",
+             f"{'program':<{w}}  {'build':<{b}}  instructions     /stock  LL miss cpu  /stock  LL miss gpu  /stock",
              f"{'-' * w}  {'-' * b}  ---------------  ------  -----------  ------  -----------  ------"]
     for row in rows:
         base = row["builds"]["stock"]
@@ -240,19 +243,20 @@ def decision_figures(records) -> dict:
 
 
 def count_decisions(case, quick: bool, work: pathlib.Path, replays: Replays, static: bool = False,
-                    intermediates: Optional[tuple[str, ...]] = None) -> dict:
+                    intermediates: Optional[tuple[str, ...]] = None, layout: Optional[str] = None) -> dict:
     """`none` (the library inlining nothing: its other passes run), the model's build and
     one build per intermediate everything sound inlines (`only:X`), each counted, no
     windows (their counts: `make counts`). `static`: every build, and the SDFG the model
     is asked about, with the call's integer and boolean arguments as constants (the row
     is named `NAME [static]`). `intermediates`: only these get an `only:X` build (a
-    program whose sound set is large and whose builds take minutes)."""
+    program whose sound set is large and whose builds take minutes). `layout`: as for
+    `count_case`."""
     sizes = case.sizes(quick)
     program = case.program()
-    args, offsets = case.make_inputs(sizes, 0)
+    args, offsets = case.inputs(sizes, 0, layout)
     values = static_args(args) if static else None
     name = case.name + (" [static]" if static else "")
-    row = {"program": name, "sizes": sizes, "builds": {}, "applied": {}}
+    row = {"program": name, "sizes": sizes, "builds": {}, "applied": {}, "layout": layout}
     if static:
         row["static"] = plain(values)
 
@@ -275,7 +279,7 @@ def repredict(case, quick: bool, row: dict, work: pathlib.Path) -> None:
     """`row["predicted"]` anew (the counted builds kept): the call's symbols from a native
     run of the `none` build (nothing replayed), then the model on the first step."""
     program = case.program()
-    args, offsets = case.make_inputs(case.sizes(quick), 0)
+    args, offsets = case.inputs(case.sizes(quick), 0, row.get("layout"))
     static = row.get("static")  # a static row: lowered with the same constants
     symbols = row.get("symbols")
     if not symbols:
@@ -366,6 +370,9 @@ def main(argv=None) -> int:
     p.add_argument("--with", dest="with_", default="",
                    help="also the default build plus these cost-model switches, one build each: what a rewrite "
                         "that is off by default (column_reads) would change")
+    p.add_argument("--layout", default=DEFAULT_LAYOUT, choices=(*LAYOUTS, "none"),
+                   help=f"the index layout every program runs on (tools/layouts.py; default {DEFAULT_LAYOUT}, a "
+                        "production run's rank; none: a global grid on one rank with random neighbor tables)")
     p.add_argument("--json", default=None, help="output (default bench/counts.json, with --decisions "
                                                  "bench/counts_decisions.json)")
     opts = p.parse_args(argv)
@@ -404,6 +411,8 @@ def main(argv=None) -> int:
         out.write_text(json.dumps(rows, indent=1, default=str))
         out.with_suffix(".txt").write_text(text + f"\n\ncounted in {rows[0].get('total_s', '?')} s\n")
         return 0
+    layout = None if opts.layout == "none" else opts.layout
+    print(f"layout: {opts.layout} (tools/layouts.py)", flush=True)
     pending, rows = [], []
     start = time.perf_counter()
     replays = Replays()
@@ -414,10 +423,11 @@ def main(argv=None) -> int:
                 for variant in variants:
                     if opts.decisions:
                         pending.append(count_decisions(known[name], opts.quick, pathlib.Path(tmp), replays,
-                                                       static=variant == "static", intermediates=intermediates))
+                                                       static=variant == "static", intermediates=intermediates,
+                                                       layout=layout))
                     else:
                         pending.append(count_case(known[name], opts.quick, opts.windows, pathlib.Path(tmp),
-                                                  replays, static=variant == "static", without=without,
+                                                  replays, static=variant == "static", without=without, layout=layout,
                                                   with_=with_))
             except Exception as err:  # noqa: BLE001  # one broken program must not end the run
                 print(f"  {name}: FAILED {type(err).__name__}: {err}", flush=True)

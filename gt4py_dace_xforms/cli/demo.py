@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 import warnings
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 os.environ.setdefault("GT4PY_BUILD_JOBS", "0")  # the process pool cannot pickle hooks
 
@@ -222,11 +222,12 @@ def target_args(n_cells: int, n_levels: int, *, seed: int = 0, taylor_hydro: boo
 
 
 def run_target(n_cells: int = 20480, n_levels: int = 80, rounds: int = 12, verbose: bool = False,
-               static: bool = False) -> int:
+               static: bool = False, layout: Optional[str] = None) -> int:
     """The icon4py target compiled three times (stock, a second stock build, the library's),
     outputs compared, run times measured. Returns failures (0 or 1). `static`: built as
     icon4py's model run builds it (`setup_program`): the domain bounds, levels and
-    `igradp_method` compiled as constants (`tools.static`)."""
+    `igradp_method` compiled as constants (`tools.static`). `layout`: the domain bounds of
+    that layout of the generated grid (`tools.layouts`; None: a global grid on one rank)."""
     try:
         program = target_program()
     except ValueError as err:
@@ -234,13 +235,18 @@ def run_target(n_cells: int = 20480, n_levels: int = 80, rounds: int = 12, verbo
         return 0
     name = TARGET_SPEC.rpartition(":")[2]
     args = target_args(n_cells, n_levels)
+    if layout is not None:
+        from gt4py_dace_xforms.tools import layouts
+
+        args = layouts.apply(args, layouts.layout(layout, n_cells))
     from gt4py_dace_xforms.tools.programs import copy_args
     from gt4py_dace_xforms.tools.static import compile_static, static_args
 
     values = static_args(args) if static else {}
     how = ("static build, as icon4py's setup_program compiles it: " + ", ".join(f"{k}={v}" for k, v in values.items())
            if static else "symbolic build: bounds and switches are run-time arguments")
-    print(f"\nicon4py target: {name}, {n_cells} cells x {n_levels} levels\n  {how}")
+    print(f"\nicon4py target: {name}, {n_cells} cells x {n_levels} levels, layout {layout or 'global (one rank)'}"
+          f"\n  {how}")
 
     builds = {"stock": stock_build(), "second stock (A/A)": stock_build(), "library": inline_build()}
     outputs: dict[str, dict[str, np.ndarray]] = {}
@@ -287,13 +293,18 @@ def run_target(n_cells: int = 20480, n_levels: int = 80, rounds: int = 12, verbo
 
 
 def run_demo(verbose: bool = False, ncells: int = 64, nlev: int = 20, target: bool = True,
-             target_size: tuple[int, int] = (20480, 80), rounds: int = 12) -> int:
+             target_size: tuple[int, int] = (20480, 80), rounds: int = 12, layout: Optional[str] = None) -> int:
+    """The seed programs, then the target: static on `layout` (default `DEFAULT_LAYOUT`, a
+    production run's rank: a decomposed limited-area one), then symbolic."""
+    from gt4py_dace_xforms.tools.layouts import DEFAULT_LAYOUT
+
     with quiet_third_party():
         print("seed programs: stock gt4py dace backend vs the library's, and numpy")
         failures = run_seeds(verbose, ncells, nlev)
         if target:
-            # The static build first: it is what icon4py's model run compiles.
-            failures += run_target(*target_size, rounds=rounds, verbose=verbose, static=True)
+            # The static build first: it is what icon4py's model run compiles, on a rank's layout.
+            failures += run_target(*target_size, rounds=rounds, verbose=verbose, static=True,
+                                   layout=layout or DEFAULT_LAYOUT)
             failures += run_target(*target_size, rounds=rounds, verbose=verbose)
     print("demo: OK" if failures == 0 else f"demo: {failures} case(s) FAILED")
     return 0 if failures == 0 else 1

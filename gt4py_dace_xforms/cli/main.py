@@ -177,7 +177,7 @@ def _static_args(program, args: argparse.Namespace) -> dict:
 def cmd_demo(args: argparse.Namespace) -> int:
     from gt4py_dace_xforms.cli.demo import run_demo
 
-    return run_demo(verbose=args.verbose)
+    return run_demo(verbose=args.verbose, layout=args.layout)
 
 
 def cmd_census(args: argparse.Namespace) -> int:
@@ -387,6 +387,9 @@ def build_parser() -> argparse.ArgumentParser:
     exp.set_defaults(func=cmd_explain)
     demo = sub.add_parser("demo", help="lower gt4py programs, inline, compare with stock and numpy")
     demo.add_argument("-v", "--verbose", action="store_true", help="print every decision")
+    demo.add_argument("--layout", default=None, choices=_layout_names(), metavar="NAME",
+                      help="the static target's index layout (tools/layouts.py; default lam-decomposed, a "
+                           "production run's rank)")
     demo.set_defaults(func=cmd_demo)
     return parser
 

@@ -117,3 +117,17 @@ def resolve(spec: Union[str, Layout], n_cells: int = R2B4_CELLS) -> Layout:
 def all_layouts(n_cells: int = R2B4_CELLS) -> list[Layout]:
     """Every named layout at `n_cells` cells, in `LAYOUTS` order."""
     return [layout(name, n_cells) for name in LAYOUTS]
+
+
+def apply(args: Mapping[str, object], spec: Union[str, Layout]) -> dict:
+    """`args` (a program call's keyword arguments) with every scalar that names a zone bound
+    of the layout set to its value, and `limited_area` to the layout's; the rest as given
+    (each value keeps its type: `np.int32` stays `np.int32`)."""
+    lay = resolve(spec)
+    out = dict(args)
+    for name, value in args.items():
+        if name == "limited_area":
+            out[name] = type(value)(lay.limited_area)
+        elif name in lay.values and not hasattr(value, "ndarray") and not isinstance(value, bool):
+            out[name] = type(value)(lay.values[name])
+    return out
