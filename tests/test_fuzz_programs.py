@@ -6,7 +6,7 @@ import pytest
 from hypothesis import settings
 
 from fuzzing.runner import ALL_BUILDS, Stats, check, run_property
-from fuzzing.strategy import NC, NL, Bin, Cond, Lit, Prog, Read, Scan, Where, programs
+from fuzzing.strategy import NC, NL, ZONES, Both, Bin, Cond, Lit, Prog, Read, Scan, Where, programs, valid_levels
 
 pytestmark = pytest.mark.compile
 
@@ -65,3 +65,61 @@ THREE_LEVELS = Prog(
 def test_windowed_generated_program_agrees_with_stock_and_numpy():
     outcome = check(THREE_LEVELS, 5, ALL_BUILDS)
     assert outcome.windowed["window"] >= 1, outcome.windowed
+
+
+# --- layouts of Cell zones (`Prog.zones`): temporaries split in Cell as well as K ----------------
+
+_INNER = Where(Cond("<", 3), Bin("*", Read("a"), Lit(2.0)), Bin("+", Read("b"), Read("a", 1)))
+
+
+def _zones(*bounds):
+    return tuple(zip(ZONES, bounds))
+
+
+ZONED = {
+    # The lateral boundary empty (start_cell_nudging = 0): a local split at end_cell_local
+    # and on K, read by two outputs on different zones (the local's pieces and its readers
+    # differ in Cell); symbolic, the K domain at run time.
+    "empty-zone": Prog(
+        dtype="float64", fields=("a", "b"), cells=(), scalars=(), levels=(),
+        locals=(("t0", Where(Cond("<", 0, "end_cell_local", dim="Cell"), _INNER, Bin("*", Read("a"), Lit(0.5)))),),
+        outputs=(Bin("-", Read("t0", 1), Read("t0")), Bin("+", Read("t0", -1), Read("b"))),
+        cell_domain=(0, NC), k_domain=(1, NL - 2), runtime_k_domain=True,
+        zones=_zones(0, 2, 4, 5), out_cells=(("start_cell_nudging", "end_cell_local"), ("start_cell_interior", "end_cell_halo")),
+    ),
+    # The interior one cell wide (cells [2, 3)): the output is a concat_where over Cell of
+    # two readers of a K-split local, one reading it at three levels (split consumers, each
+    # a window candidate); static, as icon4py's setup_program compiles its bounds.
+    "one-cell-zone": Prog(
+        dtype="float64", fields=("a", "b"), cells=(), scalars=(), levels=(),
+        locals=(("t0", _INNER),),
+        outputs=(Where(Cond(">=", 0, "end_cell_local", dim="Cell"),
+                       Bin("+", Bin("-", Read("t0", 1), Read("t0")), Read("t0", 2)), Bin("*", Read("t0", 1), Lit(1.5))),),
+        cell_domain=(0, NC), k_domain=(0, NL - 3), runtime_k_domain=False, static=True,
+        zones=_zones(1, 2, 3, 5), out_cells=(("start_cell_interior", "end_cell_halo"),),
+    ),
+    # Coinciding bounds (start_cell_nudging = start_cell_interior, end_cell_local =
+    # end_cell_halo): a box condition (a zone on some levels) in the local, two outputs on
+    # the same cells; float32, static.
+    "coinciding-bounds": Prog(
+        dtype="float32", fields=("a", "b"), cells=(), scalars=(), levels=(),
+        locals=(("t0", Where(Both("&", Cond(">=", 0, "start_cell_interior", dim="Cell"), Cond("<", 9)),
+                             _INNER, Bin("-", Read("b"), Read("a", -1)))),),
+        outputs=(Bin("*", Read("t0", -1), Read("t0", 1)), Read("t0")),
+        cell_domain=(0, NC), k_domain=(2, NL - 1), runtime_k_domain=False, static=True,
+        zones=_zones(2, 2, 4, 4), out_cells=(("start_cell_nudging", "end_cell_halo"), ("start_cell_interior", "end_cell_local")),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(ZONED))
+def test_generated_program_on_a_layout_of_cell_zones_agrees_with_stock_and_numpy(name):
+    """The fuzzer's layouts (`Prog.zones`): outputs on zones given as int32 arguments (an
+    empty zone, a one-cell zone, coinciding bounds), locals split by `concat_where` over
+    Cell and K; every build equals stock and numpy, which keeps the sentinel outside each
+    output's own cells."""
+    prog = ZONED[name]
+    assert valid_levels(prog)[slice(*prog.k_domain)].all()  # the domain reads only defined values
+    assert "concat_where(Cell" in prog.source() or "concat_where((Cell" in prog.source()
+    outcome = check(prog, 3, ALL_BUILDS)
+    assert outcome.applied["sound"] >= 1, outcome.applied

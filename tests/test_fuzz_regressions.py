@@ -222,3 +222,38 @@ def test_generated_nested_concat_on_a_runtime_domain_folds_its_copy_chain():
     assert "concat_where(K < 3, a * 2.0, concat_where(K < 6, a + b, b * 0.5))" in prog.source()
     outcome = check(prog, 0, ("stock", "sound", "cost_model"))
     assert outcome.folded["cost_model"] >= 1 and outcome.folded["sound"] >= 1, outcome.folded
+
+
+@pytest.mark.compile
+def test_generated_local_split_in_cell_and_k_on_static_zones():
+    """The fuzzer's layouts of Cell zones (`Prog.zones`), static as icon4py's setup_program
+    compiles its bounds: `t0 = concat_where(Cell < end_cell_local, concat_where(K < 3, ...),
+    ...)` read at K + 1 over (start_cell_nudging, end_cell_halo) = (1, 5). Stock's build
+    keeps t0 as two pieces (cells [1, 3) split at level 3, cells [3, 5)); the library's
+    proves the pieces cover every read (analysis.boxes) and removes them. Stock, the
+    library's builds and numpy agree."""
+    from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
+
+    from fuzzing.runner import check, load
+    from fuzzing.strategy import NC, NL, ZONES, Bin, Cond, Lit, Prog, Read, Where
+    from gt4py_dace_xforms.integration.capture import capture_stages
+    from gt4py_dace_xforms.integration.hooks import optimization_hooks
+    from gt4py_dace_xforms.tools.compare import two_d_transients
+    from gt4py_dace_xforms.tools.static import static_args
+
+    inner = Where(Cond("<", 3), Bin("*", Read("a"), Lit(2.0)), Bin("+", Read("b"), Read("a", 1)))
+    t0 = Where(Cond("<", 0, "end_cell_local", dim="Cell"), inner, Bin("*", Read("a"), Lit(0.5)))
+    prog = Prog(dtype="float64", fields=("a", "b"), cells=(), scalars=(), levels=(), locals=(("t0", t0),),
+                outputs=(Bin("-", Read("t0", 1), Read("t0")),), cell_domain=(0, NC), k_domain=(0, NL - 2),
+                runtime_k_domain=False, static=True, zones=tuple(zip(ZONES, (1, 2, 3, 5))),
+                out_cells=(("start_cell_nudging", "end_cell_halo"),))
+    assert "concat_where(Cell < end_cell_local, concat_where(K < 3, a * 2.0, b + a(K + 1)), a * 0.5)" in prog.source()
+    post = (GT4PyAutoOptHook.TopLevelDataFlowPost, 1)
+    static = static_args(prog.call_args(0))
+    stock = two_d_transients(capture_stages(load(prog), [post], offset_provider={}, static_args=static)[post])
+    library = two_d_transients(capture_stages(load(prog), [post], offset_provider={}, static_args=static,
+                                              optimization_hooks=optimization_hooks())[post])
+    assert len(stock) == 2 and all("_split_" in n for n in stock), stock  # t0's two pieces
+    assert set(stock) - set(library), (stock, library)
+    outcome = check(prog, 0, ("stock", "sound", "cost_model"))
+    assert outcome.applied["sound"] >= 1 and outcome.applied["cost_model"] >= 1, outcome.applied

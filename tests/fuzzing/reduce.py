@@ -100,8 +100,8 @@ def _edits(prog: Prog, data_seed: int) -> Iterator[tuple[Prog, int]]:
     if prog.overwrite:
         yield dataclasses.replace(prog, overwrite=False), data_seed
     if len(prog.outputs) > 1:
-        for o in prog.outputs:
-            yield dataclasses.replace(prog, outputs=(o,)), data_seed
+        for i, o in enumerate(prog.outputs):
+            yield dataclasses.replace(prog, outputs=(o,), out_cells=prog.out_cells[i : i + 1]), data_seed
     # Replace a local by an input: every read of it becomes a read of the first field.
     for name, _ in prog.locals:
         def swap(e):
@@ -152,8 +152,8 @@ def _edits(prog: Prog, data_seed: int) -> Iterator[tuple[Prog, int]]:
                 for c in _simpler_conds(node.cond):
                     yield put(slot, _replace(root(slot), path, dataclasses.replace(node, cond=c))), data_seed
                 if isinstance(node.cond, Cond) and node.cond.runtime is not None:
-                    levels = dict(prog.levels)
-                    const = Cond(node.cond.op, node.cond.bound + levels[node.cond.runtime])
+                    levels = dict(prog.levels) | dict(prog.zones)  # a Cell condition reads a zone bound
+                    const = Cond(node.cond.op, node.cond.bound + levels[node.cond.runtime], dim=node.cond.dim)
                     yield put(slot, _replace(root(slot), path, dataclasses.replace(node, cond=const))), data_seed
             if isinstance(node, Read) and node.shift not in (0, 1):
                 for d in (1, 0):
@@ -166,7 +166,13 @@ def _edits(prog: Prog, data_seed: int) -> Iterator[tuple[Prog, int]]:
         yield dataclasses.replace(prog, dtype="float64"), data_seed
     if prog.runtime_k_domain:
         yield dataclasses.replace(prog, runtime_k_domain=False), data_seed
-    if prog.cell_domain != (0, NC):
+    if len(set(prog.out_cells)) > 1:  # every output on out0's zones
+        yield dataclasses.replace(prog, out_cells=(prog.out_cells[0],) * len(prog.out_cells)), data_seed
+    if prog.zones and not prog.cond_zones():  # the layout only in the domains: one literal range
+        cells = prog.out_domains()[0][0]
+        if cells[1] - cells[0] >= 2:
+            yield dataclasses.replace(prog, zones=(), out_cells=(), cell_domain=cells), data_seed
+    if prog.cell_domain != (0, NC) and not prog.zones:
         yield dataclasses.replace(prog, cell_domain=(0, NC)), data_seed
     if data_seed != 0:
         yield prog, 0

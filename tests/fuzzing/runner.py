@@ -379,7 +379,8 @@ def check_program(prog: Prog, data_seed: int, stats: Stats) -> None:
             buffers = "".join(f", output as buffer {b}={n}" for b, n in outcome.outbuf.items() if n)
             buffers += "".join(f", column reads {b}={n}" for b, n in outcome.columns.items() if n)
             stats.log(
-                f"#{stats.programs} prog_{prog.key()} {'static ' if prog.static else ''}{prog.dtype}, "
+                f"#{stats.programs} prog_{prog.key()} {'static ' if prog.static else ''}"
+                f"{prog.layout() + ', ' if prog.zones else ''}{prog.dtype}, "
                 f"{prog.n_ops()} operations: inlined {applied}{buffers}"
                 f" ({'reused' if outcome.reused else 'compiled in ' + ', '.join(f'{b} {t:.0f}' for b, t in outcome.seconds.items()) + ' s'})"
             )

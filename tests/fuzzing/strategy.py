@@ -55,19 +55,26 @@ class Bin:
 
 @dataclasses.dataclass(frozen=True)
 class Cond:
-    """`K <op> bound`; the bound is a literal or `lev + offset` (a runtime argument)."""
+    """`K <op> bound`; the bound is a literal or `lev + offset` (a runtime argument).
+    With `dim="Cell"`, `Cell <op> zone` on a zone bound of the layout (`Prog.zones`):
+    a concat_where whose branches gt4py computes on different Cell ranges."""
 
     op: str  # < >= <= > == !=
     bound: int
     runtime: Optional[str] = None  # name of an int32 argument
+    dim: str = "K"  # "K" | "Cell"
 
     def source(self) -> str:
         if self.runtime is None:
-            return f"K {self.op} {self.bound}"
+            return f"{self.dim} {self.op} {self.bound}"
         off = f" + {self.bound}" if self.bound > 0 else f" - {-self.bound}" if self.bound < 0 else ""
-        return f"K {self.op} {self.runtime}{off}"
+        return f"{self.dim} {self.op} {self.runtime}{off}"
 
     def mask(self, k: np.ndarray, levels: dict) -> np.ndarray:
+        """On the padded K axis `k` (1 x levels), or on the cells (NC x 1) for `dim="Cell"`;
+        `levels`: the values of the int32 arguments (levels and zones)."""
+        if self.dim == "Cell":
+            k = np.arange(NC)[:, None]
         b = self.bound + (levels[self.runtime] if self.runtime else 0)
         return {"<": k < b, ">=": k >= b, "<=": k <= b, ">": k > b, "==": k == b, "!=": k != b}[self.op]
 
@@ -150,6 +157,17 @@ class Prog:
     #: The int32 and bool arguments compiled as static arguments (`Program.compile`), as
     #: icon4py's `setup_program` builds its programs: literal bounds instead of symbols.
     static: bool = False
+    #: The layout of Cell zones (`ZONES`): int32 arguments `start_cell_nudging <=
+    #: start_cell_interior <= end_cell_local <= end_cell_halo` and their values (zones may
+    #: be empty or one cell wide, bounds may coincide), read by `Cell` conditions and by
+    #: the outputs' domains; static builds compile them as constants, as icon4py's
+    #: `setup_program` does with its horizontal bounds. Empty: no layout (`cell_domain`).
+    zones: tuple[tuple[str, int], ...] = ()
+    #: With `zones`: per output of `outputs`, its Cell domain as (start, end) zone names
+    #: (the field operator's call then gets one domain per output, as icon4py's programs
+    #: do: a local read by outputs on different Cell ranges). `outR` (`overwrite`) is
+    #: written on out0's.
+    out_cells: tuple[tuple[str, str], ...] = ()
 
     # --- gt4py source ---------------------------------------------------------------------
 
@@ -175,6 +193,8 @@ class Prog:
         params = [f"{f}: F" for f in self.fields] + [f"{c}: C" for c in self.cells]
         params += [f"{s}: {dt}" for s in self.scalars] + [f"{lv}: int32" for lv, _ in self.levels]
         params += [f"{fl}: bool" for fl, _ in self.flags]
+        cond_zones = self.cond_zones()
+        params += [f"{z}: int32" for z, _ in self.zones if z in cond_zones]
         names = [p.split(":")[0] for p in params]
         outs = [f"out{i}" for i in range(len(self.outputs))]
         extra_params = ["outR: F"] if self.overwrite else []
@@ -189,9 +209,19 @@ class Prog:
         kd = ("k_start", "k_stop") if self.runtime_k_domain else self.k_domain
         prog_params = params + [f"{o}: F" for o in outs] + extra_params + (
             ["k_start: int32", "k_stop: int32"] if self.runtime_k_domain else [])
-        cd = f"Cell: {self.cell_domain}"
+        prog_params += [f"{z}: int32" for z, _ in self.zones if z not in cond_zones]
+        if self.out_cells:
+            cds = [f"Cell: ({a}, {b})" for a, b in self.out_cells]
+        else:
+            cds = [f"Cell: {self.cell_domain}"] * len(outs)
+        cd = cds[0]
         out_arg = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ")"
-        statements = [f"    fop({', '.join(names)}, out={out_arg}, domain={{{cd}, K: ({kd[0]}, {kd[1]})}})"]
+        domains = [f"{{{c}, K: ({kd[0]}, {kd[1]})}}" for c in cds]
+        if len(outs) > 1 and len(set(cds)) > 1:  # one domain per output
+            dom_arg = "(" + ", ".join(domains) + ")"
+        else:
+            dom_arg = domains[0]
+        statements = [f"    fop({', '.join(names)}, out={out_arg}, domain={dom_arg})"]
         if self.overwrite:
             statements += [f"    reread(out0, out=outR, domain={{{cd}, K: ({kd[0]}, {kd[1]} - 1)}})",
                            f"    again({self.fields[0]}, out=out0, domain={{{cd}, K: ({kd[0]}, {kd[1]})}})"]
@@ -255,8 +285,25 @@ class Prog:
     def out_domains(self) -> list[tuple[tuple[int, int], tuple[int, int]]]:
         """(cells, levels) each of `out_names()` is written on."""
         k0, k1 = self.k_domain
-        return [(self.cell_domain, self.k_domain)] * len(self.outputs) + (
-            [(self.cell_domain, (k0, k1 - 1))] if self.overwrite else [])
+        if self.out_cells:
+            zones = dict(self.zones)
+            cells = [(zones[a], zones[b]) for a, b in self.out_cells]
+        else:
+            cells = [self.cell_domain] * len(self.outputs)
+        return [(c, self.k_domain) for c in cells] + ([(cells[0], (k0, k1 - 1))] if self.overwrite else [])
+
+    def cond_zones(self) -> set[str]:
+        """The zone arguments a `Cell` condition reads (arguments of the field operator)."""
+        names = dict(self.zones)
+        return {n for e in [e for _, e in self.locals] + list(self.outputs) for n in _levels(e) if n in names}
+
+    def layout(self) -> str:
+        """The zone bounds and how they are used, for the runner's log ("" without zones)."""
+        if not self.zones:
+            return ""
+        used = "".join(["", " cell-concat"][bool(self.cond_zones())]) + (
+            " split-outputs" if len(set(self.out_cells)) > 1 else "")
+        return "zones " + "/".join(str(v) for _, v in self.zones) + used
 
     def uses_neighbors(self) -> bool:
         return any(r.nbr is not None for e in [e for _, e in self.locals] + list(self.outputs) for r in _read_nodes(e))
@@ -285,6 +332,7 @@ class Prog:
         args |= {s: dt.type(rng.uniform(-2, 2)) for s in self.scalars}
         args |= {lv: np.int32(v) for lv, v in self.levels}
         args |= {fl: bool(v) for fl, v in self.flags}
+        args |= {z: np.int32(v) for z, v in self.zones}
         if self.runtime_k_domain:
             args |= {"k_start": np.int32(self.k_domain[0]), "k_stop": np.int32(self.k_domain[1])}
         return args
@@ -320,7 +368,7 @@ def evaluate_numpy(prog: Prog, args: dict, magnitude: bool = False, scan_args: b
         env[c] = np.repeat((np.abs(args[c]) if magnitude else args[c]).astype(dt)[:, None], NL + 2 * PAD, axis=1)
     for s in prog.scalars:
         env[s] = np.full((NC, NL + 2 * PAD), abs(args[s]) if magnitude else args[s], dtype=dt)
-    levels, flags = dict(prog.levels), dict(prog.flags)
+    levels, flags = dict(prog.levels) | dict(prog.zones), dict(prog.flags)
 
     def ev(e: Expr) -> np.ndarray:
         if isinstance(e, Read):
@@ -570,8 +618,87 @@ def programs(draw, max_locals: int = 3, max_depth: int = 3) -> Prog:
     overwrite = k1 - k0 >= 3 and draw(st.integers(0, 5)) == 0
     # Drawn last, so that the programs drawn before it are the ones drawn without it.
     static = draw(st.booleans())
-    return dataclasses.replace(prog, cell_domain=(c0, c1), k_domain=(k0, k1), runtime_k_domain=draw(st.booleans()),
+    prog = dataclasses.replace(prog, cell_domain=(c0, c1), k_domain=(k0, k1), runtime_k_domain=draw(st.booleans()),
                                overwrite=overwrite, static=static)
+    # The layout of Cell zones, drawn after everything above (so a choice sequence drawn
+    # before it decodes to the same program, without zones): one program in two.
+    return with_layout(draw, gen, prog)
+
+
+#: The zone bounds of a layout, in order (`Prog.zones`): lateral boundary [0, z0), nudging
+#: [z0, z1), interior [z1, z2), halo [z2, z3), the rest [z3, NC). icon4py's names.
+ZONES = ("start_cell_nudging", "start_cell_interior", "end_cell_local", "end_cell_halo")
+ZONE_STARTS, ZONE_ENDS = ZONES[:2], ZONES[2:]
+
+
+def with_layout(draw, gen: "_Gen", prog: Prog) -> Prog:
+    """`prog`, or (one in two) `prog` with a drawn layout of Cell zones: each output on
+    its own Cell range between zone bounds, and some local or output wrapped in a
+    `concat_where(Cell <op> zone, ...)` (gt4py computes its branches on different Cell
+    ranges: a temporary split in Cell, and in K where a branch holds a K concat_where)."""
+    if not draw(st.booleans()):
+        return prog
+    # Four bounds in [0, NC], sorted: zones of every size, empty ones and coinciding
+    # bounds included (shrinking towards all bounds 0).
+    bounds = sorted(draw(st.lists(st.integers(0, NC), min_size=len(ZONES), max_size=len(ZONES))))
+    zones = tuple(zip(ZONES, bounds))
+    out_cells = tuple((draw(st.sampled_from(ZONE_STARTS)), draw(st.sampled_from(ZONE_ENDS))) for _ in prog.outputs)
+    # A concat_where over Cell around a local's value or an output (not a Scan, which is
+    # a whole output, nor a Pick, a whole local): the other branch reads only what the
+    # slot may read (earlier locals).
+    slots = [("locals", i) for i, (_, e) in enumerate(prog.locals) if not isinstance(e, Pick)]
+    slots += [("outputs", i) for i, e in enumerate(prog.outputs) if not isinstance(e, Scan)]
+    locals_, outputs = prog.locals, prog.outputs
+    for _ in range(draw(st.integers(0, 2)) if slots else 0):
+        where, i = draw(st.sampled_from(slots))
+        names = [n for n, _ in locals_]
+        gen.locals = names[:i] if where == "locals" else names
+        e = locals_[i][1] if where == "locals" else outputs[i]
+        cond = Cond(draw(st.sampled_from(["<", ">=", "==", "!="])), 0, draw(st.sampled_from(ZONES)), dim="Cell")
+        if draw(st.integers(0, 3)) == 0:
+            # A box: the zone on some levels. Not `|` (an L-shaped region): stock's own
+            # MapSplitter asserts on it (gt4py 1.2.3, symbolic bounds:
+            # `concat_where((Cell == end_cell_local) | (K < 9), ...)`).
+            cond = Both("&", cond, gen.compare())
+        other = gen.branch(1, False)
+        wrapped = Where(cond, e, other) if draw(st.booleans()) else Where(cond, other, e)
+        if where == "locals":
+            locals_ = locals_[:i] + ((locals_[i][0], wrapped),) + locals_[i + 1 :]
+        else:
+            outputs = outputs[:i] + (wrapped,) + outputs[i + 1 :]
+    # The inputs as drawn (pruning dropped those nothing read; the new branch may read them).
+    laid = prune(dataclasses.replace(prog, fields=gen.fields, cells=gen.cells, scalars=gen.scalars, levels=gen.levels,
+                                     locals=locals_, outputs=outputs, zones=zones, out_cells=out_cells))
+    # The other branch may read a shifted local: the K domain must stay defined.
+    k0, k1 = laid.k_domain
+    assume(valid_levels(laid)[k0:k1].all())
+    if laid.static:
+        # With the zones as constants, gt4py's own lowering (stock, gt4py 1.2.3) emits an
+        # invalid SDFG when a Cell branch is empty on an output's cells: `concat_where((Cell
+        # == start_cell_interior) & (K != 17), ...)` on Cell (1, 4) with the bound 4
+        # ("Memlet subset negative out-of-bounds"). Symbolic programs keep empty branches.
+        assume(all(_cell_branches_nonempty(c, laid) for c in _cell_conds(laid)))
+    return laid
+
+
+def _cell_conds(prog: Prog) -> list[Cond]:
+    def conds(e: Expr) -> list[Cond]:
+        if isinstance(e, Where):
+            own = [e.cond] if isinstance(e.cond, Cond) else [e.cond.lhs, e.cond.rhs]
+            return [c for c in own if c.dim == "Cell"] + conds(e.lhs) + conds(e.rhs)
+        if isinstance(e, (Bin, Pick)):
+            return conds(e.lhs) + conds(e.rhs)
+        if isinstance(e, Scan):
+            return conds(e.arg) + ([] if e.arg2 is None else conds(e.arg2))
+        return []
+
+    return [c for e in [e for _, e in prog.locals] + list(prog.outputs) for c in conds(e)]
+
+
+def _cell_branches_nonempty(cond: Cond, prog: Prog) -> bool:
+    """On the cells of every (non-empty) output, `cond` holds somewhere and fails somewhere."""
+    mask = cond.mask(np.zeros((1, 1)), dict(prog.zones))[:, 0]
+    return all(mask[c0:c1].any() and not mask[c0:c1].all() for (c0, c1), _ in prog.out_domains() if c1 > c0)
 
 
 def prune(prog: Prog) -> Prog:
