@@ -676,8 +676,11 @@ def with_layout(draw, gen: "_Gen", prog: Prog) -> Prog:
         # With the zones as constants, gt4py's own lowering (stock, gt4py 1.2.3) emits an
         # invalid SDFG when a Cell branch is empty on an output's cells: `concat_where((Cell
         # == start_cell_interior) & (K != 17), ...)` on Cell (1, 4) with the bound 4
-        # ("Memlet subset negative out-of-bounds"). Symbolic programs keep empty branches.
+        # ("Memlet subset negative out-of-bounds"); and when an output's cells are empty
+        # and a K branch is too: `return concat_where(K < 10, s, a(K + 1))` on Cell (2, 2),
+        # K (7, 9). Symbolic programs keep empty branches and empty outputs.
         assume(all(_cell_branches_nonempty(c, laid) for c in _cell_conds(laid)))
+        assume(all(c1 > c0 for (c0, c1), _ in laid.out_domains()))
     return laid
 
 
