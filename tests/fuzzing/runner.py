@@ -246,7 +246,13 @@ def compare(prog: Prog, args: dict, outcome: Outcome) -> None:
         inside = np.zeros((NC, NL), dtype=bool)
         inside[c0:c1, k0:k1] = True
         undefined = racy and out in ("out0", "outR")
+        # Where stock itself reads a poisoned element (its output turns NaN where numpy has a
+        # value), domain inference's "unread" does not hold for this output: the poisoned
+        # calls can judge no build there (the clean calls still do).
+        poison_void = not undefined and _stock_reads_poison(outcome, i, ref[i], tol[i], inside)
         for name, outs in outcome.outputs.items():
+            if poison_void and name.endswith(POISONED):
+                continue
             build, got = name.removesuffix(POISONED), outs[i]
             what = f"{name} build, {out}"
             stock = outcome.outputs.get("stock" + name[len(build):], [None] * (i + 1))[i]
@@ -265,6 +271,18 @@ def compare(prog: Prog, args: dict, outcome: Outcome) -> None:
             _close(got, ref[i], tol[i], inside, f"{what} vs numpy", (build,))
             if name != "stock" and "stock" in outcome.outputs:
                 _close(got, outcome.outputs["stock"][i], 2 * tol[i], inside, f"{what} vs stock", ("stock", build))
+
+
+def _stock_reads_poison(outcome: Outcome, i: int, want, atol, inside) -> bool:
+    """Stock's clean output `i` matches numpy but its poisoned one does not."""
+    clean, poisoned = outcome.outputs.get("stock"), outcome.outputs.get("stock" + POISONED)
+    if clean is None or poisoned is None:
+        return False
+
+    def close(got) -> bool:
+        return bool(np.all(~inside | (np.abs(got.astype(np.float64) - want.astype(np.float64)) <= atol)))
+
+    return close(clean[i]) and not close(poisoned[i])
 
 
 def _close(got, want, atol, inside, what, builds) -> None:
