@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Optional
 
 import gt4py.next as gtx
 import numpy as np
@@ -32,9 +32,11 @@ def run_out(program, build: Build, args: dict[str, Any], out: str = "out") -> np
     return fresh[out].asnumpy()
 
 
-def side_by_side(program, args: dict[str, Any], outputs: tuple[str, ...], **call_kwargs) -> SideBySide:
-    """Run `program(**args)` with both backends; `outputs` are the fields to collect."""
-    builds = {"stock": stock_build(), "inlined": inline_build()}
+def side_by_side(program, args: dict[str, Any], outputs: tuple[str, ...], windows: Optional[bool] = None,
+                 **call_kwargs) -> SideBySide:
+    """Run `program(**args)` with both backends; `outputs` are the fields to collect.
+    `windows=False`: the library's build inlines where the cost model would sweep."""
+    builds = {"stock": stock_build(), "inlined": inline_build(windows=windows)}
     results = {}
     for name, build in builds.items():
         a = _fresh(args)

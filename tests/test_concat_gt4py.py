@@ -169,7 +169,9 @@ def _modes(run):
 
 def test_annotations_prove_eager_evaluation():
     a, b, out = field(), field(), field()
-    run = side_by_side(eager_provable_program, dict(a=a, b=b, out=out), ("out",))
+    # Windows off: the consumer is split at k = 1, and each piece could be swept instead
+    # (a window group); this is about how an inlined concat evaluates its branches.
+    run = side_by_side(eager_provable_program, dict(a=a, b=b, out=out), ("out",), windows=False)
     assert_equal_to_stock(run)
     t = _select(1, 2.0 * b.asnumpy(), a.asnumpy() + 1.0)
     ref = t[:, 1:] - t[:, :-1] + a.asnumpy()[:, :-1] + b.asnumpy()[:, 1:]
@@ -185,10 +187,25 @@ def test_annotations_prove_eager_evaluation():
     assert_equal_to_stock(again)
 
 
+def test_split_consumers_of_a_concat_are_swept_as_a_window_group():
+    """gt4py splits the consumer at k = 1; with the cost model's windows, each piece is
+    swept in K (a window group, docs/vertical_window.md) and the concat node goes, equal to
+    stock on clean and on poisoned inputs."""
+    a, b, out = field(), field(), field()
+    run = side_by_side(eager_provable_program, dict(a=a, b=b, out=out), ("out",))
+    assert _modes(run) == {"window"} and len(run.inlined.report.applied) == 2, run.inlined.report.table()
+    assert run.transients("inlined") == []
+    assert_equal_to_stock(run)
+    assert_equal_to_stock(rerun(run, eager_provable_program, poison_unread(run.inlined.sdfg, dict(a=a, b=b, out=out)),
+                                ("out",)))
+
+
 def test_lazy_when_a_branch_is_out_of_bounds_elsewhere():
     interior = gtx.as_field(gtx.domain({Cell: (0, NC), K: (1, NL)}), RNG.random((NC, NL - 1)))
-    run = side_by_side(exact_inputs_program, dict(interior=interior, surface=field(), out=field()), ("out",))
-    # gt4py splits the consumer at k = 1: the piece reading level 0 must select lazily
+    run = side_by_side(exact_inputs_program, dict(interior=interior, surface=field(), out=field()), ("out",),
+                       windows=False)
+    # gt4py splits the consumer at k = 1 (windows off: each piece could be swept instead,
+    # a window group): the piece reading level 0 must select lazily
     # (the upper branch would read `interior` at level 0); the piece above may be eager.
     assert "lazy" in _modes(run), run.inlined.report.table()
     assert_equal_to_stock(run)

@@ -205,15 +205,20 @@ def run_cached(prog: Prog, data_seed: int, builds: tuple[str, ...]) -> Outcome:
     reuse = os.environ.get("FUZZ_REUSE", "1") != "0"
     if reuse and path.exists():
         with np.load(path) as z:
-            names = {k.rpartition("/")[0] for k in z.files if not k.startswith(("applied/", "races/", "windowed/", "outbuf/", "columns/"))}
+            counters = ("applied/", "races/", "windowed/", "outbuf/", "columns/", "folded/", "retargeted/")
+            names = {k.rpartition("/")[0] for k in z.files if not k.startswith(counters)}
             outputs = {b: [z[f"{b}/{i}"] for i in range(len(prog.out_names()))] for b in names}
             applied = {b: int(z[f"applied/{b}"]) for b in builds if b != "stock"}
             races = {b: int(z[f"races/{b}"]) for b in builds if b != "stock" and f"races/{b}" in z.files}
             windowed = {b: int(z[f"windowed/{b}"]) for b in builds if b != "stock" and f"windowed/{b}" in z.files}
             outbuf = {b: int(z[f"outbuf/{b}"]) for b in builds if b != "stock" and f"outbuf/{b}" in z.files}
             columns = {b: int(z[f"columns/{b}"]) for b in builds if b != "stock" and f"columns/{b}" in z.files}
-            return Outcome(outputs, applied, reused=True, races=races, windowed=windowed, outbuf=outbuf,
-                           columns=columns)
+            # Counters an older cache file lacks are missing, not zero: the run is repeated.
+            folded = {b: int(z[f"folded/{b}"]) for b in builds if b != "stock" and f"folded/{b}" in z.files}
+            retargeted = {b: int(z[f"retargeted/{b}"]) for b in builds if b != "stock" and f"retargeted/{b}" in z.files}
+            if len(folded) == len(retargeted) == len(applied):
+                return Outcome(outputs, applied, reused=True, races=races, windowed=windowed, outbuf=outbuf,
+                               columns=columns, folded=folded, retargeted=retargeted)
     outcome = run_builds(prog, prog.call_args(data_seed), builds)
     arrays = {f"{b}/{i}": o for b, outs in outcome.outputs.items() for i, o in enumerate(outs)}
     arrays |= {f"applied/{b}": np.int64(n) for b, n in outcome.applied.items()}
@@ -221,6 +226,8 @@ def run_cached(prog: Prog, data_seed: int, builds: tuple[str, ...]) -> Outcome:
     arrays |= {f"windowed/{b}": np.int64(n) for b, n in outcome.windowed.items()}
     arrays |= {f"outbuf/{b}": np.int64(n) for b, n in outcome.outbuf.items()}
     arrays |= {f"columns/{b}": np.int64(n) for b, n in outcome.columns.items()}
+    arrays |= {f"folded/{b}": np.int64(n) for b, n in outcome.folded.items()}
+    arrays |= {f"retargeted/{b}": np.int64(n) for b, n in outcome.retargeted.items()}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
     np.savez(tmp, **arrays)
