@@ -172,6 +172,11 @@ def test_bad_shapes_and_seams_are_refused():
         grid_mod.generate(8, 8, ("rows",), ("rows",))
     with pytest.raises(ValueError, match="unknown layout"):
         layout("regional")
+    # Too small for a limited-area rank's zones: icon4py's empty zone (0, 0) would put the
+    # nudging zone before the boundary rows.
+    with pytest.raises(ValueError, match=r"layout 'lam' needs a larger grid than 256 cells: .* \(a zone is empty\)"):
+        layout("lam", 256)
+    assert layout("lam", 512).values["start_cell_nudging"] > layout("lam", 512).values["start_cell_lateral_boundary_level_4"]
 
 
 @pytest.mark.parametrize("name", list(LAYOUTS))

@@ -102,11 +102,31 @@ def layout(name: str, n_cells: int = R2B4_CELLS) -> Layout:
     nx, ny = grid_mod.torus_shape(n_cells)
     grid = grid_mod.generate(nx, ny, boundary, cut)
     values = dict(grid.bounds)
+    disorder = _disorder(values, grid.sizes)
+    if disorder:
+        # A grid too small for its zones: an empty zone is (0, 0) in icon4py's convention,
+        # which would compile domains no run of this layout has.
+        raise ValueError(f"layout {name!r} needs a larger grid than {n_cells} cells: {disorder}")
     sources = {k: _zone_source(k) for k in values}
     for alias, (bound, where) in ALIASES.items():
         values[alias] = values[bound]
         sources[alias] = f"= {bound} ({where})"
     return Layout(name, grid.limited_area, values, dict(grid.sizes), sources, nx, ny, boundary, cut)
+
+
+def _disorder(values: Mapping[str, int], sizes: Mapping[str, int]) -> str:
+    """Where the zone bounds of one dimension are not in icon4py's order (lateral boundary
+    rows, nudging, interior, local, halo levels, end), or ""."""
+    for dim in ("cell", "edge", "vertex"):
+        zones = sorted(k for k in values if k.startswith(f"start_{dim}_lateral_boundary"))
+        zones.sort(key=lambda k: int(k.rpartition("_")[2]) if k[-1].isdigit() else 1)
+        chain = zones + [f"start_{dim}_nudging", f"start_{dim}_interior", f"end_{dim}_local", f"end_{dim}_halo",
+                         f"end_{dim}_halo_level_2"]
+        pairs = [(a, b) for a, b in zip(chain, chain[1:]) if a in values and b in values]
+        bad = next(((a, b) for a, b in pairs if values[a] > values[b]), None)
+        if bad:
+            return f"{bad[0]} = {values[bad[0]]} > {bad[1]} = {values[bad[1]]} (a zone is empty)"
+    return ""
 
 
 def resolve(spec: Union[str, Layout], n_cells: int = R2B4_CELLS) -> Layout:
