@@ -108,8 +108,6 @@ def gt_vertical_windows(sdfg: dace.SDFG, *, max_width: int = 8, only=None, valid
     `policy`: an `InlinePolicy` whose `decide_window` chooses per candidate (the cost
     model: on the CPU with per-call transients, docs/cost_model.md); None: every window
     that applies. `report`: an `InlineReport` that gets one record per window taken."""
-    from gt4py_dace_xforms.report import InlineRecord
-
     done: list[str] = []
     refused: set = set()
     groups_tried: set[str] = set()
@@ -138,12 +136,7 @@ def gt_vertical_windows(sdfg: dace.SDFG, *, max_width: int = 8, only=None, valid
             if decision is not None and not decision.accept:
                 refused.add((node.data, consumer.map.label))
                 continue
-            if report is not None:
-                report.add(InlineRecord(state.label, node.data, consumer.map.label, tuple(g.shift for g in cand.groups),
-                                        True, decision.reason if decision else "windowed (every window that applies)",
-                                        removed_intermediate=True, figures=decision.figures if decision else None,
-                                        mode="window"))
-            window_candidate(sdfg, plan)
+            _take(sdfg, plan, decision, report)
             done.append(node.data)
             progress = True
             break  # the graph changed: enumerate again
@@ -171,8 +164,6 @@ def _group_plans(sdfg: dace.SDFG, state: dace.SDFGState, name: str, consumers: l
 def _window_group(sdfg: dace.SDFG, name: str, max_width: int, policy, report) -> bool:
     """Sweep every reader of `name` in its own window where the group is sound and the
     policy takes it (`decide_window_group`); the last window removes `name`."""
-    from gt4py_dace_xforms.report import InlineRecord
-
     found = window_group(sdfg, name)
     if isinstance(found, str):
         return False
@@ -188,11 +179,20 @@ def _window_group(sdfg: dace.SDFG, name: str, max_width: int, policy, report) ->
         plan = _group_plans(sdfg, state, name, [consumer], max_width)
         if isinstance(plan, Decline):
             return True  # the windows taken so far are sound on their own; `name` stays
-        (plan,) = plan
-        if report is not None:
-            report.add(InlineRecord(state.label, name, consumer.map.label, tuple(g.shift for g in plan.cand.groups),
-                                    True, decision.reason if decision else "windowed (every window that applies)",
-                                    removed_intermediate=plan.cand.removes_intermediate,
-                                    figures=decision.figures if decision else None, mode="window"))
-        window_candidate(sdfg, plan)
+        _take(sdfg, plan[0], decision, report)
     return True
+
+
+def _take(sdfg: dace.SDFG, plan: WindowPlan, decision, report) -> None:
+    """Sweep `plan`'s consumer; `report` (if any) gets its record (`decision`: the policy's,
+    None where every window that applies is taken)."""
+    from gt4py_dace_xforms.report import InlineRecord
+
+    cand = plan.cand
+    if report is not None:
+        report.add(InlineRecord(cand.state.label, cand.intermediate.data, cand.consumer.map.label,
+                                tuple(g.shift for g in cand.groups), True,
+                                decision.reason if decision else "windowed (every window that applies)",
+                                removed_intermediate=cand.removes_intermediate,
+                                figures=decision.figures if decision else None, mode="window"))
+    window_candidate(sdfg, plan)
