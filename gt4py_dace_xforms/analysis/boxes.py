@@ -192,15 +192,9 @@ def _chain_along(read, ids, pieces, dims, d, facts, memo) -> bool:
         return bool(spanning) and _guillotine(read, spanning, pieces, rest, facts, memo)
 
     usable = [s for s in spans if link_covered(s)]
-    alternatives = []
-    for n in range(1, len(usable) + 1):
-        for chain in itertools.permutations(usable, n):
-            alternatives.append([lo - chain[0][0], chain[-1][1] - hi,
-                                 *(prev[1] + 1 - nxt[0] for prev, nxt in zip(chain, chain[1:]))])
-            if len(alternatives) >= _MAX_CHAINS:
-                break
-        if len(alternatives) >= _MAX_CHAINS:
-            break
+    chains = itertools.chain.from_iterable(itertools.permutations(usable, n) for n in range(1, len(usable) + 1))
+    alternatives = [[lo - chain[0][0], chain[-1][1] - hi, *(prev[1] + 1 - nxt[0] for prev, nxt in zip(chain, chain[1:]))]
+                    for chain in itertools.islice(chains, _MAX_CHAINS)]
     return bool(alternatives) and prove_any(alternatives, facts)
 
 
