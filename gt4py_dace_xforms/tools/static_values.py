@@ -20,8 +20,10 @@ index ordering of cells and edges by zone), the vertical grid and the configurat
   `divdamp_type` THREE_DIMENSIONAL (3), `type_shear` VERTICAL_OF_HORIZONTAL_WIND (0),
   `limited_area` False (global), `is_iau_active` False; of the run-time variants
   `setup_program` compiles both of (`at_first_substep`, `lprep_adv`, ...), the first
-  substep's: `at_first_substep` True, `at_last_substep` False, `lprep_adv` False,
-  `skip_compute_predictor_vertical_advection` False, `apply_extra_diffusion_on_vn` False.
+  substep's: `at_first_substep` True, `at_last_substep` False, `lprep_adv` and
+  `prepare_advection` False, `skip_compute_predictor_vertical_advection` False,
+  `apply_extra_diffusion_on_vn` False; divergence damping of `divdamp_order` 24 (COMBINED,
+  icon4py's default) after the spin-up: fourth order only.
 
 **Layouts** (`layout=`, `tools.layouts`): the horizontal bounds of a named layout of a
 generated grid instead (`global`, `global-decomposed`, `lam`, `lam-decomposed`): every
@@ -65,6 +67,13 @@ FIXED: Mapping[str, Any] = {
     "lprep_adv": False,
     "skip_compute_predictor_vertical_advection": False,
     "apply_extra_diffusion_on_vn": False,
+    # apply_divergence_damping_and_update_vn: icon4py's default `divdamp_order` COMBINED (24)
+    # after the spin-up phase (the second-order factor ramped to 0): fourth order only.
+    "divdamp_order": 24,
+    "apply_2nd_order_divergence_damping": False,
+    "apply_4th_order_divergence_damping": True,
+    # compute_averaged_vn_and_fluxes: `lprep_adv` (tracer transport) off.
+    "prepare_advection": False,
     "nflatlev": 4,
     "nflat_gradp": 6,
     "flat_level_index_plus1": 5,
