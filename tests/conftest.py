@@ -13,6 +13,10 @@ _BUILD = pathlib.Path(os.environ.get("GT4PY_DACE_XFORMS_TEST_BUILD", _ROOT / ".b
 os.environ["GT4PY_BUILD_JOBS"] = "0"  # the process pool cannot pickle our hooks
 # A failing rewrite must fail its test, not fall back to stock's program (integration.failsafe).
 os.environ.setdefault("GT4PY_DACE_XFORMS_STRICT", "1")
+# The tests' arrays are small; the rewrites they check are the ones a production-size grid
+# gets, whose per-call transients have fresh pages (policy/allocator.py). The regime itself
+# is tested with explicit `CostModel(fresh_page_bytes=...)` (test_cost_model.py).
+os.environ.setdefault("GT4PY_DACE_XFORMS_FRESH_PAGE_BYTES", "0")
 os.environ.setdefault("GT4PY_BUILD_CACHE_DIR", str(_BUILD / "gt4py"))
 sys.path.insert(0, str(_ROOT / "sdfg_fixtures"))
 sys.path.insert(0, str(_ROOT / "tests"))

@@ -542,3 +542,84 @@ def test_multi_output_producer_is_not_windowed_where_the_sweep_repeats_its_kept_
     decision = _model().decide_window(fresh, analyse_window(fresh, _candidate(fresh)))
     assert not decision.accept and "window: no gain" in decision.reason and "B loads" in decision.reason
     assert decision.figures["kept_ops_per_point"] > 0
+
+
+# --- the allocator regime: fresh pages or reused memory (policy/allocator.py) ------------
+
+
+def _static_seed(name, n=2048, k=80):
+    """The seed's shape with literal sizes, as a static build has them: `tmp` is
+    n x k x 8 bytes (1.25 MiB by default)."""
+    return producer_consumer(name, shape=(str(n), str(k)), producer_ranges={"i": f"0:{n}", "k": f"0:{k}"},
+                             consumer_ranges={"i": f"0:{n}", "k": f"0:{k - 1}"}, write="i, k",
+                             reads=["i, k", "i, k + 1"])
+
+
+def test_reused_memory_declines_what_recomputes_or_windows_and_keeps_the_sdfg():
+    """An intermediate under the allocator's mmap threshold reuses its memory from call to
+    call (glibc's default: 32 MiB): windowing it or inlining it with recomputation saves no
+    allocation, so the CPU model declines both, and leaves the SDFG as it was. Over the
+    threshold (a production grid's arrays), or with every array fresh, the same candidate
+    is taken."""
+    from gt4py_dace_xforms.analysis.window import analyse_window
+
+    sdfg = _static_seed("regime")
+    cand = _candidate(sdfg)
+    plan = analyse_window(sdfg, cand)
+    glibc = gx.CostModel("cpu", fresh_page_bytes=32 * 2**20)
+    fresh = gx.CostModel("cpu", fresh_page_bytes=128 * 1024)
+    assert fresh.reused_memory(sdfg, "tmp") is None and fresh.decide_window(sdfg, plan).accept
+    why = glibc.reused_memory(sdfg, "tmp")
+    assert why == "tmp (1.25 MiB) is under the allocator's 32 MiB mmap threshold, so its memory is reused from call to call (fresh_page_bytes)"
+    window = glibc.decide_window(sdfg, plan)
+    assert not window.accept and window.reason == f"window: the sweep saves no allocation: {why}"
+    inline = glibc.decide(sdfg, cand)
+    assert not inline.accept and "recomputes" in inline.reason and "fresh_page_bytes" in inline.reason
+    before = sdfg.hash_sdfg()
+    report = gx.gt_inline_fusion(sdfg, cost_model=glibc)
+    assert not report.applied and report.windowed == [] and sdfg.hash_sdfg() == before
+    # nothing recomputed: still taken (the traffic saved is all it gets, and it costs nothing)
+    once = producer_consumer("regime_once", shape=("2048", "80"), producer_ranges={"i": "0:2048", "k": "0:80"},
+                             consumer_ranges={"i": "0:2048", "k": "0:79"}, write="i, k", reads=["i, k + 1"])
+    assert glibc.decide(once, _candidate(once)).accept
+    # the GPU model has no allocation term: unchanged
+    assert gx.CostModel("gpu", fresh_page_bytes=32 * 2**20).reused_memory(sdfg, "tmp") is None
+
+
+def test_reused_memory_needs_a_known_size():
+    """A symbolic size is not known at build time: fresh pages are assumed (as before the
+    regime existed); `representative_sizes` makes it known."""
+    sdfg = _seed_like("regime_symbolic")
+    glibc = gx.CostModel("cpu", fresh_page_bytes=32 * 2**20)
+    assert glibc.reused_memory(sdfg, "tmp") is None and glibc.decide(sdfg, _candidate(sdfg)).accept
+    small = dataclasses.replace(glibc, representative_sizes=(("N", 2048), ("K", 80)))
+    assert "1.25 MiB" in small.reused_memory(sdfg, "tmp")
+    large = dataclasses.replace(glibc, representative_sizes=(("N", 327680), ("K", 80)))
+    assert large.reused_memory(sdfg, "tmp") is None and large.decide(sdfg, _candidate(sdfg)).accept
+
+
+def test_fresh_page_bytes_comes_from_the_process(monkeypatch):
+    """Unset, the model asks `allocator.fresh_page_bytes()`: a value set in the process, the
+    library's variable, glibc's fixed threshold (variable or tunable), else glibc's 32 MiB."""
+    from gt4py_dace_xforms.policy import allocator
+
+    for var in (allocator.ENV, "MALLOC_MMAP_THRESHOLD_", "GLIBC_TUNABLES"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(allocator, "_set", [])
+    assert allocator.fresh_page_bytes() == 32 * 2**20 == gx.CostModel().page_threshold
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=1:glibc.malloc.mmap_threshold=65536")
+    assert allocator.fresh_page_bytes() == 65536
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "131072")
+    assert allocator.fresh_page_bytes() == 131072
+    monkeypatch.setenv(allocator.ENV, "0")
+    assert allocator.fresh_page_bytes() == 0
+    allocator.set_fresh_page_bytes(4096)
+    assert allocator.fresh_page_bytes() == 4096 == gx.CostModel().page_threshold
+    assert gx.CostModel(fresh_page_bytes=7).page_threshold == 7
+    allocator.set_fresh_page_bytes(None)
+    assert allocator.ENV not in __import__("os").environ and allocator.fresh_page_bytes() == 131072
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "lots")
+    with pytest.raises(ValueError, match="MALLOC_MMAP_THRESHOLD_='lots' is not a number of bytes"):
+        allocator.fresh_page_bytes()
+    with pytest.raises(ValueError, match="must be >= 0"):
+        allocator.set_fresh_page_bytes(-1)

@@ -305,6 +305,8 @@ out = {"unpinned": timing.reallocation_faults_per_mib()}
 timing.pin_allocator(regime)
 timing.pin_allocator(regime)  # the same again: nothing happens
 out[regime] = timing.reallocation_faults_per_mib()
+from gt4py_dace_xforms.policy import allocator
+out["fresh_page_bytes"] = allocator.fresh_page_bytes()
 for other in timing.ALLOCATORS:
     if other != regime:
         try:
@@ -329,6 +331,8 @@ def test_pinned_allocator_decides_whether_a_freed_block_comes_back_with_new_page
         assert done.returncode == 0, done.stderr
         got = json.loads(done.stdout.strip().splitlines()[-1])
         assert ok(got[regime]), got
+        # the cost model is told which arrays get fresh pages in the pinned regime
+        assert got["fresh_page_bytes"] == (128 * 1024 if regime == "fresh" else 32 * 2**20), got
         assert all("in a process of its own" in got[o] for o in timing.ALLOCATORS if o != regime), got
 
 

@@ -45,6 +45,7 @@ import statistics
 import time
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+from gt4py_dace_xforms.policy import allocator
 from gt4py_dace_xforms.tools.programs import copy_args
 
 FASTER = "faster"
@@ -265,7 +266,10 @@ def pin_allocator(regime: str) -> str:
     it asks for a new mapping, so after `reuse` has left freed memory in the heap, `fresh`
     would still hand it out (measured: 0 faults per MiB after the switch), and glibc's own
     adaptive threshold does not come back at all. Pinning the regime already pinned does
-    nothing; another one raises. Returns the regime."""
+    nothing; another one raises. The CPU cost model is told which arrays get fresh pages
+    (`policy.allocator.set_fresh_page_bytes`: 128 KiB under `fresh`, 32 MiB otherwise), so
+    that a library build made after the pin decides for the regime it is timed in.
+    Returns the regime."""
     if regime not in ALLOCATORS:
         raise ValueError(f"unknown allocator regime {regime!r}; choose from {', '.join(ALLOCATORS)}")
     if _pinned:
@@ -274,6 +278,7 @@ def pin_allocator(regime: str) -> str:
         raise RuntimeError(f"the allocator is pinned to {_pinned[0]!r} in this process: time {regime!r} in a process of its own")
     if regime == "glibc":
         _pinned.append(regime)  # nothing to set; but nothing else may be pinned after timing it
+        allocator.set_fresh_page_bytes(allocator.GLIBC_MMAP_THRESHOLD_MAX)
         return regime
     mallopt = _mallopt()
     if regime == "fresh":
@@ -283,6 +288,7 @@ def pin_allocator(regime: str) -> str:
     if not ok:
         raise RuntimeError(f"mallopt refused the {regime!r} settings")
     _pinned.append(regime)
+    allocator.set_fresh_page_bytes(_FRESH_THRESHOLD if regime == "fresh" else _REUSE_THRESHOLD)
     return regime
 
 

@@ -26,7 +26,11 @@ nested SDFG would hide the inner node from that replacement; both inlined on ico
 `compute_advection_in_predictor_vertical_momentum` measured 1.35x slower), gain <= 0, more copies
 than `max_distinct_offsets` and more operations per copy than `max_ops_per_copy`.
 With persistent transients (`persistent_transients`) the CPU model also declines what
-recomputes points or moves work into a scan's loop: no allocation is saved to pay for it.
+recomputes points or moves work into a scan's loop, and every vertical window: no
+allocation is saved to pay for it. The same holds for a per-call transient whose pages the
+allocator reuses from call to call (`fresh_page_bytes`, `policy/allocator.py`: glibc maps
+fresh pages only for arrays of 32 MiB or more, so an R2B4 grid's 13 MB arrays come from
+the reused heap, a production grid's 210 MB ones are fresh on every call).
 
 Scans: a read inside a scan's loop (a nested read, `analysis/nested_reads.py`) is
 evaluated once per level, so it counts the intermediate's volume of points, not the
@@ -58,6 +62,7 @@ from gt4py_dace_xforms.analysis.broadcast import gt4py_replacement_fails
 from gt4py_dace_xforms.analysis.candidate import InlineCandidate
 from gt4py_dace_xforms.analysis.crossstate import co_executed_sets
 from gt4py_dace_xforms.analysis.symbolic import to_sympy
+from gt4py_dace_xforms.policy import allocator
 from gt4py_dace_xforms.policy.default import Decision, InlinePolicy, too_many_copies
 
 #: Machine balance, in bytes of DRAM traffic per arithmetic operation: what one saved
@@ -160,6 +165,16 @@ class CostModel(InlinePolicy):
             call). None: by target and memory mode (`allocation_weight`): 0 with persistent
             transients and on the GPU (unmeasured); on the CPU 0 as well, see
             `_ALLOCATION_CPU` and docs/cost_model.md (*Calibration*, `bench/calibrate.py`).
+        fresh_page_bytes: the smallest per-call array that gets fresh pages on every call
+            (the allocator's mmap threshold). None: this process's
+            (`allocator.fresh_page_bytes()`: glibc's 32 MiB unless the threshold is fixed,
+            or `measure.timing.pin_allocator` set it). On the CPU an intermediate whose
+            size is known at build time (a static build, or `representative_sizes`) and
+            below it reuses memory from call to call: it is priced as with persistent
+            transients (no window, nothing recomputed, nothing moved into a scan's
+            loop; `reused_memory`). Measured under glibc's default, the static target on
+            a global layout (13 MB arrays) with both temporaries windowed ran 1.06x slower
+            than stock (issue 48). A size with unknown symbols is assumed fresh, as before.
     """
 
     target: str = "cpu"
@@ -180,6 +195,7 @@ class CostModel(InlinePolicy):
     persistent_transients: bool = False
     allocation_bytes_per_byte: Optional[float] = None
     windows: Optional[bool] = None
+    fresh_page_bytes: Optional[int] = None
 
     def __post_init__(self):
         if self.target not in _BALANCE:
@@ -202,6 +218,30 @@ class CostModel(InlinePolicy):
         if self.persistent_transients or self.target != "cpu":
             return 0.0
         return _ALLOCATION_CPU
+
+    @property
+    def page_threshold(self) -> int:
+        """The smallest per-call array with fresh pages on every call (`fresh_page_bytes`)."""
+        return self.fresh_page_bytes if self.fresh_page_bytes is not None else allocator.fresh_page_bytes()
+
+    def reused_memory(self, sdfg: dace.SDFG, data: str) -> Optional[str]:
+        """Why removing `data` saves the CPU no allocation (its memory is persistent, or the
+        allocator serves it from reused heap: its size is known and below
+        `page_threshold`); None where it gets fresh pages on every call, or off the CPU."""
+        if self.target != "cpu":
+            return None
+        if self.persistent_transients:
+            return "with persistent transients"
+        desc = sdfg.arrays.get(data)
+        if desc is None:
+            return None
+        assumed: set[str] = set()
+        nbytes = self._points(desc.shape, sdfg, assumed) * desc.dtype.bytes
+        threshold = self.page_threshold
+        if assumed or nbytes >= threshold:
+            return None
+        return (f"{data} ({nbytes / 2**20:.3g} MiB) is under the allocator's {threshold / 2**20:.3g} MiB mmap "
+                f"threshold, so its memory is reused from call to call (fresh_page_bytes)")
 
     @property
     def windows_on(self) -> bool:
@@ -231,6 +271,9 @@ class CostModel(InlinePolicy):
             why = ("persistent transients (the sweep saves no allocation)" if self.persistent_transients
                    else f"target {self.target} (the sweep leaves only the columns parallel)")
             return Decision(False, f"windows are off for {why}")
+        reused = self.reused_memory(sdfg, cand.intermediate.data)
+        if reused:
+            return Decision(False, f"window: the sweep saves no allocation: {reused}")
         limit = self._limits(sdfg, cand, partial_ok=False)
         if limit is not None:
             return limit
@@ -266,7 +309,7 @@ class CostModel(InlinePolicy):
         intermediate's write, every read and its allocation go away; every level a reader
         reads is evaluated once in its sweep, plus its fill points, where the producer
         evaluated the intermediate's volume once. Readers that overlap pay their overlap."""
-        if not self.windows_on:
+        if not self.windows_on or self.reused_memory(sdfg, plans[0].cand.intermediate.data):
             return self.decide_window(sdfg, plans[0])  # says why windows are off
         for plan in plans:
             limit = self._limits(sdfg, plan.cand, partial_ok=True)
@@ -302,7 +345,8 @@ class CostModel(InlinePolicy):
         if fig["ops_per_copy"] > self.max_ops_per_copy:
             return Decision(False, f"{fig['ops_per_copy']:.0f} operations per copy exceed {self.max_ops_per_copy}",
                             figures=fig)
-        persistent = self._recomputes_for_nothing(fig["recomputed_points"], fig["in_scan_loop"])
+        persistent = self._recomputes_for_nothing(sdfg, cand.intermediate.data, fig["recomputed_points"],
+                                                  fig["in_scan_loop"])
         if persistent:
             return Decision(False, persistent, figures=fig)
         if fig["gain_bytes"] <= 0:
@@ -381,7 +425,8 @@ class CostModel(InlinePolicy):
                    group_extra_ops=worst["ops"], group_gather_bytes=worst["gathers"],
                    group_exclusive_sets=len(prices),
                    writeback_retarget=writeback_points is not None, group_recomputed_points=recomputed)
-        persistent = self._recomputes_for_nothing(recomputed, any(f["in_scan_loop"] for f in figs))
+        persistent = self._recomputes_for_nothing(sdfg, cand.intermediate.data, recomputed,
+                                                  any(f["in_scan_loop"] for f in figs))
         if persistent:
             return Decision(False, persistent, figures=fig)
         if saved + worth - cost <= 0:
@@ -390,19 +435,22 @@ class CostModel(InlinePolicy):
         return Decision(True, f"gain {saved + worth - cost:.3g} B with all {len(group)} readers inlined", figures=fig,
                         force_lazy=not self.prefer_eager)
 
-    def _recomputes_for_nothing(self, recomputed_points: float, in_scan_loop: bool) -> Optional[str]:
-        """Why a candidate is declined where the transients are persistent on the CPU
-        (`persistent_transients`): it recomputes points, or it moves its producer's work
-        into a scan's loop (which does not vectorize it); else None."""
-        if not (self.persistent_transients and self.target == "cpu"):
+    def _recomputes_for_nothing(self, sdfg: dace.SDFG, data: str, recomputed_points: float,
+                                in_scan_loop: bool) -> Optional[str]:
+        """Why a candidate is declined where removing `data` saves the CPU no allocation
+        (`reused_memory`: persistent transients, or memory the allocator reuses): it
+        recomputes points, or it moves its producer's work into a scan's loop (which does
+        not vectorize it); else None."""
+        if not (recomputed_points > 0 or in_scan_loop):
             return None
+        reused = self.reused_memory(sdfg, data)
+        if not reused:
+            return None
+        what = "persistent_transients" if self.persistent_transients else "fresh_page_bytes"
         if recomputed_points > 0:
-            return (f"recomputes {recomputed_points:.3g} points per call; with persistent transients "
-                    f"the CPU saves no allocation to pay for it (persistent_transients)")
-        if in_scan_loop:
-            return ("evaluated inside a scan's loop; with persistent transients the CPU saves no allocation "
-                    "to pay for it (persistent_transients)")
-        return None
+            return (f"recomputes {recomputed_points:.3g} points per call; {reused}, the CPU saves no allocation "
+                    f"to pay for it ({what})")
+        return f"evaluated inside a scan's loop; {reused}, the CPU saves no allocation to pay for it ({what})"
 
     def _limits(self, sdfg, cand, *, partial_ok: bool) -> Optional[Decision]:
         """Hard limits, independent of the estimate."""
