@@ -24,7 +24,7 @@ CUDA_WHEELS := nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==1
 	nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85
 GPU_STAMP := $(VENV)/.gpu-tools-13.0.88
 
-.PHONY: venv demo test test-fast fixtures bench counts oracle calibrate fuzz census census-static census-compare clean gpu-tools gpu-check device-wheels device-dry-run
+.PHONY: venv demo test test-fast fixtures bench bench-substep counts oracle calibrate fuzz census census-static census-compare clean gpu-tools gpu-check device-wheels device-dry-run
 
 venv: $(STAMP)
 
@@ -58,6 +58,12 @@ fixtures: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/bench.py $(if $(LAYOUT),--layout $(LAYOUT)) $(BENCH_ARGS)
+
+# One dycore substep (icon4py's SolveNonhydro.time_step), stock vs the library, per program and
+# summed (docs/substep.md; SUBSTEP_ARGS: see bench/substep.py --help, e.g. --counts, --json OUT).
+SUBSTEP_ARGS ?=
+bench-substep: $(STAMP)
+	$(PY) bench/substep.py $(if $(LAYOUT),--layout $(LAYOUT)) $(SUBSTEP_ARGS)
 
 # Instructions and simulated last-level misses of one call per build, under callgrind
 # (gt4py_dace_xforms/measure/counts.py; COUNTS_ARGS: see bench/counts.py --help).

@@ -1,0 +1,668 @@
+#!/usr/bin/env python
+"""`make bench-substep`: one dycore substep (icon4py 0.4.1's `SolveNonhydro.time_step`),
+stock against the library, program by program and summed over the substep.
+
+    .venv/bin/python bench/substep.py [--layout lam-decomposed] [--cells 20480] [--levels 80]
+        [--threads 1] [--rounds N] [--modes default,persistent] [--allocators fresh,glibc]
+        [--programs NAME,...] [--substep first|later|both] [--lprep-adv] [--json OUT] [--counts]
+
+Every call the substep makes on the layout (`tools.substep`), each program built static
+with its call site's static values (one build per distinct set) three times: stock (icon4py's
+own backend factory with `model_options.get_options`' per-program options), a second stock
+(the A/A pair) and the library (`integration.icon4py.descriptor_for`). Every allocator
+regime runs in a process of its own, pinned before anything is built
+(`timing.pin_allocator`: the library's cost model reads the regime), so the library is
+built once per regime and stock once per regime process. The substep's time is summed per
+round (calls x time of each call site), so it has a per-round ratio and an interval.
+`--counts`: instructions and simulated last-level misses instead of times
+(`measure/counts.py`). docs/substep.md says what is measured and how to read it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import pathlib
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from typing import Any, Optional
+
+# Hooks cannot be pickled into gt4py's build process pool; a session cache (one per process)
+# makes every build translate and compile, and no regime's library reuses another's.
+os.environ["GT4PY_BUILD_JOBS"] = "0"
+os.environ["GT4PY_BUILD_CACHE_LIFETIME"] = "session"
+os.environ.setdefault("GT4PY_BUILD_CACHE_DIR", f"/tmp/substep_cache_{os.getpid()}")
+warnings.filterwarnings("ignore", message="Python is not running in optimized mode")
+warnings.filterwarnings("ignore", message=r"Library .* already loaded, renaming file")
+warnings.filterwarnings("ignore", category=DeprecationWarning)
+
+import numpy as np  # noqa: E402
+
+HERE = pathlib.Path(__file__).resolve().parent
+SCRIPT = pathlib.Path(__file__).resolve()
+
+#: The builds timed, in the order of the first round (`timing.round_order` permutes them).
+LABELS = ("stock", "A/A", "library")
+#: The builds counted with `--counts`.
+COUNT_LABELS = ("stock", "library", "library_gpu_model")
+#: Outputs equal: `np.allclose` with this rtol and an atol of rtol x the field's largest value.
+RTOL = 1e-12
+MODES = ("default", "persistent")
+SUBSTEPS = ("first", "later")
+
+
+def log(msg: str) -> None:
+    print(f"[substep {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def _names(text: str) -> list[str]:
+    return [w.strip() for w in text.split(",") if w.strip()]
+
+
+# --- the calls and their builds ---------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Site:
+    """One distinct build: a program with one set of static values, and the calls of the
+    substep(s) it serves (substep -> calls)."""
+
+    key: str
+    call: Any  # tools.substep.SubstepCall
+    static: dict
+    calls: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.call.name
+
+
+def sites_for(layout: Any, n_levels: int, substeps: list[str], *, lprep_adv: bool,
+              programs: Optional[list[str]] = None) -> list[Site]:
+    """The distinct builds the substep(s) need, in call order: a call site whose static
+    values are the same in the first and the later substep is one build."""
+    from gt4py_dace_xforms.tools.static import plain
+    from gt4py_dace_xforms.tools.substep import substep_calls
+
+    sites: dict[tuple, Site] = {}
+    for call in substep_calls(limited_area=layout.limited_area, lprep_adv=lprep_adv, programs=programs):
+        program = call.ref.load()
+        for substep in substeps:
+            n = call.calls(substep)
+            if n == 0:
+                continue
+            static = plain(call.static_values(substep, layout, n_levels, program))
+            ident = (call.name, tuple(sorted(static.items())))
+            if ident not in sites:
+                variant = "" if all(s == substep for s in substeps) else f"[{substep}]"
+                sites[ident] = Site(f"{call.name}{variant}", call, static)
+            sites[ident].calls[substep] = sites[ident].calls.get(substep, 0) + n
+    out = list(sites.values())
+    # a build that serves every substep needs no tag
+    for s in out:
+        if len(s.calls) == len(substeps) and s.key.endswith("]"):
+            s.key = s.name
+    return out
+
+
+def make_inputs(program: Any, layout: Any, n_levels: int, static: dict, seed: int) -> tuple[dict, dict]:
+    """Keyword arguments and neighbor tables for one call on `layout`: fields sized by the
+    layout's grid (every K field with K + 1 levels, room for the half levels), random as
+    `measure.census_compare.census_inputs` draws them (floats in [0.5, 1.5), masks 70 %
+    true, integer fields 0/1, `k_lev`/`e_lev` the level index, `flat_idx_max` a level),
+    float scalars random, integer and boolean scalars the call site's static values; the
+    tables those of the generated grid in the layout's order."""
+    import gt4py.next as gtx
+
+    from gt4py_dace_xforms.tools.programs import ICOSAHEDRAL_NEIGHBORS, random_args
+    from gt4py_dace_xforms.tools.static_values import static_offset_provider
+
+    sizes = {**layout.sizes, "K": n_levels, **ICOSAHEDRAL_NEIGHBORS}
+    args = random_args(program, sizes, seed, scalars=static,
+                       extent=lambda _p, dim, size: size + 1 if dim == "K" else size)
+    rng = np.random.default_rng(seed + 1)
+    for name, value in args.items():
+        if not hasattr(value, "asnumpy"):
+            continue
+        data = value.asnumpy()
+        if data.dtype == np.bool_:
+            data = rng.random(data.shape) < 0.7
+        elif name in ("k_lev", "e_lev"):
+            data = np.arange(data.shape[0], dtype=data.dtype)
+        elif name == "flat_idx_max":
+            data = rng.integers(0, n_levels, size=data.shape, dtype=data.dtype)
+        else:
+            continue
+        args[name] = gtx.as_field(value.domain, data)
+    return args, static_offset_provider(program, layout=layout)
+
+
+def site_inputs(sites: list[Site], layout: Any, n_levels: int) -> dict[str, tuple[dict, dict]]:
+    """`make_inputs` for every site, seeded by the program's position; the sites of one
+    program (first and later substep) share its fields and differ in their static scalars."""
+    made: dict[str, tuple[dict, dict]] = {}
+    out = {}
+    for s in sites:
+        if s.name not in made:
+            made[s.name] = make_inputs(s.call.ref.load(), layout, n_levels, s.static, seed=1000 + len(made))
+        args, offsets = made[s.name]
+        out[s.key] = ({**args, **{k: type(args[k])(v) for k, v in s.static.items() if k in args}}, offsets)
+    return out
+
+
+def _optimization_args(mode: str) -> dict:
+    from gt4py.next.program_processors.runners.dace.transformations import TransientMemoryMode
+
+    return {"transient_memory_mode": TransientMemoryMode.PERSISTENT} if mode == "persistent" else {}
+
+
+def stock_descriptor(program_name: str, mode: str) -> dict:
+    """icon4py's own descriptor for the program: its factory and `get_options`."""
+    from icon4py.model.common import model_backends, model_options
+
+    extra = {"optimization_args": _optimization_args(mode)} if mode != "default" else {}
+    return model_options.get_options(program_name, backend_factory=model_backends.make_custom_dace_backend,
+                                     device=model_backends.CPU, **extra)
+
+
+def library_descriptor(program_name: str, mode: str, cost_model: Any = None) -> dict:
+    """The library's descriptor with icon4py's per-program options (`descriptor_for`)."""
+    from icon4py.model.common import model_backends
+
+    from gt4py_dace_xforms.integration.icon4py import descriptor_for
+
+    extra: dict[str, Any] = {"optimization_args": _optimization_args(mode)} if mode != "default" else {}
+    if cost_model is not None:
+        extra["cost_model"] = cost_model
+    return descriptor_for(program_name, model_backends.CPU, **extra)
+
+
+def backend_from(descriptor: dict, postfix: str) -> Any:
+    """The backend a descriptor makes, renamed with `postfix` (unique per build)."""
+    d = dict(descriptor)
+    factory = d.pop("backend_factory")
+    backend = factory(**d)
+    return dataclasses.replace(backend, name=f"{backend.name}{postfix}")
+
+
+def descriptors(label: str, program_name: str, mode: str) -> dict:
+    if label in ("stock", "A/A"):
+        return stock_descriptor(program_name, mode)
+    if label == "library":
+        return library_descriptor(program_name, mode)
+    if label == "library_gpu_model":
+        import gt4py_dace_xforms as gx
+
+        return library_descriptor(program_name, mode, cost_model=gx.CostModel("gpu"))
+    raise ValueError(label)
+
+
+def describe(descriptor: dict) -> dict:
+    """A descriptor in words, for the JSON."""
+    out = {}
+    for k, v in descriptor.items():
+        if k == "optimization_args":
+            v = {a: (sorted(str(h) for h in b) if a == "optimization_hooks" else str(b)) for a, b in v.items()}
+        elif callable(v):
+            v = f"{getattr(v, '__module__', '')}.{getattr(v, '__qualname__', v)}"
+        else:
+            v = str(v) if not isinstance(v, (bool, int, float, type(None))) else v
+        out[k] = v
+    return out
+
+
+def compare(got: dict, ref: dict) -> dict:
+    """Every output of `got` against `ref`: max relative difference (max |diff| / max |ref|),
+    and whether allclose (rtol `RTOL`, atol `RTOL` x max |ref|)."""
+    worst, equal, per = 0.0, True, {}
+    for k in ref:
+        s, g = ref[k].astype(np.float64), got[k].astype(np.float64)
+        d = float(np.nanmax(np.abs(g - s))) if s.size else 0.0
+        scale = float(np.nanmax(np.abs(s))) if s.size else 0.0
+        rel = d / scale if scale else d
+        ok = bool(np.allclose(g, s, rtol=RTOL, atol=RTOL * scale, equal_nan=True))
+        per[k] = {"max_rel_diff": rel, "equal": ok, "bitwise": bool(np.array_equal(g, s, equal_nan=True))}
+        worst, equal = max(worst, rel), equal and ok
+    return {"max_rel_diff": worst, "equal": equal, "outputs": per}
+
+
+# --- timing (one regime, in its own process) --------------------------------------------------
+
+
+def _interval(values: list[float]) -> dict:
+    from gt4py_dace_xforms.measure.timing import median_interval
+
+    return dataclasses.asdict(median_interval(values))
+
+
+def _judge(seconds: dict[str, list[float]]) -> dict:
+    """Per-round seconds of the three builds: medians, ratio intervals, floor, verdict."""
+    from gt4py_dace_xforms.measure.timing import Timing, noise_floor, verdict
+
+    timing = {label: Timing(label, tuple(seconds[label]), tuple(seconds["stock"])) for label in LABELS}
+    v = verdict(timing["library"].ratio, timing["A/A"].ratio)
+    return {
+        "median_ms": {label: t.median_ms for label, t in timing.items()},
+        "ratio": {label: dataclasses.asdict(timing[label].ratio) for label in ("A/A", "library")},
+        "floor": v.floor,
+        "aa_reach": noise_floor(timing["A/A"].ratio, minimum=0.0),
+        "verdict": v.word,
+        "verdict_text": v.text(),
+        "times_ms": {label: [round(1e3 * x, 4) for x in seconds[label]] for label in LABELS},
+    }
+
+
+def build_site(site: Site, labels: tuple[str, ...], mode: str, tag: str, inputs: tuple[dict, dict]) -> dict:
+    """Compile every build of `site` (static, as `setup_program` does) and call it once on
+    a copy of the inputs: (label -> compiled program, first-call seconds, outputs)."""
+    from gt4py_dace_xforms.tools.programs import copy_args, program_outputs
+    from gt4py_dace_xforms.tools.static import compile_static
+
+    program = site.call.ref.load()
+    args, offsets = inputs
+    outputs = program_outputs(program)
+    out = {"runs": {}, "first_call_s": {}, "outputs": {}, "descriptors": {}}
+    for label in labels:
+        desc = descriptors(label, site.name, mode)
+        out["descriptors"][label] = describe(desc)
+        postfix = f"_substep_{tag}_{label.replace('/', '')}"
+        t0 = time.perf_counter()
+        run = compile_static(program, backend_from(desc, postfix), site.static, offsets)
+        a = copy_args(args)
+        run(**a, offset_provider=offsets)
+        out["first_call_s"][label] = time.perf_counter() - t0
+        out["runs"][label] = run
+        out["outputs"][label] = {k: a[k].asnumpy() for k in outputs}
+        log(f"  {site.key} [{mode}] {label}: compiled and run in {out['first_call_s'][label]:.1f} s")
+    return out
+
+
+def time_regime(opts: argparse.Namespace, regime: str) -> dict:
+    """The timing of one allocator regime (this process pins it): every mode's builds,
+    outputs compared, `opts.rounds` rounds over all call sites."""
+    from gt4py_dace_xforms.measure.timing import (
+        compiled_sdfgs, omp_threads, reallocation_faults_per_mib, replace_persistent, reset_fields, round_order,
+    )  # fmt: skip
+    from gt4py_dace_xforms.tools.layouts import layout as make_layout
+    from gt4py_dace_xforms.tools.programs import copy_args
+
+    lay = make_layout(opts.layout, opts.cells)
+    sites = sites_for(lay, opts.levels, opts.substeps, lprep_adv=opts.lprep_adv, programs=opts.programs or None)
+    log(f"{regime}: {len(sites)} builds per label for {len(opts.substeps)} substep(s): "
+        + ", ".join(f"{s.key} x{s.calls}" for s in sites))
+    inputs = site_inputs(sites, lay, opts.levels)
+    fields = {id(v): v for a, _ in inputs.values() for v in a.values() if hasattr(v, "ndarray")}
+    mib = sum(v.ndarray.nbytes for v in fields.values())
+    log(f"{regime}: inputs made ({mib / 2**20:.0f} MiB of fields)")
+    result: dict[str, Any] = {"regime": regime, "modes": {}}
+    for mode in opts.modes:
+        t_build = time.perf_counter()
+        built = {}
+        for s in sites:
+            built[s.key] = build_site(s, LABELS, mode, f"{regime}_{mode}", inputs[s.key])
+        build_s = time.perf_counter() - t_build
+        got = omp_threads(opts.threads)
+        calls = {key: {label: (lambda a, run=run, off=inputs[key][1]: run(**a, offset_provider=off))
+                       for label, run in b["runs"].items()} for key, b in built.items()}
+        # untimed warm-up at this thread count; it finds the compiled SDFGs (persistent transients)
+        handles = {key: [h for c in cs.values() for h in compiled_sdfgs(lambda c=c, key=key: c(copy_args(inputs[key][0])))]
+                   for key, cs in calls.items()}
+        batch = 2 * len(LABELS)
+        seconds = {key: {label: [] for label in LABELS} for key in calls}
+        t0 = time.perf_counter()
+        for r in range(opts.rounds):
+            if mode == "persistent" and r and r % batch == 0:
+                # every batch on newly allocated persistent transients, touched by an untimed call
+                for key, cs in calls.items():
+                    replace_persistent(handles[key])
+                    for c in cs.values():
+                        c(copy_args(inputs[key][0]))
+            for key, cs in calls.items():
+                args = inputs[key][0]
+                shared = copy_args(args)
+                for label in round_order(list(LABELS), r):
+                    reset_fields(shared, args)
+                    t = time.perf_counter()
+                    cs[label](shared)
+                    seconds[key][label].append(time.perf_counter() - t)
+                del shared
+            if r == 0 or (r + 1) % max(1, opts.rounds // 6) == 0 or r + 1 == opts.rounds:
+                log(f"{regime} [{mode}]: round {r + 1}/{opts.rounds} ({time.perf_counter() - t0:.0f} s)")
+        span = time.perf_counter() - t0
+        rows = []
+        for s in sites:
+            b = built[s.key]
+            row = {"key": s.key, "program": s.name, "module": s.call.ref.module, "step": s.call.step,
+                   "calls": s.calls, "static": s.static, "first_call_s": b["first_call_s"],
+                   "descriptors": b["descriptors"],
+                   "library_vs_stock": compare(b["outputs"]["library"], b["outputs"]["stock"]),
+                   "aa_vs_stock": compare(b["outputs"]["A/A"], b["outputs"]["stock"]),
+                   **_judge(seconds[s.key])}
+            rows.append(row)
+        substeps = {}
+        for sub in opts.substeps:
+            per_round = {label: [sum(s.calls.get(sub, 0) * seconds[s.key][label][r] for s in sites)
+                                 for r in range(opts.rounds)] for label in LABELS}
+            substeps[sub] = {"calls": sum(s.calls.get(sub, 0) for s in sites),
+                             "programs": [s.key for s in sites if s.calls.get(sub)], **_judge(per_round)}
+        faults = round(reallocation_faults_per_mib(), 1)
+        result["modes"][mode] = {"threads": got, "rounds": opts.rounds, "span_s": round(span, 1),
+                                 "build_s": round(build_s, 1), "faults_per_mib": faults, "rows": rows,
+                                 "substeps": substeps}
+        for s in sites:  # free this mode's builds before the next mode's
+            built[s.key]["outputs"].clear()
+        del built, calls, handles
+    return result
+
+
+# --- counts (one regime, in its own process) --------------------------------------------------
+
+
+def count_regime(opts: argparse.Namespace, regime: str) -> dict:
+    """Instructions and simulated last-level misses of one call of every build
+    (`COUNT_LABELS`), per site and calls-weighted over the substep(s)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gt4py_dace_xforms.measure import counts
+    from gt4py_dace_xforms.tools.layouts import layout as make_layout
+    from gt4py_dace_xforms.tools.programs import copy_args
+    from gt4py_dace_xforms.tools.static import compile_static
+
+    if counts.valgrind() is None:
+        raise RuntimeError("--counts needs valgrind")
+    lay = make_layout(opts.layout, opts.cells)
+    sites = sites_for(lay, opts.levels, opts.substeps, lprep_adv=opts.lprep_adv, programs=opts.programs or None)
+    work = pathlib.Path(tempfile.mkdtemp(prefix="substep_counts_"))
+    pool = ThreadPoolExecutor(max_workers=2)
+    by_code: dict = {}
+
+    def count_all(folders: list, cache: str) -> dict:
+        totals: dict = {}
+        for folder in folders:
+            for k, v in counts.count_call(folder, cache).events.items():
+                totals[k] = totals.get(k, 0) + v
+        return totals
+
+    rows = []
+    mode = opts.modes[0]
+    inputs = site_inputs(sites, lay, opts.levels)
+    for s in sites:
+        program = s.call.ref.load()
+        args, offsets = inputs[s.key]
+        buffers = [v.ndarray for v in [*args.values(), *offsets.values()] if hasattr(v, "ndarray")]
+        row = {"key": s.key, "program": s.name, "calls": s.calls, "static": s.static, "builds": {}}
+        for label in COUNT_LABELS:
+            desc = descriptors(label, s.name, mode)
+            t0 = time.perf_counter()
+            run = compile_static(program, backend_from(desc, f"_substep_counts_{regime}_{label}"), s.static, offsets)
+            a = copy_args(args)
+            run(**a, offset_provider=offsets)
+            compile_s = time.perf_counter() - t0
+            folders = counts.capture_call(lambda: run(**copy_args(args), offset_provider=offsets),
+                                          work / s.key.replace("[", "_").replace("]", "") / label, buffers)
+            ident = (s.key, tuple(json.loads((f / "call.json").read_text())["code_hash"] for f in folders))
+            entry = {"compile_s": compile_s, "sdfg_calls": len(folders)}
+            if ident in by_code:
+                entry["same_code_as"] = by_code[ident][1]
+                jobs = by_code[ident][0]
+            else:
+                jobs = {cache: pool.submit(count_all, folders, cache) for cache in counts.CACHES}
+                by_code[ident] = (jobs, label)
+            entry["jobs"] = jobs
+            row["builds"][label] = entry
+            log(f"  {s.key} {label}: built and captured in {compile_s:.0f} s"
+                + (f" (the code of {entry['same_code_as']})" if "same_code_as" in entry else ""))
+        rows.append(row)
+    for row in rows:
+        for label, entry in row["builds"].items():
+            jobs = entry.pop("jobs")
+            for cache in counts.CACHES:
+                entry[cache] = jobs[cache].result()
+            entry["figures"] = count_figures(entry)
+        log(f"  {row['key']}: " + ", ".join(f"{label} Ir {e['figures']['instructions']:,}"
+                                            for label, e in row["builds"].items()))
+    pool.shutdown()
+    substeps = {}
+    for sub in opts.substeps:
+        total = {label: {f: sum(r["calls"].get(sub, 0) * r["builds"][label]["figures"][f] for r in rows)
+                         for f in FIGURES} for label in COUNT_LABELS}
+        substeps[sub] = {"calls": sum(r["calls"].get(sub, 0) for r in rows), "builds": total}
+    return {"regime": regime, "mode": mode, "rows": rows, "substeps": substeps}
+
+
+FIGURES = ("instructions", "ll_misses_cpu", "ll_misses_gpu")
+
+
+def _ll(events: dict) -> int:
+    return events.get("DLmr", 0) + events.get("DLmw", 0) + events.get("ILmr", 0)
+
+
+def count_figures(entry: dict) -> dict:
+    return {"instructions": entry["cpu"]["Ir"], "ll_misses_cpu": _ll(entry["cpu"]), "ll_misses_gpu": _ll(entry["gpu"])}
+
+
+# --- tables -----------------------------------------------------------------------------------
+
+
+def _iv(d: dict) -> str:
+    return f"{d['median']:.3f} [{d['lo']:.3f}..{d['hi']:.3f}]"
+
+
+def _short(word: str) -> str:
+    return {"no measurable difference": "no difference"}.get(word, word)
+
+
+def timing_table(doc: dict) -> str:
+    lines = []
+    meta = doc["meta"]
+    for res in doc["regimes"]:
+        for mode, m in res["modes"].items():
+            lines.append(f"\n== allocator {res['regime']}, mode {mode}: {meta['layout']} {meta['sizes']}, "
+                         f"{meta['levels']} levels, {m['threads']} thread(s), {m['rounds']} rounds over "
+                         f"{m['span_s']} s, builds {m['build_s']} s, {m['faults_per_mib']} faults/MiB")
+            w = max([len(r["key"]) for r in m["rows"]] + [len("substep (later)")])
+            cols = "  ".join(f"{s[:5]:>5}" for s in meta["substeps"])
+            head = (f"{'program':<{w}}  {cols}  stock ms  library/stock            A/A                      "
+                    f"floor   verdict          outputs")
+            lines += [head, "-" * len(head)]
+            for r in m["rows"]:
+                calls = "  ".join(f"{r['calls'].get(s, 0):>5}" for s in meta["substeps"])
+                cmp = r["library_vs_stock"]
+                out = "equal" if cmp["equal"] else "DIFFER"
+                out += f" {cmp['max_rel_diff']:.1e}"
+                lines.append(f"{r['key']:<{w}}  {calls}  {r['median_ms']['stock']:8.2f}  "
+                             f"{_iv(r['ratio']['library']):<23}  {_iv(r['ratio']['A/A']):<23}  "
+                             f"±{100 * r['floor']:4.1f}%  {_short(r['verdict']):<15}  {out}")
+            lines.append("-" * len(head))
+            for sub, t in m["substeps"].items():
+                label = f"substep ({sub})"
+                calls = "  ".join(f"{t['calls'] if s == sub else '':>5}" for s in meta["substeps"])
+                lines.append(f"{label:<{w}}  {calls}  {t['median_ms']['stock']:8.2f}  "
+                             f"{_iv(t['ratio']['library']):<23}  {_iv(t['ratio']['A/A']):<23}  "
+                             f"±{100 * t['floor']:4.1f}%  {_short(t['verdict'])}")
+    lines.append("\nstock ms: median ms per call of stock (per substep for the substep rows: the sum over its "
+                 "calls of calls x time, per round); library/stock and A/A (second stock / stock): median of "
+                 "the per-round ratios [95 % interval]; floor: how far the A/A interval reaches from 1, at least "
+                 "3 %; verdict: faster/slower only when the whole interval lies beyond the floor; outputs: the "
+                 "library's against stock's on the same inputs (max relative difference)")
+    return "\n".join(lines)
+
+
+def counts_table(doc: dict) -> str:
+    res = doc["counts"]
+    lines = [f"== counts: allocator {res['regime']}, mode {res['mode']}, {doc['meta']['layout']} "
+             f"{doc['meta']['sizes']}, {doc['meta']['levels']} levels (one call per build, callgrind)"]
+    w = max([len(r["key"]) for r in res["rows"]] + [len("substep (later)")])
+    b = max(len(x) for x in COUNT_LABELS)
+    head = (f"{'program':<{w}}  {'build':<{b}}  {'instructions':>15}  /stock  {'LL miss cpu':>11}  /stock  "
+            f"{'LL miss gpu':>11}  /stock")
+    lines += [head, "-" * len(head)]
+
+    def add(name: str, figs: dict) -> None:
+        base = figs["stock"]
+        for label in COUNT_LABELS:
+            f = figs[label]
+            lines.append(f"{name:<{w}}  {label:<{b}}  {f['instructions']:>15,}  "
+                         f"{f['instructions'] / max(base['instructions'], 1):6.3f}  {f['ll_misses_cpu']:>11,}  "
+                         f"{f['ll_misses_cpu'] / max(base['ll_misses_cpu'], 1):6.3f}  {f['ll_misses_gpu']:>11,}  "
+                         f"{f['ll_misses_gpu'] / max(base['ll_misses_gpu'], 1):6.3f}")
+
+    for r in res["rows"]:
+        add(r["key"], {label: e["figures"] for label, e in r["builds"].items()})
+    lines.append("-" * len(head))
+    for sub, t in res["substeps"].items():
+        add(f"substep ({sub})", t["builds"])
+    lines.append("one call of each build replayed under callgrind (measure/counts.py): instructions of the SDFG's "
+                 "program function, one thread; LL misses: simulated last level (cpu: 32 MiB 16-way 64 B; gpu: "
+                 "48 MiB 12-way 128 B), inputs evicted first. library_gpu_model: the library with "
+                 "CostModel('gpu'), compiled for the CPU. substep rows: calls x counts summed over its calls")
+    return "\n".join(lines)
+
+
+# --- driver -----------------------------------------------------------------------------------
+
+
+def parse(argv: Optional[list[str]]) -> argparse.Namespace:
+    from gt4py_dace_xforms.measure.timing import ALLOCATORS
+    from gt4py_dace_xforms.tools.layouts import LAYOUTS
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--layout", default="lam-decomposed", choices=tuple(LAYOUTS),
+                   help="index layout (tools/layouts.py; default lam-decomposed, a production run's rank)")
+    p.add_argument("--cells", type=int, default=20480, help="cells of the generated grid (default 20480)")
+    p.add_argument("--levels", type=int, default=80, help="full levels (default 80)")
+    p.add_argument("--threads", type=int, default=1, help="OpenMP threads (default 1)")
+    p.add_argument("--rounds", type=int, default=12,
+                   help="rounds; every build of every call site once per round (default 12, a multiple of 6)")
+    p.add_argument("--modes", default="default", help="comma-separated: default (gt4py's per-call transients), "
+                                                      "persistent (TransientMemoryMode.PERSISTENT) (default: default)")
+    p.add_argument("--allocators", default="fresh,glibc",
+                   help=f"comma-separated allocator regimes ({', '.join(ALLOCATORS)}), one process each, pinned "
+                        "before the builds (default fresh,glibc)")
+    p.add_argument("--programs", default="", help="comma-separated program names (default: every call of the substep)")
+    p.add_argument("--substep", default="both", choices=("first", "later", "both"),
+                   help="the first substep of a time step, a later one, or both (default both)")
+    p.add_argument("--lprep-adv", action="store_true", help="tracer transport on (two more limited-area programs)")
+    p.add_argument("--json", default=None, help="write everything here as JSON, the table next to it as .txt")
+    p.add_argument("--counts", action="store_true",
+                   help="instructions and simulated last-level misses (callgrind) instead of times: stock, the "
+                        "library, the library with the GPU cost model; first allocator and first mode only")
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)  # internal: one regime, JSON to this path
+    opts = p.parse_args(argv)
+    opts.modes = _names(opts.modes)
+    if bad := [m for m in opts.modes if m not in MODES]:
+        p.error(f"unknown mode(s) {bad}; choose from {', '.join(MODES)}")
+    opts.allocators = _names(opts.allocators)
+    if bad := [a for a in opts.allocators if a not in ALLOCATORS]:
+        p.error(f"unknown allocator regime(s) {bad}; choose from {', '.join(ALLOCATORS)}")
+    if not opts.modes or not opts.allocators:
+        p.error("at least one mode and one allocator regime")
+    opts.programs = _names(opts.programs)
+    opts.substeps = list(SUBSTEPS) if opts.substep == "both" else [opts.substep]
+    if opts.counts:
+        opts.allocators = opts.allocators[:1]
+    return opts
+
+
+def child(opts: argparse.Namespace) -> int:
+    """One regime in this process: pinned first, then built, timed or counted."""
+    from gt4py_dace_xforms.measure import counts
+    from gt4py_dace_xforms.measure.timing import pin_allocator
+
+    regime = opts.allocators[0]
+    pin_allocator(regime)  # before anything is built: the cost model reads it
+    if opts.counts:
+        os.environ["CXXFLAGS"] = counts.COUNT_CXXFLAGS  # valgrind cannot decode AVX-512
+        result = count_regime(opts, regime)
+    else:
+        result = time_regime(opts, regime)
+    pathlib.Path(opts.child).write_text(json.dumps(result, default=str))
+    return 0
+
+
+def _child_argv(argv: list[str], regime: str, out: str) -> list[str]:
+    """`argv` with --allocators set to `regime`, --json dropped, --child out added."""
+    keep, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a in ("--allocators", "--json"):
+            skip = True
+            continue
+        if a.startswith(("--allocators=", "--json=")):
+            continue
+        keep.append(a)
+    return [*keep, "--allocators", regime, "--child", out]
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    opts = parse(argv)
+    if opts.child:
+        return child(opts)
+    from gt4py_dace_xforms.tools.layouts import layout as make_layout
+
+    lay = make_layout(opts.layout, opts.cells)
+    load_before = os.getloadavg()
+    t0 = time.perf_counter()
+    log(f"{'counts' if opts.counts else 'timing'}: layout {opts.layout} ({lay.sizes}), {opts.levels} levels, "
+        f"{opts.threads} thread(s), {opts.rounds} rounds, modes {opts.modes}, allocators {opts.allocators}, "
+        f"substep(s) {opts.substeps}; load {load_before[0]:.2f}")
+    results, failed = [], []
+    with tempfile.TemporaryDirectory(prefix="substep_") as tmp:
+        for regime in opts.allocators:
+            out = pathlib.Path(tmp) / f"{regime}.json"
+            log(f"== allocator {regime}: a process of its own")
+            done = subprocess.run([sys.executable, str(SCRIPT), *_child_argv(argv, regime, str(out))])
+            if done.returncode != 0 or not out.exists():
+                log(f"allocator {regime}: the process failed (exit {done.returncode})")
+                failed.append(regime)
+                continue
+            results.append(json.loads(out.read_text()))
+    wall = time.perf_counter() - t0
+    meta = {
+        "date": datetime.datetime.now().isoformat(timespec="seconds"), "host": platform.node(),
+        "python": platform.python_version(), "cpus": os.cpu_count(), "argv": argv,
+        "layout": opts.layout, "limited_area": lay.limited_area, "cells": opts.cells, "sizes": dict(lay.sizes),
+        "levels": opts.levels, "threads": opts.threads, "rounds": opts.rounds, "modes": opts.modes,
+        "allocators": opts.allocators, "substeps": opts.substeps, "lprep_adv": opts.lprep_adv,
+        "programs": opts.programs, "rtol": RTOL, "wall_s": round(wall, 1), "failed_regimes": failed,
+        "load_average_before": load_before, "load_average_after": os.getloadavg(),
+    }  # fmt: skip
+    try:
+        import dace
+        import gt4py
+
+        meta.update(gt4py=gt4py.__version__, dace=dace.__version__)
+    except Exception:  # noqa: BLE001
+        pass
+    if opts.counts:
+        doc = {"meta": meta, "counts": results[0] if results else None}
+        text = counts_table(doc) if results else "counts: failed"
+    else:
+        doc = {"meta": meta, "regimes": results}
+        text = timing_table(doc)
+    text += (f"\n\nload average before {', '.join(f'{x:.2f}' for x in load_before)}, after "
+             f"{', '.join(f'{x:.2f}' for x in meta['load_average_after'])}; wall time {wall:.0f} s")
+    print(text, flush=True)
+    if opts.json:
+        path = pathlib.Path(opts.json)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        doc["table"] = text
+        path.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+        path.with_suffix(".txt").write_text(text + "\n")
+        log(f"written {path} and {path.with_suffix('.txt')}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
