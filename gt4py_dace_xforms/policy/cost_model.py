@@ -241,7 +241,7 @@ class CostModel(InlinePolicy):
         if assumed or nbytes >= threshold:
             return None
         return (f"{data} ({nbytes / 2**20:.3g} MiB) is under the allocator's {threshold / 2**20:.3g} MiB mmap "
-                f"threshold, so its memory is reused from call to call (fresh_page_bytes)")
+                f"threshold, so its memory is reused from call to call")
 
     @property
     def windows_on(self) -> bool:
@@ -273,7 +273,7 @@ class CostModel(InlinePolicy):
             return Decision(False, f"windows are off for {why}")
         reused = self.reused_memory(sdfg, cand.intermediate.data)
         if reused:
-            return Decision(False, f"window: the sweep saves no allocation: {reused}")
+            return Decision(False, f"window: the sweep saves no allocation: {reused} (fresh_page_bytes)")
         limit = self._limits(sdfg, cand, partial_ok=False)
         if limit is not None:
             return limit
