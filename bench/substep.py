@@ -70,6 +70,25 @@ def _names(text: str) -> list[str]:
 # --- the calls and their builds ---------------------------------------------------------------
 
 
+#: Where icon4py 0.4.1's call site binds a value that `tools.substep` cannot express yet:
+#: program -> (parameter -> value given the number of levels). solve_nonhydro.py's
+#: `compute_hydrostatic_correction_term` runs on the lowest level only
+#: (`vertical_sizes={"vertical_start": num_levels - 1, "vertical_end": num_levels}`), and
+#: `SubstepCall.levels` holds an absolute `vertical_start` (tests/test_substep.py checks both).
+CALL_SITE_FIXES = {
+    "compute_hydrostatic_correction_term": {"vertical_start": lambda n_levels: n_levels - 1},
+}
+
+
+def site_static(call: Any, substep: str, layout: Any, n_levels: int, program: Any = None) -> dict:
+    """`call.static_values` with `CALL_SITE_FIXES` applied."""
+    values = call.static_values(substep, layout, n_levels, program)
+    for name, value in CALL_SITE_FIXES.get(call.name, {}).items():
+        if name in values:
+            values[name] = value(n_levels)
+    return values
+
+
 @dataclasses.dataclass
 class Site:
     """One distinct build: a program with one set of static values, and the calls of the
@@ -99,7 +118,7 @@ def sites_for(layout: Any, n_levels: int, substeps: list[str], *, lprep_adv: boo
             n = call.calls(substep)
             if n == 0:
                 continue
-            static = plain(call.static_values(substep, layout, n_levels, program))
+            static = plain(site_static(call, substep, layout, n_levels, program))
             ident = (call.name, tuple(sorted(static.items())))
             if ident not in sites:
                 variant = "" if all(s == substep for s in substeps) else f"[{substep}]"
