@@ -303,6 +303,33 @@ def _census_determinism(refs, args: argparse.Namespace) -> int:
     return 0 if all(r.deterministic for r in results) else 1
 
 
+def cmd_traffic(args: argparse.Namespace) -> int:
+    """`traffic`: the substep's 2-D transients by bytes per substep, stock vs the library
+    (tools/traffic.py, docs/traffic.md)."""
+    from gt4py_dace_xforms.tools import traffic
+
+    if args.json:
+        _check_writable(args.json)
+    print(f"traffic of the {args.substep} substep on {args.layout} ({args.cells} cells, {args.levels} levels, "
+          f"{args.target}; {args.jobs} processes; no compilation)", file=sys.stderr)
+
+    def progress(p) -> None:
+        print(f"  {p.program}: {p.seconds:.0f} s" + (f" ERROR {p.error}" if p.error else ""), file=sys.stderr,
+              flush=True)
+
+    try:
+        result = traffic.substep_traffic(args.layout, n_cells=args.cells, n_levels=args.levels, substep=args.substep,
+                                         target=args.target, programs=args.programs, jobs=args.jobs,
+                                         progress=progress)
+    except ValueError as err:
+        raise CliError(str(err)) from None
+    print(result.text(top=args.top))
+    if args.json:
+        with open(args.json, "w") as f:
+            f.write(result.to_json())
+    return 1 if any(p.error for p in result.programs) else 0
+
+
 def _check_writable(out: str) -> None:
     parent = os.path.dirname(os.path.abspath(out))
     if os.path.isdir(out) or not os.path.isdir(parent):
@@ -385,6 +412,21 @@ def build_parser() -> argparse.ArgumentParser:
                      help="write PREFIX.before.sdfg / PREFIX.after.sdfg (where the library's pass runs, before and "
                           "after it) to open in the DaCe viewer")
     exp.set_defaults(func=cmd_explain)
+    tra = sub.add_parser("traffic", help="the substep's 2-D transients by bytes, and whether the library removes "
+                                         "each (static, no compilation; docs/traffic.md)")
+    tra.add_argument("--programs", nargs="+", metavar="NAME", help="only these programs of the substep")
+    tra.add_argument("--layout", default="lam-decomposed", choices=_layout_names(), metavar="NAME",
+                     help="index layout (tools/layouts.py; default lam-decomposed); limited_area follows it")
+    tra.add_argument("--cells", type=int, default=20480, help="cells of the generated grid (default 20480)")
+    tra.add_argument("--levels", type=int, default=80, help="model levels (default 80)")
+    tra.add_argument("--substep", choices=("first", "later"), default="later",
+                     help="which substep's calls and switches (default later)")
+    tra.add_argument("--target", choices=("cpu", "gpu"), default="cpu",
+                     help="lower for this target with its cost model (default cpu)")
+    tra.add_argument("--jobs", type=int, default=1, help="programs lowered in parallel (processes)")
+    tra.add_argument("--top", type=int, help="print only the largest N rows (the totals are over all)")
+    tra.add_argument("--json", help="also write the results as JSON to this file")
+    tra.set_defaults(func=cmd_traffic)
     demo = sub.add_parser("demo", help="lower gt4py programs, inline, compare with stock and numpy")
     demo.add_argument("-v", "--verbose", action="store_true", help="print every decision")
     demo.add_argument("--layout", default=None, choices=_layout_names(), metavar="NAME",
