@@ -110,3 +110,16 @@ def test_substep_program_list_is_consistent():
     assert t["remaining"] == t["stock"] - t["removed"]
     text = result.text()
     assert all(r.name in text for r in rows) and "TOTAL" in text
+
+
+def test_memlet_figures_agree_with_the_generated_code():
+    """DaCe's generated C++ (not compiled) of the hand-built SDFG: T's allocation, the
+    distinct elements each loop nest writes and reads, and the number of reading nests are
+    the memlet figures."""
+    sdfg = one_writer_two_readers()
+    t = traffic.array_traffic(sdfg, "T")
+    code = next(c.clean_code for c in sdfg.generate_code() if c.title == "Frame")
+    c = traffic.codegen_count(code, "T")
+    assert c.allocated == N * K and c.notes == []
+    assert c.written * 8 == t.written_bytes and c.read * 8 == t.read_bytes
+    assert (c.writer_nests, c.reader_nests) == (t.writers, t.readers)

@@ -33,7 +33,13 @@ from gt4py_dace_xforms.analysis.indirect import (
     match_indirect_read,
     reads_through_inner_maps,
 )
-from gt4py_dace_xforms.analysis.nested_reads import NestedRead, match_nested_reads, receives_whole, symbol_conflict
+from gt4py_dace_xforms.analysis.nested_reads import (
+    NestedRead,
+    match_nested_reads,
+    receives_whole,
+    symbol_conflict,
+    whole_source,
+)
 from gt4py_dace_xforms.analysis.races import race_problem
 from gt4py_dace_xforms.analysis.selected import SelectedWriters, analyse_selected_writers
 from gt4py_dace_xforms.analysis.producer import (
@@ -425,11 +431,22 @@ def _nested_read(p: _Proof, e, sub) -> Optional[Decline]:
     reason = symbol_conflict(found, needed) or next(
         (f"nested read: the nested SDFG has its own data named '{i}'"
          for i in sorted(p.inputs) if i in found.node.sdfg.arrays and i != found.connector
-         and not receives_whole(p.sdfg, p.state, found.node, i)), None)
+         and not receives_whole(p.sdfg, p.state, found.node, i) and not _passed_from_producer_input(p, found, i)),
+        None)
     if reason:
         return Decline(reason)
     p.nested.append(found)
     return None
+
+
+def _passed_from_producer_input(p: _Proof, found: NestedRead, name: str) -> bool:
+    """Whether the nested SDFG receives `name` whole from the very AccessNode the producer
+    reads it from (an earlier copy of another output of the same producer passed it): the
+    same value, whatever else the state writes."""
+    if p.prod is None or p.pstate is not p.state:
+        return False
+    source = whole_source(p.sdfg, p.state, found.node, name)
+    return source is not None and any(e.src is source for e in p.state.in_edges(p.prod.map_entry))
 
 
 def _indirect_read(p: _Proof, e, sub) -> Optional[Decline]:

@@ -61,6 +61,7 @@ from dace.sdfg.state import LoopRegion
 from gt4py_dace_xforms.analysis.broadcast import gt4py_replacement_fails
 from gt4py_dace_xforms.analysis.candidate import InlineCandidate
 from gt4py_dace_xforms.analysis.crossstate import co_executed_sets
+from gt4py_dace_xforms.analysis.scan_inputs import scan_input_set
 from gt4py_dace_xforms.analysis.symbolic import to_sympy
 from gt4py_dace_xforms.policy import allocator
 from gt4py_dace_xforms.policy.default import Decision, InlinePolicy, too_many_copies
@@ -345,6 +346,10 @@ class CostModel(InlinePolicy):
         if fig["ops_per_copy"] > self.max_ops_per_copy:
             return Decision(False, f"{fig['ops_per_copy']:.0f} operations per copy exceed {self.max_ops_per_copy}",
                             figures=fig)
+        if fig["in_scan_loop"]:
+            members = scan_input_set(sdfg, cand)
+            if members is not None:
+                return self._decide_scan_inputs(sdfg, cand, members, fig)
         persistent = self._recomputes_for_nothing(sdfg, cand.intermediate.data, fig["recomputed_points"],
                                                   fig["in_scan_loop"])
         if persistent:
@@ -435,6 +440,40 @@ class CostModel(InlinePolicy):
         return Decision(True, f"gain {saved + worth - cost:.3g} B with all {len(group)} readers inlined", figures=fig,
                         force_lazy=not self.prefer_eager)
 
+    def _decide_scan_inputs(self, sdfg: dace.SDFG, cand: InlineCandidate, members: list, fig: dict) -> Decision:
+        """Every output of one Map read by one scan, one element per level
+        (`analysis/scan_inputs.py`): inlined together, the Map moves into the scan's loop.
+        Every point is evaluated once, where the scan reads it; all the arrays' writes and
+        reads are saved; what the copies repeat is the Map's work shared between outputs
+        (each copy evaluates its own slice), and their loads of shared inputs, which the
+        copy before just loaded at the same level (cache hits: not charged). Where the
+        CPU saves no allocation (`reused_memory`) the loop's scalar work is not paid for:
+        declined as any work moved into a scan's loop."""
+        reused = self._recomputes_for_nothing(sdfg, cand.intermediate.data, 0.0, True)
+        if reused:
+            return Decision(False, reused, figures=fig)
+        state, prod = cand.producer_state, cand.producer
+        inside = [n for n in state.scope_subgraph(prod.map_entry).nodes()
+                  if n is not prod.map_entry and n is not prod.map_exit]
+        total_ops = _work(sdfg, dataclasses.replace(prod, nodes=tuple(inside)))[0]
+        figs = [fig] + [self.estimate(sdfg, m) for m in members[1:]]
+        points = fig["points"]
+        saved = sum(f["saved_bytes"] for f in figs)
+        worth = sum(f["allocation_worth_bytes"] for f in figs)
+        duplicated = max(sum(f["ops_per_copy"] for f in figs) - total_ops, 0.0) * points
+        gain = saved + worth - duplicated * self.balance
+        names = sorted(m.intermediate.data for m in members)
+        fig = dict(fig, scan_input_set=names, scan_set_saved_bytes=saved, scan_set_duplicated_ops=duplicated,
+                   scan_set_producer_ops_per_point=total_ops, recomputed_points=0.0, extra_load_bytes=0.0,
+                   kept_input_load_bytes=0.0, gain_bytes=gain)
+        scan = cand.nested[0].node.label
+        if gain <= 0:
+            return Decision(False, f"scan inputs: no gain: moving {prod.map_entry.map.label} into {scan}'s loop saves "
+                                   f"{saved:.3g} B, repeats {duplicated:.3g} shared operations", figures=fig)
+        return Decision(True, f"scan inputs: all {len(members)} outputs of {prod.map_entry.map.label} "
+                              f"({', '.join(names)}) evaluated in {scan}'s loop, once per level: saves {saved:.3g} B, "
+                              f"repeats {duplicated:.3g} shared operations", figures=fig)
+
     def _recomputes_for_nothing(self, sdfg: dace.SDFG, data: str, recomputed_points: float,
                                 in_scan_loop: bool) -> Optional[str]:
         """Why a candidate is declined where removing `data` saves the CPU no allocation
@@ -473,7 +512,8 @@ class CostModel(InlinePolicy):
         too_many = too_many_copies(cand, self.max_distinct_offsets)
         if too_many:
             return Decision(False, too_many)
-        if self._guards_scans and feeds_scan(sdfg, cand):
+        if self._guards_scans and feeds_scan(sdfg, cand) and scan_input_set(sdfg, cand) is None:
+            # (A scan's inputs moved into its loop together duplicate nothing: not guarded.)
             return Decision(False, "intermediate feeds a scan: it is materialized for the scan anyway (scan_guard)")
         if not cand.removes_intermediate and not partial_ok:
             return Decision(False, "the intermediate stays for other readers (partial inlines are off)")

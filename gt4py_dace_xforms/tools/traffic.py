@@ -439,6 +439,37 @@ def compare_builds(program: str, stock: dace.SDFG, library: dace.SDFG, report: I
     return result
 
 
+#: Call-site bounds `tools.substep` cannot express (its `levels` are absolute): icon4py
+#: 0.4.1's solve_nonhydro.py runs `compute_hydrostatic_correction_term` on the lowest level
+#: only (`vertical_start = num_levels - 1`), as bench/substep.py's CALL_SITE_FIXES says.
+CALL_SITE_FIXES: dict[str, dict[str, Callable[[int], int]]] = {
+    "compute_hydrostatic_correction_term": {"vertical_start": lambda n_levels: n_levels - 1},
+}
+
+
+def site_static(call: Any, substep: str, layout: Any, n_levels: int, program: Any = None) -> dict[str, Any]:
+    """`call.static_values` with `CALL_SITE_FIXES` applied."""
+    values = call.static_values(substep, layout, n_levels, program)
+    for name, value in CALL_SITE_FIXES.get(call.name, {}).items():
+        if name in values:
+            values[name] = value(n_levels)
+    return values
+
+
+def code_check(call: Any, layout: Any, *, substep: str = "later", n_levels: int = 10,
+               gpu: bool = False) -> list[tuple[ArrayTraffic, CodeCount]]:
+    """Stock's final SDFG of one call, lowered static on `layout` (keep it small: the
+    check runs every loop nest in Python), each 2-D transient's memlet figures beside what
+    DaCe's generated CPU code does with it (`codegen_count`; code generated, not compiled)."""
+    from gt4py_dace_xforms.tools.static_values import static_offset_provider
+
+    program = call.ref.load()
+    static = site_static(call, substep, layout, n_levels, program)
+    sdfg = lower(stock_translator(call.name, gpu, []), program, static_offset_provider(program, layout=layout), static)
+    code = next(c.clean_code for c in sdfg.generate_code() if c.title == "Frame")
+    return [(t, codegen_count(code, n)) for n, t in sdfg_traffic(sdfg).items()]
+
+
 def program_traffic(call: Any, layout: Any, *, substep: str = "later", n_levels: int = 80,
                     target: str = "cpu", policy: Any = None) -> ProgramTraffic:
     """The rows of one `SubstepCall` on `layout` (a `tools.layouts.Layout`); never raises
@@ -451,7 +482,7 @@ def program_traffic(call: Any, layout: Any, *, substep: str = "later", n_levels:
     result = ProgramTraffic(call.name, call.first, call.later, call.calls(substep))
     try:
         program = call.ref.load()
-        static = call.static_values(substep, layout, n_levels, program)
+        static = site_static(call, substep, layout, n_levels, program)
         provider = static_offset_provider(program, layout=layout)
         stock_post: list = []
         stock = lower(stock_translator(call.name, gpu, stock_post), program, provider, static)
@@ -591,3 +622,91 @@ def substep_traffic(layout: str = "lam-decomposed", *, n_cells: int = 20480, n_l
     work = [(c, lay, substep, n_levels, target) for c in calls]
     results = map_programs(_one, work, jobs=jobs, progress=progress)
     return SubstepTraffic(layout, n_cells, n_levels, substep, target, results)
+
+
+# --- a check against the generated code ---------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class CodeCount:
+    """What the generated C++ of an SDFG does with one array (`codegen_count`): its
+    allocation, and per top-level loop nest that touches it the distinct elements it
+    writes and reads, found by running the nest's loop bounds and index expressions (a
+    static build's are integers) in Python. No C++ is compiled."""
+
+    name: str
+    allocated: Optional[int]  # elements of its `new double[...]`
+    written: int = 0  # distinct elements written, summed over nests
+    read: int = 0  # distinct elements read, summed over nests
+    writer_nests: int = 0
+    reader_nests: int = 0
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+
+
+def codegen_count(code: str, name: str) -> CodeCount:
+    """`CodeCount` of `name` in DaCe's generated CPU code `code` (a nest guarded by an `if`
+    counts every iteration: noted; an access whose index is not a function of the loop
+    counters, or the array passed whole to a call, is noted and not counted)."""
+    import itertools
+    import re
+
+    for_re = re.compile(r"for \((?:int|auto|long long) (\w+) = ([^;]+); \1 < ([^;]+); \1 (?:\+= (\d+)|\+\+)\)")
+    acc_re = re.compile(rf"\b{re.escape(name)}\[([^\]]+)\](\s*=(?!=))?")
+    alloc = re.search(rf"\b{re.escape(name)} = new [^;]*?\[(\d+)\];", code)
+    out = CodeCount(name, int(alloc.group(1)) if alloc else None)
+    stack: list[tuple[int, str, range]] = []  # (depth at the for, counter, its range)
+    nests: dict[int, dict] = {}  # id of the outermost for -> {"w": set, "r": set, "if": bool}
+    depth = 0
+    for lineno, line in enumerate(code.splitlines()):
+        text = line.strip()
+        while stack and depth <= stack[-1][0]:
+            stack.pop()
+        m = for_re.search(text)
+        if m:
+            try:
+                rng = range(int(eval(m.group(2), {})), int(eval(m.group(3), {})), int(m.group(4) or 1))  # noqa: S307
+            except Exception:  # noqa: BLE001  # a bound that is not a number
+                out.notes.append(f"line {lineno + 1}: loop bound not a number")
+                rng = None
+            if rng is not None:
+                stack.append((depth, m.group(1), rng))
+                if len(stack) == 1:
+                    nests.setdefault(lineno, {"w": set(), "r": set(), "if": False})
+        elif text.startswith("if (") and stack:
+            nests[_outer(stack, nests)]["if"] = True
+        for acc in acc_re.finditer(text):
+            if not stack:
+                out.notes.append(f"line {lineno + 1}: access outside a loop, not counted")
+                continue
+            nest = nests[_outer(stack, nests)]
+            counters = [(v, r) for _, v, r in stack]
+            addresses = set()
+            try:
+                for values in itertools.product(*(r for _, r in counters)):
+                    env = dict(zip((v for v, _ in counters), values))
+                    addresses.add(eval(acc.group(1), {}, env))  # noqa: S307  # dace's own index arithmetic
+            except Exception:  # noqa: BLE001  # an index through a table or a symbol
+                out.notes.append(f"line {lineno + 1}: index not a function of the loop counters, not counted")
+                continue
+            nest["w" if acc.group(2) else "r"] |= addresses
+        if re.search(rf"\(\s*[^;]*\b{re.escape(name)}\b\s*[,)]", text) and not acc_re.search(text) \
+                and "delete" not in text:
+            out.notes.append(f"line {lineno + 1}: passed to a call, not counted")
+        depth += line.count("{") - line.count("}")
+    for nest in nests.values():
+        if nest["w"]:
+            out.writer_nests += 1
+            out.written += len(nest["w"])
+        if nest["r"]:
+            out.reader_nests += 1
+            out.read += len(nest["r"])
+        if nest["if"] and (nest["w"] or nest["r"]):
+            out.notes.append("a nest with an `if`: every iteration counted")
+    out.notes = sorted(set(out.notes))
+    return out
+
+
+def _outer(stack: list, nests: dict) -> int:
+    """The key of the nest the innermost open for belongs to: the latest nest started."""
+    return max(nests)

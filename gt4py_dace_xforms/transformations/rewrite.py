@@ -21,7 +21,7 @@ from gt4py_dace_xforms.analysis import boxes
 from gt4py_dace_xforms.analysis.candidate import InlineCandidate, ReadGroup
 from gt4py_dace_xforms.analysis.concat import index_symbol
 from gt4py_dace_xforms.analysis.indirect import IndirectRead
-from gt4py_dace_xforms.analysis.nested_reads import NestedRead, receives_whole
+from gt4py_dace_xforms.analysis.nested_reads import NestedRead, receives_whole, whole_source
 from gt4py_dace_xforms.analysis.producer import ProducerSlice, referenced_elsewhere
 from gt4py_dace_xforms.analysis.symbolic import to_sympy
 
@@ -462,7 +462,11 @@ def _insert_nested_copies(sdfg, state, consumer, template, read: NestedRead, in_
             # Passed already: by a copy for another read of this node (a scan reading the
             # column at two levels), or whole by gt4py itself (`receives_whole`).
             ours = any(e.src is consumer and e.src_conn == conn for e in state.in_edges(node) if e.dst_conn == data)
-            if not ours and not receives_whole(sdfg, state, node, data):
+            # ... or by a copy of another output of the same producer: from the AccessNode
+            # this copy's input comes from too.
+            feed = next(e for e in state.in_edges(consumer) if e.dst_conn == "IN_" + conn[4:])
+            same = whole_source(sdfg, state, node, data) is feed.src  # `pass_inputs` feeds from it directly
+            if not ours and not same and not receives_whole(sdfg, state, node, data):
                 raise RuntimeError(f"nested read: '{data}' in {node.label} is not the producer's input")
             continue
         _add_inputs(inner, sdfg, [data])
@@ -471,7 +475,7 @@ def _insert_nested_copies(sdfg, state, consumer, template, read: NestedRead, in_
     params = {p for p, _, _ in cand.producer.param_ranges} if cand.producer is not None else set()
     index_names = {str(index_symbol(d)) for d in range(len(read.offset))}
     names = {str(x) for x in template.free_symbols} | {str(x) for d in in_conns for x in sdfg.arrays[d].free_symbols}
-    for name in sorted(names - params - index_names):
+    for name in sorted((names - params - index_names) | set(read.scope_symbols)):
         node.symbol_mapping.setdefault(name, dace.symbolic.symbol(name))
         if name not in inner.symbols:
             inner.add_symbol(name, sdfg.symbols.get(name, dace.int64))
