@@ -123,3 +123,11 @@ def test_memlet_figures_agree_with_the_generated_code():
     assert c.allocated == N * K and c.notes == []
     assert c.written * 8 == t.written_bytes and c.read * 8 == t.read_bytes
     assert (c.writer_nests, c.reader_nests) == (t.writers, t.readers)
+
+
+def test_cli_traffic_bad_input_is_one_line(capsys):
+    from gt4py_dace_xforms.cli.main import main
+
+    assert main(["traffic", "--programs", "no_such_program", "--cells", "512", "--levels", "10"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("gt4py-dace-xforms: error: not a substep program: ['no_such_program']")
