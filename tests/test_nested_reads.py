@@ -82,8 +82,16 @@ def test_scan_column_is_a_nested_read(scan_step):
     assert len(cand.nested) == 1 and len(cand.nested[0].groups) == 1  # one level read per iteration
 
 
-def test_scan_guard_declines_what_feeds_a_scan_and_sound_inlines_it(scan_step):
+def test_scan_guard_declines_what_feeds_a_scan_twice_per_level_and_sound_inlines_it(scan_step):
+    """`scan_guard` keeps what a scan would evaluate more than once per level (upstream
+    measured such pushed shifts as a loss on the GPU); a column read once per level moves
+    its Map into the loop with nothing evaluated twice (`analysis/scan_inputs.py`), which
+    the guard lets through."""
     model = gt_inline_fusion(copy.deepcopy(scan_step), cost_model=CostModel("cpu", scan_guard=True))
+    assert [r.reason.startswith("scan inputs: the output of") for r in model.applied] == [True], model.table()
+    step = capture_stages(scan_reads_at_two_levels, [(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)], offset_provider={})
+    twice = step[(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)]
+    model = gt_inline_fusion(twice, cost_model=CostModel("cpu", scan_guard=True))
     assert any("feeds a scan" in r.reason for r in model.declined), model.table()
     sdfg = copy.deepcopy(scan_step)
     before = two_d_transients(sdfg)

@@ -470,8 +470,9 @@ class CostModel(InlinePolicy):
         if gain <= 0:
             return Decision(False, f"scan inputs: no gain: moving {prod.map_entry.map.label} into {scan}'s loop saves "
                                    f"{saved:.3g} B, repeats {duplicated:.3g} shared operations", figures=fig)
-        return Decision(True, f"scan inputs: all {len(members)} outputs of {prod.map_entry.map.label} "
-                              f"({', '.join(names)}) evaluated in {scan}'s loop, once per level: saves {saved:.3g} B, "
+        what = (f"all {len(members)} outputs of {prod.map_entry.map.label} ({', '.join(names)})" if len(members) > 1
+                else f"the output of {prod.map_entry.map.label}")
+        return Decision(True, f"scan inputs: {what} evaluated in {scan}'s loop, once per level: saves {saved:.3g} B, "
                               f"repeats {duplicated:.3g} shared operations", figures=fig)
 
     def _recomputes_for_nothing(self, sdfg: dace.SDFG, data: str, recomputed_points: float,
