@@ -58,6 +58,9 @@ class ProgramCensus:
     outbuf_model: int = 0
     #: intermediates the cost model sweeps in K (vertical windows) at the first Step
     windowed_model: int = 0
+    #: intermediates the cost model evaluates in a scan's loop as a scan-input set
+    #: (docs/scan_inputs.md) at the first Step
+    scan_inputs_model: int = 0
     transients_stock: int = 0
     transients_model: int = 0
     transients_sound: int = 0
@@ -157,6 +160,7 @@ def census_program(ref: ProgramRef, *, grid: Any = None, cost_model: Optional[In
         result.outbuf_model = len(model_report.outputs_as_buffers)
         result.model_declines = dict(collections.Counter(reason_class(r.reason) for r in model_report.declined).most_common())
         result.windowed_model = len(model_report.windowed)
+        result.scan_inputs_model = sum(1 for r in model_report.applied if r.reason.startswith("scan inputs"))
         result.window_declines = _window_declines(step, model_report)
         if transients:
             result.kept_stock = two_d_transients(taken[_POST])
@@ -233,7 +237,7 @@ def totals(results: list[ProgramCensus]) -> ProgramCensus:
         if r.error:
             continue
         for f in ("candidates", "sound", "applied_sound", "applied_model", "retargeted_sound", "retargeted_model",
-                  "outbuf_sound", "outbuf_model", "windowed_model",
+                  "outbuf_sound", "outbuf_model", "windowed_model", "scan_inputs_model",
                   "transients_stock", "transients_model", "transients_sound",
                   "final_stock", "final_model", "final_sound", "seconds"):
             setattr(total, f, getattr(total, f) + getattr(r, f))
@@ -251,14 +255,15 @@ def totals(results: list[ProgramCensus]) -> ProgramCensus:
 
 def table(results: list[ProgramCensus]) -> str:
     """The per-program table, the totals, and the decline histograms."""
-    head = ("program", "cand", "sound", "appl sound", "appl model", "win", "retarget model/sound", "outbuf model/sound",
+    head = ("program", "cand", "sound", "appl sound", "appl model", "win", "scan", "retarget model/sound", "outbuf model/sound",
             "2-D tr Post stock/model/sound", "2-D tr final stock/model/sound", "racy", "s")
     rows = []
     for r in results + [totals(results)]:
         if r.error:
-            rows.append((r.short_name, "error: " + r.error, "", "", "", "", "", "", "", "", "", f"{r.seconds:.0f}"))
+            rows.append((r.short_name, "error: " + r.error, "", "", "", "", "", "", "", "", "", "", f"{r.seconds:.0f}"))
             continue
         rows.append((r.short_name, r.candidates, r.sound, r.applied_sound, r.applied_model, r.windowed_model,
+                     r.scan_inputs_model,
                      f"{r.retargeted_model}/{r.retargeted_sound}", f"{r.outbuf_model}/{r.outbuf_sound}",
                      f"{r.transients_stock}/{r.transients_model}/{r.transients_sound}",
                      f"{r.final_stock}/{r.final_model}/{r.final_sound}" if r.final_stock >= 0 else "-",
