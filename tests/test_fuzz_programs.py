@@ -36,6 +36,21 @@ def test_scan_reading_a_local_at_two_levels_agrees_with_stock_and_numpy():
     assert outcome.applied["sound"] >= 1, outcome.applied
 
 
+#: Issue 49's shape as the generator draws it: a scan of two computed columns, which gt4py
+#: computes in one Map that the library moves into the scan's loop (docs/scan_inputs.md).
+TWO_COMPUTED_COLUMNS = Prog(
+    dtype="float64", fields=("a", "b"), cells=(), scalars=(), levels=(),
+    locals=(("t0", Bin("+", Bin("*", Read("a"), Lit(2.0)), Read("b"))),),
+    outputs=(Scan(Bin("*", Read("t0"), Read("b")), Bin("-", Read("a"), Read("t0"))),),
+    cell_domain=(0, NC), k_domain=(0, NL), runtime_k_domain=False,
+)
+
+
+def test_scan_of_two_computed_columns_agrees_with_stock_and_numpy():
+    outcome = check(TWO_COMPUTED_COLUMNS, 5, ALL_BUILDS)
+    assert outcome.applied["sound"] == 2 and outcome.applied["cost_model"] == 2, outcome.applied  # both columns
+
+
 #: Issue 32's shape as the generator draws it (`Prog.overwrite`): out0 written, read at
 #: K + 1 into outR, then overwritten; gt4py leaves the two writes of out0 unordered.
 WRITTEN_READ_OVERWRITTEN = Prog(

@@ -571,14 +571,17 @@ def programs(draw, max_locals: int = 3, max_depth: int = 3) -> Prog:
     first = Bin(draw(st.sampled_from(["+", "-", "*"])), Read(gen.locals[-1], gen.shift()), gen.expr(draw(st.integers(0, max_depth)), False))
     if dtype == "float64" and draw(st.integers(0, 3)) == 0:
         # A column the scan reads level by level; or two: the last local at two levels
-        # (gt4py passes one array the scan reads twice), or another column beside it.
-        shape = draw(st.integers(0, 2))
+        # (gt4py passes one array the scan reads twice), another column beside it, or two
+        # computed columns (the scan-input set: one Map may compute both, docs/scan_inputs.md).
+        shape = draw(st.integers(0, 3))
         if shape == 0:
             first = Scan(first)
         elif shape == 1:
             first = Scan(Read(gen.locals[-1], gen.shift()), Read(gen.locals[-1], draw(st.sampled_from((0, 1, -1)))))
-        else:
+        elif shape == 2:
             first = Scan(first, gen.field_read())
+        else:
+            first = Scan(first, gen.expr(draw(st.integers(1, max_depth)), True))
     # A second output: none, an expression, or the last local itself, which the first
     # output also reads shifted (gt4py copies it into the output: a write-back copy).
     second = draw(st.integers(0, 2))
