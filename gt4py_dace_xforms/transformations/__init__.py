@@ -1,5 +1,6 @@
 """Transformations: `InlineFuser`, `VerticalWindow`, `WriteBackToMap`, `WriteBackRetarget`,
-`OutputAsBuffer`, `NestedColumnRead`, `ProvenCopyChainRemover` and the passes that drive them."""
+`OutputAsBuffer`, `NestedColumnRead`, `ProvenCopyChainRemover`, `SweepPairFusion` and the passes
+that drive them."""
 
 from gt4py_dace_xforms.transformations.column_reads import NestedColumnRead, gt_narrow_column_reads
 from gt4py_dace_xforms.transformations.copy_chain import ProvenCopyChainRemover, gt_remove_copy_chains
@@ -7,6 +8,7 @@ from gt4py_dace_xforms.transformations.inline_fuser import InlineFuser
 from gt4py_dace_xforms.transformations.inline_fusion_pass import find_candidates, gt_inline_fusion
 from gt4py_dace_xforms.transformations.output_buffer import OutputAsBuffer, gt_outputs_as_buffers
 from gt4py_dace_xforms.transformations.retarget import WriteBackRetarget, gt_retarget_writebacks
+from gt4py_dace_xforms.transformations.sweep_pair import SweepPairFusion, gt_fuse_sweep_pairs
 from gt4py_dace_xforms.transformations.vertical_window import VerticalWindow, gt_vertical_windows
 from gt4py_dace_xforms.transformations.writeback import WriteBackToMap
 
@@ -15,6 +17,7 @@ __all__ = [
     "NestedColumnRead",
     "OutputAsBuffer",
     "ProvenCopyChainRemover",
+    "SweepPairFusion",
     "WriteBackRetarget",
     "VerticalWindow",
     "WriteBackToMap",
@@ -22,6 +25,7 @@ __all__ = [
     "gt_inline_fusion",
     "gt_narrow_column_reads",
     "gt_outputs_as_buffers",
+    "gt_fuse_sweep_pairs",
     "gt_remove_copy_chains",
     "gt_retarget_writebacks",
     "gt_vertical_windows",
