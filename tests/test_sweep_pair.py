@@ -65,10 +65,12 @@ def _forward(rows: int, first: int, extra_out: bool) -> dace.SDFG:
     return inner
 
 
-def _backward() -> dace.SDFG:
-    """`w = t[k] + u[k] w (+ b)`, `r[k] = w` for k = K-1..0, `w` from 0."""
+def _backward(whole: bool) -> dace.SDFG:
+    """`w = t[k] + u[k] w (+ b)`, `r[k] = w` for k = K-1..0, `w` from 0; `whole`: `t`
+    is the whole array, read at `t[i - START, k]`, as gt4py passes a scan its fields."""
     inner = dace.SDFG("backward")
-    inner.add_array("t", (K,), dace.float64)
+    inner.add_symbol("i", dace.int32)
+    inner.add_array("t", (N - START, K) if whole else (K,), dace.float64)
     inner.add_array("u", (K,), dace.float64)
     inner.add_array("b", (1,), dace.float64)
     inner.add_array("r", (K,), dace.float64)
@@ -83,7 +85,7 @@ def _backward() -> dace.SDFG:
     tl = body.add_tasklet("step", {"__w", "__t", "__u", "__b"}, {"__wo", "__r"},
                           "__wo = __t + 0.5 * __u * __w + __b\n__r = __wo")
     body.add_edge(body.add_access("w"), None, tl, "__w", dace.Memlet("w[0]"))
-    body.add_edge(body.add_access("t"), None, tl, "__t", dace.Memlet("t[k]"))
+    body.add_edge(body.add_access("t"), None, tl, "__t", dace.Memlet(f"t[i - {START}, k]" if whole else "t[k]"))
     body.add_edge(body.add_access("u"), None, tl, "__u", dace.Memlet("u[k]"))
     body.add_edge(body.add_access("b"), None, tl, "__b", dace.Memlet("b[0]"))
     body.add_edge(tl, "__wo", body.add_access("w"), None, dace.Memlet("w[0]"))
@@ -92,15 +94,16 @@ def _backward() -> dace.SDFG:
 
 
 def build(read_shift: int = 0, first: int = 1, other_reader: bool = False, in_between: bool = False,
-          rewrites_input: bool = False) -> dace.SDFG:
+          rewrites_input: bool = False, whole_read: bool = False) -> dace.SDFG:
     """The three Maps over `START:N - read_shift`; `T`, `U` hold the columns from `START`.
 
     Hostile variants: `read_shift` (the reader reads the next iteration's column of `T`),
     `first=2` (level 1 written by nobody), `other_reader` (another Map reads `T`),
     `in_between` (the forward scan also writes `P`; a Map turns it into `Q`, which the
     backward scan reads), `rewrites_input` (`z`, which the level-0 writer copies, is
-    written again later in the state)."""
-    sdfg = dace.SDFG(f"sweep_pair_{read_shift}_{first}_{other_reader}_{in_between}_{rewrites_input}")
+    written again later in the state). `whole_read`: the backward scan gets `T` whole
+    (`gt_fuse_sweep_pairs(narrow_columns=True)` narrows it first)."""
+    sdfg = dace.SDFG(f"sweep_pair_{read_shift}_{first}_{other_reader}_{in_between}_{rewrites_input}_{whole_read}")
     rows = N - START
     hi = N - read_shift
     rng = {"i": f"{START}:{hi}"}
@@ -149,8 +152,10 @@ def build(read_shift: int = 0, first: int = 1, other_reader: bool = False, in_be
         b_src, b_memlet = qn, f"Q[{col}]"
     # the backward scan
     be, bx = st.add_map("backward_map", rng)
-    bwd = st.add_nested_sdfg(_backward(), {"t": None, "u": None, "b": None}, {"r": None})
-    st.add_memlet_path(tn, be, bwd, dst_conn="t", memlet=dace.Memlet(f"T[{col} + {read_shift}, 0:{K}]"))
+    bwd = st.add_nested_sdfg(_backward(whole_read), {"t": None, "u": None, "b": None}, {"r": None},
+                             symbol_mapping={"i": "i"})
+    t_read = f"T[0:{rows}, 0:{K}]" if whole_read else f"T[{col} + {read_shift}, 0:{K}]"
+    st.add_memlet_path(tn, be, bwd, dst_conn="t", memlet=dace.Memlet(t_read))
     st.add_memlet_path(un, be, bwd, dst_conn="u", memlet=dace.Memlet(f"U[{col}, 0:{K}]"))
     st.add_memlet_path(b_src, be, bwd, dst_conn="b", memlet=dace.Memlet(b_memlet))
     st.add_memlet_path(bwd, bx, out, src_conn="r", memlet=dace.Memlet(f"out[i, 0:{K}]"))
@@ -225,14 +230,28 @@ def test_the_transformation_route_and_only():
     assert two_d_transients(sdfg) == []
 
 
+def test_a_whole_array_read_is_narrowed_first():
+    """gt4py passes the scan `T` whole: the fusion declines, and with `narrow_columns` the
+    read is narrowed to the column (NestedColumnRead's proof) and then fused."""
+    sdfg = build(whole_read=True)
+    before = sdfg.hash_sdfg()
+    st, reader = _reader(sdfg)
+    plan = sweep_pair_plan(sdfg, st, reader)
+    assert isinstance(plan, Decline) and "one column, the iteration's own" in plan.reason
+    assert gt_fuse_sweep_pairs(sdfg) == 0 and sdfg.hash_sdfg() == before
+    assert gt_fuse_sweep_pairs(sdfg, narrow_columns=True) == 1
+    assert two_d_transients(sdfg) == []
+
+
 @pytest.mark.compile
-def test_fused_computes_the_same():
+@pytest.mark.parametrize("whole_read", [False, True], ids=["column-read", "whole-array-read"])
+def test_fused_computes_the_same(whole_read):
     rng = np.random.default_rng(3)
     a, z = rng.random((N, K)), rng.random(1)
     want = _numpy(a, float(z[0]))
-    reference = build()
+    reference = build(whole_read=whole_read)
     fused = copy.deepcopy(reference)
-    assert gt_fuse_sweep_pairs(fused) == 1
+    assert gt_fuse_sweep_pairs(fused, narrow_columns=whole_read) == 1
     results = {}
     for label, s in (("reference", reference), ("fused", fused)):
         out = np.zeros((N, K))

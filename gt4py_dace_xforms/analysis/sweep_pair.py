@@ -110,7 +110,8 @@ class SweepPairPlan:
         return tuple(b.data for b in self.buffers)
 
 
-def _same_map(a: dn.Map, b: dn.Map) -> bool:
+def same_map(a: dn.Map, b: dn.Map) -> bool:
+    """The same parameters, range and schedule."""
     if [str(p) for p in a.params] != [str(p) for p in b.params] or a.schedule != b.schedule:
         return False
     if len(a.range) != len(b.range):
@@ -194,7 +195,7 @@ def _buffer(sdfg: dace.SDFG, state: dace.SDFGState, node: dn.AccessNode, reader:
     writes, reads = [], []
     for e in ins:
         entry = state.entry_node(e.src)
-        if entry is reader or scope[entry] is not None or not _same_map(entry.map, reader.map):
+        if entry is reader or scope[entry] is not None or not same_map(entry.map, reader.map):
             return f"'{name}' is written by '{entry.map.label}', not a top-level Map of the reader's range"
         for x in state.in_edges_by_connector(e.src, "IN_" + e.src_conn[4:]):
             writes.append((entry, x))

@@ -17,7 +17,8 @@ from dace import properties, subsets as dace_sbs, transformation
 from dace.sdfg import nodes as dn, utils as sdutil
 
 from gt4py_dace_xforms.analysis.producer import Decline
-from gt4py_dace_xforms.analysis.sweep_pair import ColumnBuffer, SweepPairPlan, sweep_pair_plan
+from gt4py_dace_xforms.analysis.sweep_pair import ColumnBuffer, SweepPairPlan, same_map as _same_map, sweep_pair_plan
+from gt4py_dace_xforms.transformations.column_reads import gt_narrow_column_reads
 
 
 def _column_memlet(buffer: ColumnBuffer, name: str, memlet: dace.Memlet) -> dace.Memlet:
@@ -100,12 +101,43 @@ def fuse_sweep_pair(sdfg: dace.SDFG, plan: SweepPairPlan) -> list[str]:
     return made
 
 
-def gt_fuse_sweep_pairs(sdfg: dace.SDFG, names: Optional[list[str]] = None, validate: bool = True) -> int:
+def _column_candidates(sdfg: dace.SDFG) -> list[str]:
+    """2-D transients with one AccessNode whose one reader is a top-level Map and whose
+    writers are all top-level Maps of the same range: what a narrowed read could fuse."""
+    out = []
+    for state in sdfg.states():
+        scope = state.scope_dict()
+        for node in state.data_nodes():
+            desc = sdfg.arrays.get(node.data)
+            if desc is None or not desc.transient or len(desc.shape) < 2:
+                continue
+            outs, ins = state.out_edges(node), state.in_edges(node)
+            if len(outs) != 1 or not isinstance(outs[0].dst, dn.MapEntry) or scope[outs[0].dst] is not None or not ins:
+                continue
+            reader = outs[0].dst.map
+            if all(isinstance(e.src, dn.MapExit) and scope[state.entry_node(e.src)] is None
+                   and _same_map(e.src.map, reader) for e in ins):
+                out.append(node.data)
+    return sorted(set(out))
+
+
+def gt_fuse_sweep_pairs(sdfg: dace.SDFG, names: Optional[list[str]] = None, validate: bool = True,
+                        narrow_columns: bool = False) -> int:
     """Fuse every sweep pair of `sdfg`'s states (only intermediates in `names`, if given):
     each top-level Map reading columns of 2-D transients that Maps of its range write
     takes their writers in, the transients becoming per-iteration column buffers.
-    Returns the number of fusions (one per reader Map)."""
+
+    `narrow_columns`: first pass the readers' nested SDFGs only their column of such
+    transients (`gt_narrow_column_reads`, where its own proof holds), as the library's
+    column reads do at the end of `gt_inline_fusion`; gt4py passes a scan the whole
+    array. A narrowed read stays narrowed even where the fusion then declines (it
+    computes the same, docs/column_reads.md). Returns the number of fusions (one per
+    reader Map)."""
     wanted = set(names) if names is not None else None
+    if narrow_columns:
+        cands = [n for n in _column_candidates(sdfg) if wanted is None or n in wanted]
+        if cands:
+            gt_narrow_column_reads(sdfg, names=cands)
     count = 0
     for state in list(sdfg.all_states()):
         if state.sdfg is not sdfg:
