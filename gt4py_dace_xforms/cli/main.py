@@ -320,7 +320,7 @@ def cmd_traffic(args: argparse.Namespace) -> int:
     try:
         result = traffic.substep_traffic(args.layout, n_cells=args.cells, n_levels=args.levels, substep=args.substep,
                                          target=args.target, programs=args.programs, jobs=args.jobs,
-                                         progress=progress)
+                                         progress=progress, fresh_page_bytes=args.fresh_page_bytes)
     except ValueError as err:
         raise CliError(str(err)) from None
     print(result.text(top=args.top))
@@ -424,6 +424,9 @@ def build_parser() -> argparse.ArgumentParser:
     tra.add_argument("--target", choices=("cpu", "gpu"), default="cpu",
                      help="lower for this target with its cost model (default cpu)")
     tra.add_argument("--jobs", type=int, default=1, help="programs lowered in parallel (processes)")
+    tra.add_argument("--fresh-page-bytes", type=int, metavar="N",
+                     help="price the CPU cost model as if arrays of N bytes or more got fresh pages on every call "
+                          "(0: all; default: this process' allocator, policy/allocator.py)")
     tra.add_argument("--top", type=int, help="print only the largest N rows (the totals are over all)")
     tra.add_argument("--json", help="also write the results as JSON to this file")
     tra.set_defaults(func=cmd_traffic)

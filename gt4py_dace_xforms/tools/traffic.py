@@ -79,6 +79,7 @@ class ArrayTraffic:
     writers: int = 0  # incoming edges of its AccessNodes
     readers: int = 0  # distinct nodes reading it (per state)
     read_accesses: int = 0  # the read memlets' volumes, in elements (every access counted)
+    in_scope: bool = False  # every AccessNode of it lies inside a Map scope (a per-iteration scratch array)
     notes: list[str] = dataclasses.field(default_factory=list)
 
     @property
@@ -124,6 +125,7 @@ def array_traffic(sdfg: dace.SDFG, name: str) -> ArrayTraffic:
     desc = sdfg.arrays[name]
     shape = tuple(_number(s) if _number(s) is not None else str(s) for s in desc.shape)
     out = ArrayTraffic(name, shape, desc.dtype.bytes)
+    scoped = []
     for state in sdfg.all_states():
         nodes = [n for n in state.data_nodes() if n.data == name]
         if not nodes:
@@ -134,6 +136,7 @@ def array_traffic(sdfg: dace.SDFG, name: str) -> ArrayTraffic:
         readers: dict[Any, list] = {}
         for an in nodes:
             iters = _scope_iterations(state, an)
+            scoped.append(state.entry_node(an) is not None)
             if iters is None:
                 out.notes.append(f"{state.label}: Map scope of unknown size, not counted")
                 continue
@@ -169,6 +172,7 @@ def array_traffic(sdfg: dace.SDFG, name: str) -> ArrayTraffic:
                 continue
             out.readers += 1
             out.read_bytes += n * edges[0][1] * out.itemsize
+    out.in_scope = bool(scoped) and all(scoped)
     out.notes = sorted(set(out.notes))
     return out
 
@@ -178,9 +182,12 @@ def two_d_transients(sdfg: dace.SDFG) -> list[str]:
     return sorted(n for n, d in sdfg.arrays.items() if d.transient and len(d.shape) == 2)
 
 
-def kind_of(shape: tuple) -> str:
-    """"field" (both extents > 1: horizontal x K), else "level" (one level), "column"
-    (one horizontal point) or "point"; "symbolic" if an extent is not a number."""
+def kind_of(shape: tuple, in_scope: bool = False) -> str:
+    """"map-local" (only accessed inside a Map's scope: a per-iteration scratch array),
+    "field" (both extents > 1: horizontal x K), else "level" (one level), "column" (one
+    horizontal point) or "point"; "symbolic" if an extent is not a number."""
+    if in_scope:
+        return "map-local"
     if any(not isinstance(s, int) for s in shape):
         return "symbolic"
     h, k = shape
@@ -433,7 +440,7 @@ def compare_builds(program: str, stock: dace.SDFG, library: dace.SDFG, report: I
                 by = ("gone in the library's build without a rewrite naming it: gt4py's passes after another "
                       "rewrite" + (f", or the copy-chain removal ({report.copy_chains_removed} array(s) folded "
                                    "in this program)" if report.copy_chains_removed else ""))
-        result.rows.append(Row(program, name, t.shape, kind_of(t.shape), t.itemsize, t.written_bytes, t.read_bytes,
+        result.rows.append(Row(program, name, t.shape, kind_of(t.shape, t.in_scope), t.itemsize, t.written_bytes, t.read_bytes,
                                t.readers, t.writers, t.read_accesses, calls_first, calls_later, calls,
                                name in post, status, by, t.notes))
     return result
@@ -517,6 +524,9 @@ class SubstepTraffic:
     substep: str
     target: str
     programs: list[ProgramTraffic]
+    #: the allocator regime the CPU cost model priced (policy/allocator.py): the smallest
+    #: per-call array, in bytes, that gets fresh pages on every call
+    fresh_page_bytes: Optional[int] = None
 
     @property
     def rows(self) -> list[Row]:
@@ -536,6 +546,9 @@ class SubstepTraffic:
         head = (f"2-D transient traffic of one {self.substep} substep, layout {self.layout} ({self.n_cells} cells, "
                 f"{self.n_levels} levels), static, {self.target} cost model; bytes at the end of gt_auto_optimize "
                 "(docs/traffic.md)")
+        if self.fresh_page_bytes is not None:
+            head += (f"; allocator regime: arrays of {self.fresh_page_bytes} B or more get fresh pages per call "
+                     "(policy/allocator.py)")
         lines = [head, ""]
         rows = self.rows[:top] if top else self.rows
         table = [("#", "program", "transient", "shape", "kind", "written", "read", "rdrs", "per call", "calls f/l",
@@ -585,6 +598,7 @@ class SubstepTraffic:
                 for r in self.rows]
         return json.dumps({"layout": self.layout, "n_cells": self.n_cells, "n_levels": self.n_levels,
                            "substep": self.substep, "target": self.target, "stage": "end of gt_auto_optimize",
+                           "fresh_page_bytes": self.fresh_page_bytes,
                            "totals": self.totals(), "rows": rows, "programs": progs}, indent=2, default=str)
 
 
@@ -605,9 +619,14 @@ def _one(args) -> ProgramTraffic:
 
 def substep_traffic(layout: str = "lam-decomposed", *, n_cells: int = 20480, n_levels: int = 80,
                     substep: str = "later", target: str = "cpu", programs: Optional[Iterable[str]] = None,
-                    jobs: int = 1, progress: Optional[Callable[[ProgramTraffic], None]] = None) -> SubstepTraffic:
+                    jobs: int = 1, progress: Optional[Callable[[ProgramTraffic], None]] = None,
+                    fresh_page_bytes: Optional[int] = None) -> SubstepTraffic:
     """The traffic list of one substep's calls on `layout` (`tools.layouts` name; the
-    configuration's `limited_area` is the layout's). `programs`: only these calls."""
+    configuration's `limited_area` is the layout's). `programs`: only these calls.
+    `fresh_page_bytes`: the allocator regime the CPU cost model prices (None: this
+    process', `policy.allocator.fresh_page_bytes()`; set for the run and its workers)."""
+    from gt4py_dace_xforms.policy import allocator
+
     from gt4py_dace_xforms.tools.census import map_programs
     from gt4py_dace_xforms.tools.layouts import layout as named_layout
     from gt4py_dace_xforms.tools.substep import substep_calls
@@ -620,8 +639,11 @@ def substep_traffic(layout: str = "lam-decomposed", *, n_cells: int = 20480, n_l
     calls = [c for c in substep_calls(limited_area=lay.limited_area, programs=list(programs or []) or None)
              if c.calls(substep) > 0]
     work = [(c, lay, substep, n_levels, target) for c in calls]
+    if fresh_page_bytes is not None:
+        allocator.set_fresh_page_bytes(fresh_page_bytes)
+    regime = allocator.fresh_page_bytes()
     results = map_programs(_one, work, jobs=jobs, progress=progress)
-    return SubstepTraffic(layout, n_cells, n_levels, substep, target, results)
+    return SubstepTraffic(layout, n_cells, n_levels, substep, target, results, regime)
 
 
 # --- a check against the generated code ---------------------------------------------------------------
