@@ -27,7 +27,7 @@ import json
 import os
 import pathlib
 import platform
-import statistics
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -43,6 +43,7 @@ os.environ.setdefault("GT4PY_BUILD_CACHE_DIR", f"/tmp/substep_cache_{os.getpid()
 warnings.filterwarnings("ignore", message="Python is not running in optimized mode")
 warnings.filterwarnings("ignore", message=r"Library .* already loaded, renaming file")
 warnings.filterwarnings("ignore", category=DeprecationWarning)
+warnings.filterwarnings("ignore", message=r"Tried to remove `None` from the (in|out)-connectors")  # dace, harmless
 
 import numpy as np  # noqa: E402
 
@@ -136,7 +137,8 @@ def make_inputs(program: Any, layout: Any, n_levels: int, static: dict, seed: in
     """Keyword arguments and neighbor tables for one call on `layout`: fields sized by the
     layout's grid (every K field with K + 1 levels, room for the half levels), random as
     `measure.census_compare.census_inputs` draws them (floats in [0.5, 1.5), masks 70 %
-    true, integer fields 0/1, `k_lev`/`e_lev` the level index, `flat_idx_max` a level),
+    true, integer fields 0/1, `k_lev`/`e_lev` the level index, `flat_idx_max` a level, vertical
+    offsets 0 on the lowest level),
     float scalars random, integer and boolean scalars the call site's static values; the
     tables those of the generated grid in the layout's order."""
     import gt4py.next as gtx
@@ -158,6 +160,13 @@ def make_inputs(program: Any, layout: Any, n_levels: int, static: dict, seed: in
             data = np.arange(data.shape[0], dtype=data.dtype)
         elif name == "flat_idx_max":
             data = rng.integers(0, n_levels, size=data.shape, dtype=data.dtype)
+        elif np.issubdtype(data.dtype, np.integer) and "K" in (dims := [d.value for d in value.domain.dims]):
+            # vertical offsets (`ikoffset`): 0/1, but 0 on the lowest full level, where the
+            # programs read k + offset + 1 and a 1 would read past the K + 1 levels
+            data = data.copy()
+            index = [slice(None)] * data.ndim
+            index[dims.index("K")] = slice(n_levels - 1, None)
+            data[tuple(index)] = 0
         else:
             continue
         args[name] = gtx.as_field(value.domain, data)
@@ -220,7 +229,7 @@ def descriptors(label: str, program_name: str, mode: str) -> dict:
     if label == "library_gpu_model":
         import gt4py_dace_xforms as gx
 
-        return library_descriptor(program_name, mode, cost_model=gx.CostModel("gpu"))
+        return library_descriptor(program_name, mode, cost_model=gx.CostModel(target="gpu"))
     raise ValueError(label)
 
 
@@ -403,12 +412,21 @@ def count_regime(opts: argparse.Namespace, regime: str) -> dict:
     pool = ThreadPoolExecutor(max_workers=2)
     by_code: dict = {}
 
-    def count_all(folders: list, cache: str) -> dict:
-        totals: dict = {}
-        for folder in folders:
-            for k, v in counts.count_call(folder, cache).events.items():
-                totals[k] = totals.get(k, 0) + v
-        return totals
+    def count_all(folders: list) -> dict:
+        """Both caches' summed events of the captured calls; then their data is deleted
+        (a full-size capture holds every input field: about 1 GB)."""
+        out = {}
+        try:
+            for cache in counts.CACHES:
+                totals: dict = {}
+                for folder in folders:
+                    for k, v in counts.count_call(folder, cache).events.items():
+                        totals[k] = totals.get(k, 0) + v
+                out[cache] = totals
+        finally:
+            for folder in folders:
+                shutil.rmtree(folder, ignore_errors=True)
+        return out
 
     rows = []
     mode = opts.modes[0]
@@ -416,7 +434,6 @@ def count_regime(opts: argparse.Namespace, regime: str) -> dict:
     for s in sites:
         program = s.call.ref.load()
         args, offsets = inputs[s.key]
-        buffers = [v.ndarray for v in [*args.values(), *offsets.values()] if hasattr(v, "ndarray")]
         row = {"key": s.key, "program": s.name, "calls": s.calls, "static": s.static, "builds": {}}
         for label in COUNT_LABELS:
             desc = descriptors(label, s.name, mode)
@@ -425,36 +442,53 @@ def count_regime(opts: argparse.Namespace, regime: str) -> dict:
             a = copy_args(args)
             run(**a, offset_provider=offsets)
             compile_s = time.perf_counter() - t0
-            folders = counts.capture_call(lambda: run(**copy_args(args), offset_provider=offsets),
+            a = copy_args(args)  # the captured call's fields: their extents (`counts.capture_call`)
+            buffers = [v.ndarray for v in [*a.values(), *offsets.values()] if hasattr(v, "ndarray")]
+            folders = counts.capture_call(lambda: run(**a, offset_provider=offsets),
                                           work / s.key.replace("[", "_").replace("]", "") / label, buffers)
             ident = (s.key, tuple(json.loads((f / "call.json").read_text())["code_hash"] for f in folders))
             entry = {"compile_s": compile_s, "sdfg_calls": len(folders)}
-            if ident in by_code:
+            if ident in by_code:  # the same code on the same inputs: the same counts
                 entry["same_code_as"] = by_code[ident][1]
-                jobs = by_code[ident][0]
+                job = by_code[ident][0]
+                for folder in folders:
+                    shutil.rmtree(folder, ignore_errors=True)
             else:
-                jobs = {cache: pool.submit(count_all, folders, cache) for cache in counts.CACHES}
-                by_code[ident] = (jobs, label)
-            entry["jobs"] = jobs
+                job = pool.submit(count_all, folders)
+                by_code[ident] = (job, label)
+            entry["job"] = job
             row["builds"][label] = entry
             log(f"  {s.key} {label}: built and captured in {compile_s:.0f} s"
                 + (f" (the code of {entry['same_code_as']})" if "same_code_as" in entry else ""))
         rows.append(row)
+        _write_partial(rows, pathlib.Path(f"{opts.child}.partial"))
     for row in rows:
         for label, entry in row["builds"].items():
-            jobs = entry.pop("jobs")
-            for cache in counts.CACHES:
-                entry[cache] = jobs[cache].result()
+            entry.update(entry.pop("job").result())
             entry["figures"] = count_figures(entry)
         log(f"  {row['key']}: " + ", ".join(f"{label} Ir {e['figures']['instructions']:,}"
                                             for label, e in row["builds"].items()))
     pool.shutdown()
+    shutil.rmtree(work, ignore_errors=True)
     substeps = {}
     for sub in opts.substeps:
         total = {label: {f: sum(r["calls"].get(sub, 0) * r["builds"][label]["figures"][f] for r in rows)
                          for f in FIGURES} for label in COUNT_LABELS}
         substeps[sub] = {"calls": sum(r["calls"].get(sub, 0) for r in rows), "builds": total}
     return {"regime": regime, "mode": mode, "rows": rows, "substeps": substeps}
+
+
+def _write_partial(rows: list[dict], path: pathlib.Path) -> None:
+    """The rows whose replays have finished, so far (a run cut short keeps them)."""
+    done = []
+    for row in rows:
+        if all(e["job"].done() and not e["job"].exception() for e in row["builds"].values()):
+            builds = {label: {**{k: v for k, v in e.items() if k != "job"}, **e["job"].result()}
+                      for label, e in row["builds"].items()}
+            for e in builds.values():
+                e["figures"] = count_figures(e)
+            done.append({**row, "builds": builds})
+    path.write_text(json.dumps(done, default=str))
 
 
 FIGURES = ("instructions", "ll_misses_cpu", "ll_misses_gpu")
