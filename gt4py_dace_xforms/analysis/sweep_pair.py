@@ -197,6 +197,8 @@ def _buffer(sdfg: dace.SDFG, state: dace.SDFGState, node: dn.AccessNode, reader:
         entry = state.entry_node(e.src)
         if entry is reader or scope[entry] is not None or not same_map(entry.map, reader.map):
             return f"'{name}' is written by '{entry.map.label}', not a top-level Map of the reader's range"
+        if e.src_conn is None or len(list(state.out_edges_by_connector(e.src, e.src_conn))) != 1:
+            return f"'{entry.map.label}' writes '{name}' through a connector with other out-edges"
         for x in state.in_edges_by_connector(e.src, "IN_" + e.src_conn[4:]):
             writes.append((entry, x))
     reads = [(reader, x) for x in state.out_edges_by_connector(reader, "OUT_" + outs[0].dst_conn[3:])]

@@ -71,8 +71,10 @@ def fuse_sweep_pair(sdfg: dace.SDFG, plan: SweepPairPlan) -> list[str]:
     made = []
     for b in plan.buffers:
         desc = sdfg.arrays[b.data]
-        name, _ = sdfg.add_transient(f"__sweep_col_{b.data}", b.shape, desc.dtype, storage=desc.storage,
-                                     find_new_name=True)
+        # Default storage: DaCe places a transient inside a Map scope on the stack (CPU) or in
+        # registers / local memory (GPU device Map); the intermediate's own storage may be global.
+        name, _ = sdfg.add_transient(f"__sweep_col_{b.data}", b.shape, desc.dtype,
+                                     storage=dace.StorageType.Default, find_new_name=True)
         made.append(name)
         col = state.add_access(name)
         for e in b.writes:
