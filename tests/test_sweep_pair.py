@@ -281,3 +281,38 @@ def test_hostile_variants_are_declined_unchanged(variant, reason):
     assert gt_fuse_sweep_pairs(sdfg) == 0
     assert sdfg.apply_transformations_repeated(SweepPairFusion) == 0
     assert sdfg.hash_sdfg() == before
+
+
+# --- the implicit solvers (structure only, R2B4 size, no compilation) -------------------------
+
+SOLVERS = [
+    ("vertically_implicit_solver_at_corrector_step", ["gtir_tmp_148", "gtir_tmp_154"]),
+    ("vertically_implicit_solver_at_predictor_step", ["gtir_tmp_207", "gtir_tmp_213"]),
+]
+
+
+@pytest.mark.icon4py
+@pytest.mark.parametrize("solver, pair", SOLVERS, ids=["corrector", "predictor"])
+def test_the_solvers_sweep_pairs_become_column_buffers(solver, pair):
+    """Stock's static build on a limited-area decomposed rank, at TopLevelDataFlowPost: the
+    backward scan gets the forward scan's two arrays whole; narrowed, the level-0 writer's
+    copies and the forward scan move into its Map, and both arrays are gone. (Compiled and
+    compared with stock at 512 x 20: docs/sweep_pair.md.)"""
+    pytest.importorskip("icon4py.model.atmosphere.dycore.stencils.vertically_implicit_dycore_solver")
+    from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
+
+    from gt4py_dace_xforms.integration.capture import capture_stages
+    from gt4py_dace_xforms.tools import explain, programs
+    from gt4py_dace_xforms.tools.static_values import program_static_values, static_offset_provider
+
+    post = (GT4PyAutoOptHook.TopLevelDataFlowPost, 1)
+    program = programs.load_program(f"icon4py.model.atmosphere.dycore.stencils.vertically_implicit_dycore_solver:{solver}")
+    provider = explain.offset_provider(program, static_offset_provider(program, layout="lam-decomposed"))
+    static = program_static_values(program, layout="lam-decomposed")
+    sdfg = capture_stages(program, [post], offset_provider=provider, static_args=static)[post]
+    before = two_d_transients(sdfg)
+    assert set(pair) <= set(before)
+    assert gt_fuse_sweep_pairs(sdfg, names=pair) == 0  # the reads are of the whole arrays
+    assert gt_fuse_sweep_pairs(sdfg, narrow_columns=True) == 1
+    assert two_d_transients(sdfg) == sorted(set(before) - set(pair))
+    assert sorted(n for n in sdfg.arrays if n.startswith("__sweep_col_")) == [f"__sweep_col_{n}" for n in pair]
