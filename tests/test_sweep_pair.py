@@ -283,6 +283,26 @@ def test_hostile_variants_are_declined_unchanged(variant, reason):
     assert sdfg.hash_sdfg() == before
 
 
+def test_never_raises_and_declines_unchanged_on_the_fixtures():
+    """Every top-level Map of the stored SDFG fixtures (gt4py's, symbolic and static):
+    the matcher answers without raising, and where nothing is fused nothing changes."""
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[1] / "sdfg_fixtures"
+    for path in sorted(root.glob("*.sdfg")):
+        sdfg = dace.SDFG.from_file(str(path))
+        before = sdfg.hash_sdfg()
+        for state in sdfg.states():
+            for node in state.nodes():
+                if isinstance(node, dace.nodes.MapEntry):
+                    match = SweepPairFusion()
+                    match.setup_match(sdfg, sdfg.cfg_id, state.block_id, {SweepPairFusion.reader: state.node_id(node)},
+                                      0)
+                    match.can_be_applied(state, 0, sdfg)
+        if gt_fuse_sweep_pairs(sdfg) == 0:
+            assert sdfg.hash_sdfg() == before, path.name
+
+
 # --- the implicit solvers (structure only, R2B4 size, no compilation) -------------------------
 
 SOLVERS = [
