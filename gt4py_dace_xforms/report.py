@@ -22,7 +22,8 @@ class InlineRecord:
     #: "single" (one producer), "lazy" or "eager" (concat mode), "selected" (written in
     #: the branches of an if/else), "window" (swept in K by `VerticalWindow`, no copies),
     #: "output_buffer" (replaced by the output it was copied into, `OutputAsBuffer`; the
-    #: consumer is that output); empty if declined.
+    #: consumer is that output), "sweep_pair" (a column buffer of its reader Map,
+    #: `SweepPairFusion`; no copies); empty if declined.
     mode: str = ""
 
     def to_json(self) -> dict:
@@ -64,7 +65,7 @@ class InlineReport:
     @property
     def inlined(self) -> list[InlineRecord]:
         """The applied records that inlined copies (not the vertical windows)."""
-        return [r for r in self.applied if r.mode not in ("window", "output_buffer")]
+        return [r for r in self.applied if r.mode not in ("window", "output_buffer", "sweep_pair")]
 
     @property
     def copies(self) -> int:

@@ -36,22 +36,25 @@ def test_optimize_writes_output_and_report(sdfg_file, tmp_path, capsys):
     assert main(["optimize", str(sdfg_file), "-o", str(out), "--report", str(rep)]) == 0
     text = capsys.readouterr().out
     assert "2-D transients: 1 before, 0 after" in text
-    # read at k and k+1, with per-call transients: the CPU model sweeps it in K
-    assert "inlined copies: 0 (0 reads applied, 0 declined); windowed: 1" in text
+    # read at k and k+1: the CPU model inlines it (two copies); windows are off by default
+    assert "inlined copies: 2 (1 reads applied, 0 declined); windowed: 0" in text
     assert sdfg_file.read_bytes() == before
     import dace
 
     assert "tmp" not in dace.SDFG.from_file(str(out)).arrays
     records = json.loads(rep.read_text())
-    assert records[0]["applied"] and records[0]["intermediate"] == "tmp" and records[0]["mode"] == "window"
+    assert records[0]["applied"] and records[0]["intermediate"] == "tmp" and records[0]["mode"] != "window"
 
 
-def test_optimize_without_windows_inlines(sdfg_file, tmp_path, capsys):
+def test_optimize_with_windows_sweeps(sdfg_file, tmp_path, capsys):
     out = tmp_path / "out.sdfg"
-    assert main(["optimize", str(sdfg_file), "-o", str(out), "--no-windows"]) == 0
+    assert main(["optimize", str(sdfg_file), "-o", str(out), "--windows"]) == 0
     text = capsys.readouterr().out
     assert "2-D transients: 1 before, 0 after" in text
-    assert "inlined copies: 2 (1 reads applied, 0 declined); windowed: 0" in text
+    # read at k and k+1, with per-call transients: the CPU model sweeps it in K
+    assert "inlined copies: 0 (0 reads applied, 0 declined); windowed: 1" in text
+    # the old flag is the default now, still accepted
+    assert main(["optimize", str(sdfg_file), "-o", str(out), "--no-windows"]) == 0
 
 
 @pytest.mark.parametrize(

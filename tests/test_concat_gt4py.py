@@ -188,11 +188,11 @@ def test_annotations_prove_eager_evaluation():
 
 
 def test_split_consumers_of_a_concat_are_swept_as_a_window_group():
-    """gt4py splits the consumer at k = 1; with the cost model's windows, each piece is
+    """gt4py splits the consumer at k = 1; with windows on, each piece is
     swept in K (a window group, docs/vertical_window.md) and the concat node goes, equal to
     stock on clean and on poisoned inputs."""
     a, b, out = field(), field(), field()
-    run = side_by_side(eager_provable_program, dict(a=a, b=b, out=out), ("out",))
+    run = side_by_side(eager_provable_program, dict(a=a, b=b, out=out), ("out",), windows=True)
     assert _modes(run) == {"window"} and len(run.inlined.report.applied) == 2, run.inlined.report.table()
     assert run.transients("inlined") == []
     assert_equal_to_stock(run)

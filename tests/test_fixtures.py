@@ -1,6 +1,7 @@
 """The shipped fixtures: viewer path, and the icon4py target's candidate reads."""
 
 import copy
+import dataclasses
 
 import dace
 import pytest
@@ -66,10 +67,11 @@ def test_seed_vertical_difference_fixture_concat_nodes_of_copies_are_inlined(fix
     sdfg.validate()
 
 
-def test_static_icon4py_fixture_states_fused_then_the_model_windows_one_of_stocks_two(fixtures):
+def test_static_icon4py_fixture_states_fused_then_the_model_removes_one_of_stocks_two(fixtures):
     """The static target where the hook first runs (the bench's values: 20480 x 80,
     nflatlev 4): two states, which gt4py's own state fusion merges; after it the default
-    policy removes gtir_tmp_63 (vertical window), one of the two stock keeps at Post, and
+    policy removes gtir_tmp_63 (inlined; with `windows=True`, a vertical window), one of
+    the two stock keeps at Post, and
     keeps gtir_tmp_15: its producer Map also writes another output, which needs 5 of the
     7 operations per point and the loads the readers' copies would repeat (the cost
     model's multi-output rule, docs/cost_model.md). This is the hook's first round only:
@@ -80,9 +82,13 @@ def test_static_icon4py_fixture_states_fused_then_the_model_windows_one_of_stock
     sdfg = copy.deepcopy(fixtures["icon4py_compute_perturbed_quantities_and_interpolation_static"])
     assert len(list(sdfg.states())) == 2
     assert fuse_states(sdfg) == 1 and len(list(sdfg.states())) == 1
+    windowed = copy.deepcopy(sdfg)
+    report = gx.gt_inline_fusion(windowed, cost_model=dataclasses.replace(default_policy(), windows=True))
+    assert "gtir_tmp_63" in report.windowed, report.table()
     report = gx.gt_inline_fusion(sdfg, cost_model=default_policy())
     kept = {n for n, d in sdfg.arrays.items() if d.transient and len(d.shape) == 2}
-    assert "gtir_tmp_63" not in kept and "gtir_tmp_63" in report.windowed, report.table()
+    assert "gtir_tmp_63" not in kept and report.windowed == [], report.table()
+    assert any(r.intermediate == "gtir_tmp_63" and r.removed_intermediate for r in report.applied), report.table()
     declined = [r for r in report.declined if r.intermediate == "gtir_tmp_15"]
     assert "gtir_tmp_15" in kept and declined, report.table()
     assert all("no gain for all 3 readers together" in r.reason for r in declined), report.table()

@@ -336,3 +336,27 @@ def test_the_solvers_sweep_pairs_become_column_buffers(solver, pair):
     assert gt_fuse_sweep_pairs(sdfg, narrow_columns=True) == 1
     assert two_d_transients(sdfg) == sorted(set(before) - set(pair))
     assert sorted(n for n in sdfg.arrays if n.startswith("__sweep_col_")) == [f"__sweep_col_{n}" for n in pair]
+
+
+def test_the_pipeline_hook_asks_the_policy():
+    """`optimization_hooks` fuses sweep pairs at gt4py's `TopLevelDataFlowPost` where the
+    policy takes them: the CPU cost model does (nothing recomputed), with one report
+    record per buffer; the GPU model declines (a K-long local array per thread,
+    unmeasured) and the SDFG stays as it was."""
+    from gt4py.next.program_processors.runners.dace.transformations import GT4PyAutoOptHook
+
+    from gt4py_dace_xforms.integration.hooks import optimization_hooks
+
+    reports = []
+    sdfg = build()
+    optimization_hooks(gx.CostModel("cpu"), reports=reports)[GT4PyAutoOptHook.TopLevelDataFlowPost](sdfg)
+    assert two_d_transients(sdfg) == []
+    (report,) = reports
+    assert sorted((r.intermediate, r.mode) for r in report.applied) == [("T", "sweep_pair"), ("U", "sweep_pair")]
+    assert report.applied[0].reason.startswith("sweep pair: ") and "recomputes nothing" in report.applied[0].reason
+    gpu = build()
+    before = gpu.hash_sdfg()
+    optimization_hooks(gx.CostModel("gpu"), gpu=True)[GT4PyAutoOptHook.TopLevelDataFlowPost](gpu)
+    assert gpu.hash_sdfg() == before
+    declined = gx.CostModel("gpu").decide_sweep_pair(gpu, sweep_pair_plan(gpu, *_reader(gpu)))
+    assert not declined.accept and "sweep pairs are off for target gpu" in declined.reason

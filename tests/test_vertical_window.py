@@ -191,7 +191,7 @@ def test_window_group_sweeps_every_reader_and_removes_the_intermediate():
 
 def test_window_group_is_priced_as_one_decision_by_the_cost_model():
     sdfg = _split_consumers("window_group_priced")
-    report = gx.gt_inline_fusion(sdfg, cost_model=gx.CostModel("cpu"))
+    report = gx.gt_inline_fusion(sdfg, cost_model=gx.CostModel("cpu", windows=True))
     windows = [r for r in report.applied if r.mode == "window"]
     assert [r.consumer for r in windows] == ["local_map", "halo_map"], report.table()
     assert windows[-1].removed_intermediate and windows[0].figures["window_group_size"] == 2

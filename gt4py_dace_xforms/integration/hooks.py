@@ -16,6 +16,7 @@ from gt4py_dace_xforms.policy import CostModel, InlinePolicy
 from gt4py_dace_xforms.report import InlineReport
 from gt4py_dace_xforms.transformations.copy_chain import gt_remove_copy_chains
 from gt4py_dace_xforms.transformations.inline_fusion_pass import gt_inline_fusion
+from gt4py_dace_xforms.transformations.sweep_pair import gt_fuse_sweep_pairs
 from gt4py_dace_xforms.transformations.vertical_window import gt_vertical_windows
 
 HookFun = Callable[[dace.SDFG], None]
@@ -26,6 +27,9 @@ HookFun = Callable[[dace.SDFG], None]
 #: (Running at `TopLevelDataFlowPre` too was measured worse on icon4py: inlining the
 #: unfused pointwise dataflow leaves nested SDFGs that gt4py's fusion cannot see into.)
 INLINE_STAGES = (GT4PyAutoOptHook.TopLevelDataFlowStep,)
+#: Stage at which sweep pairs are fused (docs/sweep_pair.md): after gt4py's top-level
+#: rounds, when the library's inlines (the scans' inputs moved into their loops) are done.
+SWEEP_STAGE = GT4PyAutoOptHook.TopLevelDataFlowPost
 
 
 def default_policy(gpu: bool = False, transient_memory_mode=None) -> InlinePolicy:
@@ -109,6 +113,33 @@ def make_inline_hook(
     return _inline_hook
 
 
+def make_sweep_pair_hook(cost_model: Optional[InlinePolicy] = None, reports: Optional[list[InlineReport]] = None,
+                         *, gpu: bool = False, transient_memory_mode=None) -> HookFun:
+    """A hook fusing sweep pairs (`gt_fuse_sweep_pairs`) where the policy asks for them
+    (`fuses_sweep_pairs`, each plan `decide_sweep_pair`), with the fail-safe of
+    `make_inline_hook`; a report with one record per buffer goes to `reports`."""
+    policy = cost_model or default_policy(gpu, transient_memory_mode)
+
+    def _sweep_hook(sdfg: dace.SDFG) -> None:
+        if failsafe.has_failed(sdfg) or not policy.fuses_sweep_pairs(sdfg) or unordered_accesses(sdfg):
+            return
+        saved = None if failsafe.strict() else failsafe.snapshot(sdfg)
+        report = InlineReport()
+        try:
+            gt_fuse_sweep_pairs(sdfg, validate=False, narrow_columns=policy.narrows_column_reads(sdfg),
+                                policy=policy, report=report)
+        except Exception as exc:
+            if saved is None:
+                raise
+            failsafe.restore_in_place(sdfg, saved)
+            failsafe.mark_failed(sdfg)
+            report = InlineReport(failures=[failsafe.warn_failure(sdfg, exc)])
+        if reports is not None and (report.records or report.failures):
+            reports.append(report)
+
+    return _sweep_hook
+
+
 def fuse_states(sdfg: dace.SDFG) -> int:
     """gt4py's own `GT4PyStateFusion`, to a fixed point: what `gt_simplify` does right
     after this hook. Done first, so that the rewrites see the states gt4py's next round
@@ -177,4 +208,6 @@ def optimization_hooks(
                               transient_memory_mode=transient_memory_mode, windows=windows)
     for stage in INLINE_STAGES:
         hooks[stage] = chain_hooks(inline, hooks.get(stage))
+    sweep = make_sweep_pair_hook(cost_model, reports, gpu=gpu, transient_memory_mode=transient_memory_mode)
+    hooks[SWEEP_STAGE] = chain_hooks(sweep, hooks.get(SWEEP_STAGE))
     return hooks

@@ -153,14 +153,19 @@ class CostModel(InlinePolicy):
             no effect there.
         windows: sweep a consumer that reads an intermediate at several levels in K
             (`VerticalWindow`, docs/vertical_window.md) instead of inlining or keeping it.
-            None: by target and memory mode (`windows_on`): on for the CPU with per-call
-            transients, where `make bench` measured the windowed seed 0.84x / 0.76x and
-            three_level 0.65x / 0.61x of stock at 1 / 2 threads (inlined: 0.86x / 0.79x and
-            1.35x / 1.42x; bench/window/README.md); off with persistent transients (seed
-            1.13x / 1.11x: the sweep is a scalar loop per column, and no allocation is
-            saved to pay for it) and on the GPU (the sweep leaves only the columns
-            parallel, 20480 threads on a device that holds about 270 000, and no K tiles
-            yet; unmeasured).
+            None (the default) or False: off. True: on, for any target and memory mode,
+            where the estimate says they pay and the CPU saves the allocation
+            (`reused_memory`). Against gt4py's default CPU
+            backend `make bench` measured the windowed seed 0.84x / 0.76x and three_level
+            0.65x / 0.61x of stock at 1 / 2 threads (bench/window/README.md), but against
+            the build icon4py's model makes (its backend factory: unit-stride horizontal
+            dimension, so stock vectorizes the level loop), the windowed static target ran
+            4.8x stock in the substep benchmark (`bench/substep/run1.txt`, fresh pages) and
+            4-5x again alone (58-72 ms stock, 274-323 ms windowed, 60-82 ms without
+            windows; global and lam-decomposed): the sweep is a scalar loop per column,
+            where stock's Map vectorizes along K. Before that measurement they were on
+            by default for the CPU with per-call transients; never on the GPU (the sweep
+            leaves only the columns parallel) or with persistent transients (seed 1.13x).
         allocation_bytes_per_byte: bytes of traffic one byte of a removed per-call
             transient is worth (its allocation, and the kernel zeroing its pages, on every
             call). None: by target and memory mode (`allocation_weight`): 0 with persistent
@@ -176,6 +181,14 @@ class CostModel(InlinePolicy):
             loop; `reused_memory`). Measured under glibc's default, the static target on
             a global layout (13 MB arrays) with both temporaries windowed ran 1.06x slower
             than stock (issue 48). A size with unknown symbols is assumed fresh, as before.
+        sweep_pairs: fuse a forward sweep's column writers into the backward sweep that
+            reads the columns back (`SweepPairFusion`, docs/sweep_pair.md). None: by target.
+            CPU on: nothing is recomputed or moved into a loop, the arrays' writes and
+            reads go and each iteration's column (K values) stays in the core's L1 (640 B
+            at 80 levels). GPU off: each thread's column becomes a K-long local array,
+            which spills to local memory, cached in L1/L2 as the global array it replaces
+            is between two kernels (an R2B4 array, 13 MB, fits the 50 MB L2); no traffic
+            is known to be saved (unmeasured).
     """
 
     target: str = "cpu"
@@ -197,6 +210,7 @@ class CostModel(InlinePolicy):
     allocation_bytes_per_byte: Optional[float] = None
     windows: Optional[bool] = None
     fresh_page_bytes: Optional[int] = None
+    sweep_pairs: Optional[bool] = None
 
     def __post_init__(self):
         if self.target not in _BALANCE:
@@ -247,9 +261,7 @@ class CostModel(InlinePolicy):
     @property
     def windows_on(self) -> bool:
         """Whether `decide_window` may accept (see `windows`)."""
-        if self.windows is not None:
-            return self.windows
-        return self.target == "cpu" and not self.persistent_transients
+        return bool(self.windows)
 
     @property
     def column_reads_on(self) -> bool:
@@ -269,9 +281,8 @@ class CostModel(InlinePolicy):
         pass and it saves traffic, when windows are on (`windows`)."""
         cand = plan.cand
         if not self.windows_on:
-            why = ("persistent transients (the sweep saves no allocation)" if self.persistent_transients
-                   else f"target {self.target} (the sweep leaves only the columns parallel)")
-            return Decision(False, f"windows are off for {why}")
+            return Decision(False, "windows are off (the default: the sweep is a scalar loop per column, measured "
+                                   "4-5x slower than icon4py's own build of the target; windows=True turns them on)")
         reused = self.reused_memory(sdfg, cand.intermediate.data)
         if reused:
             return Decision(False, f"window: the sweep saves no allocation: {reused} (fresh_page_bytes)")
@@ -439,6 +450,22 @@ class CostModel(InlinePolicy):
                                    f"{_worth(worth)}, costs {cost:.3g} B work", figures=fig)
         return Decision(True, f"gain {saved + worth - cost:.3g} B with all {len(group)} readers inlined", figures=fig,
                         force_lazy=not self.prefer_eager)
+
+    def fuses_sweep_pairs(self, sdfg: dace.SDFG) -> bool:
+        return self.sweep_pairs if self.sweep_pairs is not None else self.target == "cpu"
+
+    def decide_sweep_pair(self, sdfg: dace.SDFG, plan) -> Decision:
+        """A sweep pair's buffers become per-iteration columns (see `sweep_pairs`): priced
+        as every buffer's write and read saved, nothing recomputed."""
+        item = {b.data: sdfg.arrays[b.data].dtype.bytes for b in plan.buffers}
+        saved = sum(2 * self._points(sdfg.arrays[n].shape, sdfg, set()) * i for n, i in item.items())
+        column = sum(self._points(b.shape, sdfg, set()) * item[b.data] for b in plan.buffers)
+        fig = {"sweep_pair_saved_bytes": saved, "sweep_pair_column_bytes": column, "target": self.target}
+        if not self.fuses_sweep_pairs(sdfg):
+            return Decision(False, f"sweep pairs are off for target {self.target} (a K-long local array per "
+                                   f"thread, {column:.3g} B, spills like the array it replaces; unmeasured)", fig)
+        return Decision(True, f"sweep pair: {', '.join(plan.names)} become columns of {plan.reader.map.label} "
+                              f"({column:.3g} B per iteration), saves {saved:.3g} B, recomputes nothing", fig)
 
     def _decide_scan_inputs(self, sdfg: dace.SDFG, cand: InlineCandidate, members: list, fig: dict) -> Decision:
         """Every output of one Map read by one scan, one element per level

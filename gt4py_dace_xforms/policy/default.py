@@ -47,12 +47,17 @@ class InlinePolicy:
             only the column of a transient it reads (`NestedColumnRead`,
             docs/column_reads.md), so that gt4py's Map fusion can fuse the Map writing
             those columns with the scan: nothing is recomputed.
+        sweep_pairs: after gt4py's top-level stage, fuse the Maps that write 2-D
+            transients column by column into the Map that reads each column back (a
+            forward and a backward sweep, `SweepPairFusion`, docs/sweep_pair.md): the
+            transients become per-iteration column buffers, nothing is recomputed.
     """
 
     writeback_copies: bool = True
     writeback_retarget: bool = False
     output_buffers: bool = False
     column_reads: bool = False
+    sweep_pairs: bool = False
 
     def narrows_column_reads(self, sdfg: dace.SDFG) -> bool:
         """Whether the pass narrows scans' column reads (`column_reads`)."""
@@ -93,6 +98,21 @@ class InlinePolicy:
             return Decision(False, f"{plan.name} is not among the intermediates to inline", figures)
         return Decision(True, f"the copy into '{plan.target}' is saved, nothing is recomputed", figures)
 
+    def fuses_sweep_pairs(self, sdfg: dace.SDFG) -> bool:
+        """Whether the pipeline looks for sweep pairs at all (`sweep_pairs`)."""
+        return bool(self.sweep_pairs) and self.pinned is None
+
+    def decide_sweep_pair(self, sdfg: dace.SDFG, plan) -> Decision:
+        """Whether to fuse `plan` (a `SweepPairPlan`, `analysis.sweep_pair`): its buffers
+        become one column per iteration of the reader Map; nothing is recomputed. This
+        default takes it where `sweep_pairs` is on (and the buffers are not pinned out)."""
+        if not self.sweep_pairs:
+            return Decision(False, f"{type(self).__name__} does not fuse sweep pairs")
+        pinned = self.pinned
+        if pinned is not None and not set(plan.names) <= set(pinned):
+            return Decision(False, f"{', '.join(plan.names)} not among the intermediates to inline")
+        return Decision(True, "the columns are written and read back in one iteration, nothing is recomputed")
+
     def decide_window(self, sdfg: dace.SDFG, plan) -> Decision:
         """Whether to sweep `plan`'s consumer in K (a `WindowPlan`, `analysis.window`):
         each level of the intermediate evaluated once, the levels read kept in registers,
@@ -129,6 +149,7 @@ class InlineWhereSound(InlinePolicy):
             where that holds, its copy is not written as a Map.
         output_buffers: as in `InlinePolicy` (on).
         column_reads: as in `InlinePolicy` (on).
+        sweep_pairs: as in `InlinePolicy` (on).
     """
 
     max_distinct_offsets: int = 8
@@ -137,6 +158,7 @@ class InlineWhereSound(InlinePolicy):
     writeback_retarget: bool = True
     output_buffers: bool = True
     column_reads: bool = True
+    sweep_pairs: bool = True
 
     def decide(self, sdfg: dace.SDFG, candidate: InlineCandidate) -> Decision:
         n = len(candidate.groups)

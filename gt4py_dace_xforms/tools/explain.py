@@ -60,7 +60,9 @@ class Temporary:
         """What the library decided about it, in one line."""
         if not self.stock:
             return "not in the stock build (gt4py's passes took another course after an inline)"
-        applied = sorted({r.consumer for r in self.records if r.applied and r.mode not in ("window", "output_buffer")})
+        applied = sorted({r.consumer for r in self.records
+                          if r.applied and r.mode not in ("window", "output_buffer", "sweep_pair")})
+        swept = sorted({r.consumer for r in self.records if r.applied and r.mode == "sweep_pair"})
         windowed = sorted({r.consumer for r in self.records if r.applied and r.mode == "window"})
         outputs = sorted({r.consumer for r in self.records if r.applied and r.mode == "output_buffer"})
         reasons: dict[str, list[str]] = {}
@@ -71,11 +73,13 @@ class Temporary:
         parts += [f"windowed in {', '.join(windowed)} (each level evaluated once, in a K sweep)"] if windowed else []
         parts += [f"replaced by the output {', '.join(outputs)} it was copied into (output as buffer, nothing "
                   "recomputed)"] if outputs else []
+        parts += [f"a column buffer of {', '.join(swept)} (sweep pair: written and read back in one iteration, "
+                  "nothing recomputed)"] if swept else []
         if self.retargeted:
             parts.append("its writers write the output it was copied into (retargeted)")
         parts += [f"declined for {', '.join(sorted(set(c)))}: {reason}" for reason, c in reasons.items()]
         if not self.library:
-            if (applied or windowed or outputs) and not reasons:
+            if (applied or windowed or outputs or swept) and not reasons:
                 return "; ".join(p for p in parts if not p.startswith("declined"))
             return "; ".join(parts) if parts else "gone after gt4py's passes in the library's build"
         if not self.records:

@@ -18,6 +18,7 @@ from dace.sdfg import nodes as dn, utils as sdutil
 
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.analysis.sweep_pair import ColumnBuffer, SweepPairPlan, same_map as _same_map, sweep_pair_plan
+from gt4py_dace_xforms.report import InlineRecord
 from gt4py_dace_xforms.transformations.column_reads import gt_narrow_column_reads
 
 
@@ -124,7 +125,7 @@ def _column_candidates(sdfg: dace.SDFG) -> list[str]:
 
 
 def gt_fuse_sweep_pairs(sdfg: dace.SDFG, names: Optional[list[str]] = None, validate: bool = True,
-                        narrow_columns: bool = False) -> int:
+                        narrow_columns: bool = False, policy=None, report=None) -> int:
     """Fuse every sweep pair of `sdfg`'s states (only intermediates in `names`, if given):
     each top-level Map reading columns of 2-D transients that Maps of its range write
     takes their writers in, the transients becoming per-iteration column buffers.
@@ -133,14 +134,17 @@ def gt_fuse_sweep_pairs(sdfg: dace.SDFG, names: Optional[list[str]] = None, vali
     transients (`gt_narrow_column_reads`, where its own proof holds), as the library's
     column reads do at the end of `gt_inline_fusion`; gt4py passes a scan the whole
     array. A narrowed read stays narrowed even where the fusion then declines (it
-    computes the same, docs/column_reads.md). Returns the number of fusions (one per
-    reader Map)."""
+    computes the same, docs/column_reads.md). `policy`: an `InlinePolicy` whose
+    `decide_sweep_pair` takes or declines each plan (None: every plan); `report`: an
+    `InlineReport` that gets one record per buffer (mode "sweep_pair") and per declined
+    plan. Returns the number of fusions (one per reader Map)."""
     wanted = set(names) if names is not None else None
     if narrow_columns:
         cands = [n for n in _column_candidates(sdfg) if wanted is None or n in wanted]
         if cands:
             gt_narrow_column_reads(sdfg, names=cands)
     count = 0
+    declined: set = set()
     for state in list(sdfg.all_states()):
         if state.sdfg is not sdfg:
             continue
@@ -148,10 +152,21 @@ def gt_fuse_sweep_pairs(sdfg: dace.SDFG, names: Optional[list[str]] = None, vali
         while changed:
             changed = False
             for node in list(state.nodes()):
-                if not isinstance(node, dn.MapEntry) or node not in state.nodes():
+                if not isinstance(node, dn.MapEntry) or node not in state.nodes() or node in declined:
                     continue
                 plan = sweep_pair_plan(sdfg, state, node, wanted)
                 if isinstance(plan, Decline):
+                    continue
+                decision = policy.decide_sweep_pair(sdfg, plan) if policy is not None else None
+                if report is not None:
+                    for name in plan.names:
+                        report.add(InlineRecord(state.label, name, node.map.label, (), bool(decision is None or decision.accept),
+                                                "sound" if decision is None else decision.reason,
+                                                removed_intermediate=bool(decision is None or decision.accept),
+                                                figures=None if decision is None else decision.figures,
+                                                mode="sweep_pair" if decision is None or decision.accept else ""))
+                if decision is not None and not decision.accept:
+                    declined.add(node)
                     continue
                 fuse_sweep_pair(sdfg, plan)
                 count += 1
