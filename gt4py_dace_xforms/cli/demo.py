@@ -292,10 +292,49 @@ def run_target(n_cells: int = 20480, n_levels: int = 80, rounds: int = 12, verbo
     return 0 if equal("library") and equal("second stock (A/A)") else 1
 
 
+#: The substep summary's programs: the target and two of the cheapest of the substep, so the
+#: summary compiles in about a minute (the whole substep: `make bench-substep`).
+SUBSTEP_PROGRAMS = ("compute_perturbed_quantities_and_interpolation", "compute_hydrostatic_correction_term",
+                    "update_theta_and_exner_in_halo")
+
+
+def run_substep_summary(layout: str, cells: int = 20480, levels: int = 30, rounds: int = 8) -> int:
+    """A short model-level summary: a few of the substep's programs, built static as icon4py
+    builds them (its backend factory and per-program options), stock vs library, timed in
+    this process's allocator regime (glibc's, as a user has it), the later substep's sum.
+    Runs `bench/substep.py` from the source tree (`make demo`); says so where it is absent."""
+    import pathlib
+    import subprocess
+
+    script = pathlib.Path(__file__).resolve().parents[2] / "bench" / "substep.py"
+    print(f"\ndycore substep (a few of its programs: {', '.join(SUBSTEP_PROGRAMS)}; "
+          f"{cells} cells x {levels} levels, layout {layout}; the whole substep: make bench-substep)")
+    if not script.exists():
+        print(f"  skipped: {script} is not here (the summary needs the source tree)")
+        return 0
+    cmd = [sys.executable, str(script), "--layout", layout, "--cells", str(cells), "--levels", str(levels),
+           "--rounds", str(rounds), "--allocators", "glibc", "--substep", "later",
+           "--programs", ",".join(SUBSTEP_PROGRAMS)]
+    with progress("building and timing them (stock, A/A, library)"):
+        done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        print(f"  FAILED (exit {done.returncode}): {(done.stderr.strip().splitlines() or [''])[-1]}")
+        return 1
+    table = [line for line in done.stdout.splitlines() if line.strip()]
+    start = next((i for i, line in enumerate(table) if line.startswith("program")), 0)
+    for line in table[start:]:
+        if line.startswith(("stock ms:", "load average")):
+            break
+        print("  " + line)
+    return 0
+
+
 def run_demo(verbose: bool = False, ncells: int = 64, nlev: int = 20, target: bool = True,
-             target_size: tuple[int, int] = (20480, 80), rounds: int = 12, layout: Optional[str] = None) -> int:
+             target_size: tuple[int, int] = (20480, 80), rounds: int = 12, layout: Optional[str] = None,
+             substep: bool = True) -> int:
     """The seed programs, then the target: static on `layout` (default `DEFAULT_LAYOUT`, a
-    production run's rank: a decomposed limited-area one), then symbolic."""
+    production run's rank: a decomposed limited-area one), then symbolic; then a short
+    substep summary (`run_substep_summary`)."""
     from gt4py_dace_xforms.tools.layouts import DEFAULT_LAYOUT
 
     with quiet_third_party():
@@ -306,5 +345,7 @@ def run_demo(verbose: bool = False, ncells: int = 64, nlev: int = 20, target: bo
             failures += run_target(*target_size, rounds=rounds, verbose=verbose, static=True,
                                    layout=layout or DEFAULT_LAYOUT)
             failures += run_target(*target_size, rounds=rounds, verbose=verbose)
+        if substep:
+            failures += run_substep_summary(layout or DEFAULT_LAYOUT)
     print("demo: OK" if failures == 0 else f"demo: {failures} case(s) FAILED")
     return 0 if failures == 0 else 1
