@@ -71,23 +71,9 @@ def _names(text: str) -> list[str]:
 # --- the calls and their builds ---------------------------------------------------------------
 
 
-#: Where icon4py 0.4.1's call site binds a value that `tools.substep` cannot express yet:
-#: program -> (parameter -> value given the number of levels). solve_nonhydro.py's
-#: `compute_hydrostatic_correction_term` runs on the lowest level only
-#: (`vertical_sizes={"vertical_start": num_levels - 1, "vertical_end": num_levels}`), and
-#: `SubstepCall.levels` holds an absolute `vertical_start` (tests/test_substep.py checks both).
-CALL_SITE_FIXES = {
-    "compute_hydrostatic_correction_term": {"vertical_start": lambda n_levels: n_levels - 1},
-}
-
-
 def site_static(call: Any, substep: str, layout: Any, n_levels: int, program: Any = None) -> dict:
-    """`call.static_values` with `CALL_SITE_FIXES` applied."""
-    values = call.static_values(substep, layout, n_levels, program)
-    for name, value in CALL_SITE_FIXES.get(call.name, {}).items():
-        if name in values:
-            values[name] = value(n_levels)
-    return values
+    """The call site's static values (`SubstepCall.static_values`)."""
+    return call.static_values(substep, layout, n_levels, program)
 
 
 @dataclasses.dataclass

@@ -46,8 +46,9 @@ class SubstepCall:
         bounds: the generic `horizontal_start` / `horizontal_end` as this call site binds
             them (`setup_program`'s `horizontal_sizes`): the layout's zone bound it names;
             "" (or none given): the whole array, `tools.static_values`' rule.
-        levels: the call site's `vertical_start`, and its `vertical_end` less the number
-            of full levels (1: the call runs over the half levels).
+        levels: the call site's `vertical_start` (negative: counted from the number of
+            full levels, -1 the lowest level), and its `vertical_end` less the number of
+            full levels (1: the call runs over the half levels).
     """
 
     ref: ProgramRef
@@ -90,7 +91,8 @@ class SubstepCall:
         for name, zone in zip(("horizontal_start", "horizontal_end"), self.bounds):
             if zone and name in values:
                 values[name] = layout.values[zone]
-        for name, value in zip(("vertical_start", "vertical_end"), (self.levels[0], n_levels + self.levels[1])):
+        start = self.levels[0] if self.levels[0] >= 0 else n_levels + self.levels[0]
+        for name, value in zip(("vertical_start", "vertical_end"), (start, n_levels + self.levels[1])):
             if name in values:
                 values[name] = value
         for name, value in self.switch_values(substep).items():
@@ -128,7 +130,7 @@ SUBSTEP: tuple[SubstepCall, ...] = (
           "predictor", 2, 1, bounds=_EDGES_NUDGING2, apply_extra_diffusion_on_vn=True),
     _call(f"{_ST}.compute_cell_diagnostics_for_dycore", "compute_perturbed_quantities_and_interpolation", "predictor", 1, 1),
     _call(f"{_ST}.compute_hydrostatic_correction_term", "compute_hydrostatic_correction_term", "predictor", 1, 1,
-          bounds=_EDGES_NUDGING2),
+          bounds=_EDGES_NUDGING2, levels=(-1, 0)),  # the lowest level only (vertical_start = num_levels - 1)
     _call(f"{_ST}.compute_edge_diagnostics_for_dycore_and_update_vn", "compute_rho_theta_pgrad_and_update_vn",
           "predictor", 1, 1, bounds=("", "end_edge_halo_level_2")),
     _call(f"{_ST}.compute_horizontal_velocity_quantities", "compute_horizontal_velocity_quantities_and_fluxes",

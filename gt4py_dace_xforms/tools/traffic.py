@@ -446,21 +446,6 @@ def compare_builds(program: str, stock: dace.SDFG, library: dace.SDFG, report: I
     return result
 
 
-#: Call-site bounds `tools.substep` cannot express (its `levels` are absolute): icon4py
-#: 0.4.1's solve_nonhydro.py runs `compute_hydrostatic_correction_term` on the lowest level
-#: only (`vertical_start = num_levels - 1`), as bench/substep.py's CALL_SITE_FIXES says.
-CALL_SITE_FIXES: dict[str, dict[str, Callable[[int], int]]] = {
-    "compute_hydrostatic_correction_term": {"vertical_start": lambda n_levels: n_levels - 1},
-}
-
-
-def site_static(call: Any, substep: str, layout: Any, n_levels: int, program: Any = None) -> dict[str, Any]:
-    """`call.static_values` with `CALL_SITE_FIXES` applied."""
-    values = call.static_values(substep, layout, n_levels, program)
-    for name, value in CALL_SITE_FIXES.get(call.name, {}).items():
-        if name in values:
-            values[name] = value(n_levels)
-    return values
 
 
 def code_check(call: Any, layout: Any, *, substep: str = "later", n_levels: int = 10,
@@ -471,7 +456,7 @@ def code_check(call: Any, layout: Any, *, substep: str = "later", n_levels: int 
     from gt4py_dace_xforms.tools.static_values import static_offset_provider
 
     program = call.ref.load()
-    static = site_static(call, substep, layout, n_levels, program)
+    static = call.static_values(substep, layout, n_levels, program)
     sdfg = lower(stock_translator(call.name, gpu, []), program, static_offset_provider(program, layout=layout), static)
     code = next(c.clean_code for c in sdfg.generate_code() if c.title == "Frame")
     return [(t, codegen_count(code, n)) for n, t in sdfg_traffic(sdfg).items()]
@@ -489,7 +474,7 @@ def program_traffic(call: Any, layout: Any, *, substep: str = "later", n_levels:
     result = ProgramTraffic(call.name, call.first, call.later, call.calls(substep))
     try:
         program = call.ref.load()
-        static = site_static(call, substep, layout, n_levels, program)
+        static = call.static_values(substep, layout, n_levels, program)
         provider = static_offset_provider(program, layout=layout)
         stock_post: list = []
         stock = lower(stock_translator(call.name, gpu, stock_post), program, provider, static)
