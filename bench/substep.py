@@ -127,35 +127,14 @@ def make_inputs(program: Any, layout: Any, n_levels: int, static: dict, seed: in
     offsets 0 on the lowest level),
     float scalars random, integer and boolean scalars the call site's static values; the
     tables those of the generated grid in the layout's order."""
-    import gt4py.next as gtx
-
+    from gt4py_dace_xforms.measure.census_compare import model_like_fields
     from gt4py_dace_xforms.tools.programs import ICOSAHEDRAL_NEIGHBORS, random_args
     from gt4py_dace_xforms.tools.static_values import static_offset_provider
 
     sizes = {**layout.sizes, "K": n_levels, **ICOSAHEDRAL_NEIGHBORS}
     args = random_args(program, sizes, seed, scalars=static,
                        extent=lambda _p, dim, size: size + 1 if dim == "K" else size)
-    rng = np.random.default_rng(seed + 1)
-    for name, value in args.items():
-        if not hasattr(value, "asnumpy"):
-            continue
-        data = value.asnumpy()
-        if data.dtype == np.bool_:
-            data = rng.random(data.shape) < 0.7
-        elif name in ("k_lev", "e_lev"):
-            data = np.arange(data.shape[0], dtype=data.dtype)
-        elif name == "flat_idx_max":
-            data = rng.integers(0, n_levels, size=data.shape, dtype=data.dtype)
-        elif np.issubdtype(data.dtype, np.integer) and "K" in (dims := [d.value for d in value.domain.dims]):
-            # vertical offsets (`ikoffset`): 0/1, but 0 on the lowest full level, where the
-            # programs read k + offset + 1 and a 1 would read past the K + 1 levels
-            data = data.copy()
-            index = [slice(None)] * data.ndim
-            index[dims.index("K")] = slice(n_levels - 1, None)
-            data[tuple(index)] = 0
-        else:
-            continue
-        args[name] = gtx.as_field(value.domain, data)
+    model_like_fields(args, n_levels, seed, level_offsets=True)
     return args, static_offset_provider(program, layout=layout)
 
 

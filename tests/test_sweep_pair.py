@@ -360,3 +360,25 @@ def test_the_pipeline_hook_asks_the_policy():
     assert gpu.hash_sdfg() == before
     declined = gx.CostModel("gpu").decide_sweep_pair(gpu, sweep_pair_plan(gpu, *_reader(gpu)))
     assert not declined.accept and "sweep pairs are off for target gpu" in declined.reason
+
+
+def test_a_sweep_pair_hook_that_raises_leaves_the_sdfg_as_it_was(monkeypatch):
+    """The fail-safe (docs/failsafe.md): whatever the failing pass changed is undone, one
+    `LibraryFailureWarning` says so, and the report carries the message."""
+    from gt4py.next.program_processors.runners.dace.transformations import GT4PyAutoOptHook
+
+    from gt4py_dace_xforms.integration import failsafe, hooks
+
+    def broken(sdfg, **_):
+        sdfg.add_transient("__junk", (1,), dace.float64)  # a change the fail-safe must undo
+        raise RuntimeError("boom")
+
+    monkeypatch.setenv(failsafe.STRICT_ENV, "0")
+    monkeypatch.setattr(hooks, "gt_fuse_sweep_pairs", broken)
+    sdfg = build()
+    before = sdfg.hash_sdfg()
+    reports = []
+    with pytest.warns(failsafe.LibraryFailureWarning, match="RuntimeError: boom"):
+        hooks.optimization_hooks(gx.CostModel("cpu"), reports=reports)[GT4PyAutoOptHook.TopLevelDataFlowPost](sdfg)
+    assert sdfg.hash_sdfg() == before and "__junk" not in sdfg.arrays
+    assert reports[0].failures and "boom" in reports[0].failures[0]

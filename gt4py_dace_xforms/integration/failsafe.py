@@ -18,6 +18,7 @@ import os
 import traceback
 import warnings
 import weakref
+from typing import Any, Callable, Optional
 
 import dace
 
@@ -88,3 +89,20 @@ def warn_failure(sdfg: dace.SDFG, exc: BaseException) -> str:
     message = failure_message(sdfg, exc)
     warnings.warn(message, LibraryFailureWarning, stacklevel=3)
     return message
+
+
+def guarded(sdfg: dace.SDFG, rewrite: Callable[[], Any]) -> Optional[str]:
+    """Run `rewrite` (which changes `sdfg`) under the fail-safe: if it raises, `sdfg` is
+    restored to what it was, marked failed (left to gt4py from then on), one
+    `LibraryFailureWarning` is given, and the message is returned; None if it succeeded.
+    Under `strict()` the exception goes through."""
+    saved = None if strict() else snapshot(sdfg)
+    try:
+        rewrite()
+    except Exception as exc:
+        if saved is None:
+            raise
+        restore_in_place(sdfg, saved)
+        mark_failed(sdfg)
+        return warn_failure(sdfg, exc)
+    return None

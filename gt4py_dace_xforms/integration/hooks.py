@@ -123,17 +123,11 @@ def make_sweep_pair_hook(cost_model: Optional[InlinePolicy] = None, reports: Opt
     def _sweep_hook(sdfg: dace.SDFG) -> None:
         if failsafe.has_failed(sdfg) or not policy.fuses_sweep_pairs(sdfg) or unordered_accesses(sdfg):
             return
-        saved = None if failsafe.strict() else failsafe.snapshot(sdfg)
         report = InlineReport()
-        try:
-            gt_fuse_sweep_pairs(sdfg, validate=False, narrow_columns=policy.narrows_column_reads(sdfg),
-                                policy=policy, report=report)
-        except Exception as exc:
-            if saved is None:
-                raise
-            failsafe.restore_in_place(sdfg, saved)
-            failsafe.mark_failed(sdfg)
-            report = InlineReport(failures=[failsafe.warn_failure(sdfg, exc)])
+        failure = failsafe.guarded(sdfg, lambda: gt_fuse_sweep_pairs(
+            sdfg, validate=False, narrow_columns=policy.narrows_column_reads(sdfg), policy=policy, report=report))
+        if failure is not None:
+            report = InlineReport(failures=[failure])
         if reports is not None and (report.records or report.failures):
             reports.append(report)
 

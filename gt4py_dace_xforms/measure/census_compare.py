@@ -130,8 +130,6 @@ def census_inputs(program: Any, *, n_horizontal: int = N_HORIZONTAL, n_levels: i
     integer fields random 0/1 (vertical offsets such as `ikoffset` stay in range), except
     the index fields `k_lev` / `e_lev` (the index itself) and `flat_idx_max` (a level).
     ValueError for a scalar no value is known for."""
-    import gt4py.next as gtx
-
     name = program.definition_stage.definition.__name__
     sizes = {d: n_horizontal for d in HORIZONTAL} | {"K": n_levels} | dict(ICOSAHEDRAL_NEIGHBORS)
     provider = offset_provider_for(program, sizes={d: n_horizontal for d in HORIZONTAL}, seed=seed)
@@ -140,21 +138,38 @@ def census_inputs(program: Any, *, n_horizontal: int = N_HORIZONTAL, n_levels: i
     scalars = {k: v for k, v in wanted.items() if k in params}
     args = random_args(program, sizes, seed, scalars=scalars,
                        extent=lambda _p, dim, size: size + 1 if dim == "K" else size)
+    return model_like_fields(args, n_levels, seed), provider
+
+
+def model_like_fields(args: dict[str, Any], n_levels: int, seed: int, *, level_offsets: bool = False) -> dict[str, Any]:
+    """`args` (from `random_args`) with the fields that are not plain floats made like the
+    model's: masks 70 % true, `k_lev` / `e_lev` the level index, `flat_idx_max` a level;
+    with `level_offsets`, integer (.., K) fields (vertical offsets such as `ikoffset`) 0 on
+    the lowest full level, where the programs read k + offset + 1 and a 1 would read past
+    the K + 1 levels. Returns `args`, changed in place."""
+    import gt4py.next as gtx
+
     rng = np.random.default_rng(seed + 1)
     for pname, value in args.items():
         if not hasattr(value, "asnumpy"):
             continue
         data = value.asnumpy()
+        dims = [d.value for d in value.domain.dims]
         if data.dtype == np.bool_:
             data = rng.random(data.shape) < 0.7
         elif pname in ("k_lev", "e_lev"):
             data = np.arange(data.shape[0], dtype=data.dtype)
         elif pname == "flat_idx_max":
             data = rng.integers(0, n_levels, size=data.shape, dtype=data.dtype)
+        elif level_offsets and np.issubdtype(data.dtype, np.integer) and "K" in dims:
+            data = data.copy()
+            index = [slice(None)] * data.ndim
+            index[dims.index("K")] = slice(n_levels - 1, None)
+            data[tuple(index)] = 0
         else:
             continue
         args[pname] = gtx.as_field(value.domain, data)
-    return args, provider
+    return args
 
 
 @dataclasses.dataclass
