@@ -28,6 +28,17 @@ dace.Config.set("default_build_folder", value=str(_BUILD / "dacecache"))
 dace.Config.set("debugprint", value=False)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_pages_in_every_test(monkeypatch):
+    """Every test starts with the suite's allocator setting (every array fresh), whatever
+    an earlier test in this worker pinned (`measure.oracle` pins glibc's regime in-process,
+    which tells the cost model 32 MiB: the static tests' small arrays then reuse memory)."""
+    from gt4py_dace_xforms.policy import allocator
+
+    monkeypatch.setattr(allocator, "_set", [])
+    monkeypatch.setenv(allocator.ENV, "0")
+
+
 @pytest.fixture(scope="session")
 def root() -> pathlib.Path:
     return _ROOT

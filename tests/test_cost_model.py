@@ -81,7 +81,7 @@ def test_windows_are_off_unless_asked_for():
 
 @pytest.mark.compile
 def test_model_window_compiles_and_equals_untransformed():
-    """The window `gt_inline_fusion` takes by the CPU model's choice, compiled against the original."""
+    """The window `gt_inline_fusion` takes by the CPU model's choice (windows on), compiled against the original."""
     import numpy as np
     from builders import compare_before_after
 
@@ -89,7 +89,7 @@ def test_model_window_compiles_and_equals_untransformed():
                              consumer_ranges={"i": "0:N", "k": "0:K-2"}, write="i, k",
                              reads=["i, k", "i, k + 1", "i, k + 2"])
     after = copy.deepcopy(sdfg)
-    report = gx.gt_inline_fusion(after)
+    report = gx.gt_inline_fusion(after, cost_model=gx.CostModel("cpu", windows=True))
     assert [r.mode for r in report.applied] == ["window"] and report.windowed == ["tmp"]
     assert "tmp" not in after.arrays
     syms = dict(N=5, K=9)

@@ -29,8 +29,9 @@ on every call. Where it comes from, first match wins:
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Optional
+from typing import Iterator, Optional
 
 ENV = "GT4PY_DACE_XFORMS_FRESH_PAGE_BYTES"
 #: glibc's largest dynamic mmap threshold on a 64-bit system (DEFAULT_MMAP_THRESHOLD_MAX).
@@ -50,6 +51,23 @@ def set_fresh_page_bytes(nbytes: Optional[int]) -> None:
         raise ValueError(f"fresh page bytes must be >= 0, not {nbytes}")
     _set.append(int(nbytes))
     os.environ[ENV] = str(int(nbytes))
+
+
+@contextlib.contextmanager
+def fresh_pages_from(nbytes: Optional[int]) -> Iterator[int]:
+    """`set_fresh_page_bytes(nbytes)` for the duration of a `with` block (None: leave it as
+    it is), then the value and the variable as they were; yields the value in force."""
+    saved_set, saved_env = list(_set), os.environ.get(ENV)
+    if nbytes is not None:
+        set_fresh_page_bytes(nbytes)
+    try:
+        yield fresh_page_bytes()
+    finally:
+        _set[:] = saved_set
+        if saved_env is None:
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = saved_env
 
 
 def _parse(value: str, where: str) -> int:

@@ -624,10 +624,8 @@ def substep_traffic(layout: str = "lam-decomposed", *, n_cells: int = 20480, n_l
     calls = [c for c in substep_calls(limited_area=lay.limited_area, programs=list(programs or []) or None)
              if c.calls(substep) > 0]
     work = [(c, lay, substep, n_levels, target) for c in calls]
-    if fresh_page_bytes is not None:
-        allocator.set_fresh_page_bytes(fresh_page_bytes)
-    regime = allocator.fresh_page_bytes()
-    results = map_programs(_one, work, jobs=jobs, progress=progress)
+    with allocator.fresh_pages_from(fresh_page_bytes) as regime:  # the caller's process as it was, after
+        results = map_programs(_one, work, jobs=jobs, progress=progress)
     return SubstepTraffic(layout, n_cells, n_levels, substep, target, results, regime)
 
 
