@@ -41,7 +41,7 @@ def make_backend(
             is told (`CostModel.persistent_transients`).
         windows: sweep consumers that read an intermediate at several levels in K
             (`VerticalWindow`) before inlining: None (default) where the policy's
-            `decide_window` accepts (the CPU cost model with per-call transients), True
+            `decide_window` accepts (the default cost model: none, unless `windows=True`), True
             every window that applies, False none (docs/vertical_window.md).
     """
     hooks = _library_hooks(cost_model, gpu=gpu, user_hooks=optimization_hooks, transient_memory_mode=transient_memory_mode,

@@ -65,7 +65,7 @@ def make_inline_hook(
     node is a Map writer the inliner takes like any other. `windows`: then sweep the
     consumers that read an intermediate at several levels in K (`gt_vertical_windows`,
     docs/vertical_window.md), before inlining the rest: None (default) where the policy's
-    `decide_window` accepts (the CPU cost model with per-call transients), True every
+    `decide_window` accepts (the default cost model: none, unless `windows=True`), True every
     window that applies, False none of the cost model's (a policy of your own decides).
 
     If the pass raises, the SDFG is restored to what the hook received, one
