@@ -130,11 +130,22 @@ class InlineReport:
                 verdict = "output as buffer" if r.applied else "keep"
                 lines.append(f"  {r.intermediate} -> {r.consumer}: {verdict}; saves {saved} B of copy traffic, recomputes nothing")
                 continue
+            if "sweep_pair_saved_bytes" in f:
+                lines.append(f"  {r.intermediate} -> {r.consumer}: {'column buffer' if r.applied else 'keep'}; saves "
+                             f"{f['sweep_pair_saved_bytes']:.3g} B, a column of {f['sweep_pair_column_bytes']:.3g} B "
+                             f"per iteration, recomputes nothing")
+                continue
             if "window_width" in f:
                 lines.append(f"  {r.intermediate} -> {r.consumer}: {'window' if r.applied else 'no window'}; width "
                              f"{f['window_width']}, saves {f['window_saved_bytes']:.3g} B, re-evaluates "
                              f"{f['window_fill_points']:.3g} fill points ({f['window_extra_ops']:.3g} extra ops; "
                              f"inlined: {f['inline_copies']} copies)")
+                continue
+            if "saved_bytes" not in f:
+                # (A record of a kind this table has no line for: its figures as they are, not a crash.)
+                lines.append(f"  {r.intermediate} -> {r.consumer}: {'applied' if r.applied else 'keep'}; "
+                             + ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+                                         for k, v in sorted(f.items())))
                 continue
             lines.append(
                 f"  {r.intermediate} -> {r.consumer}: {'inline' if r.applied else 'keep'}; "

@@ -93,6 +93,20 @@ def test_cost_lines_show_group_figures():
     assert "t -> n: inline; " in lines[1] and "; with all 3 readers: saves 3.1e+05 B, extra work 4e+04 B; " in lines[1]
 
 
+def test_cost_lines_of_a_sweep_pair_and_of_an_unknown_record():
+    # (explain --static of a solver crashed with KeyError 'saved_bytes' on the sweep pair's record.)
+    from gt4py_dace_xforms.report import InlineRecord, InlineReport
+
+    pair = InlineRecord("s", "gtir_tmp_148", "map_1", (), True, "sweep pair",
+                        figures={"sweep_pair_saved_bytes": 2.6e7, "sweep_pair_column_bytes": 640.0, "target": "cpu"},
+                        mode="sweep_pair")
+    other = InlineRecord("s", "x", "m", (), False, "?", figures={"something_new": 3.0, "target": "gpu"})
+    lines = InlineReport([pair, other]).cost_lines()
+    assert lines == ["  gtir_tmp_148 -> map_1: column buffer; saves 2.6e+07 B, a column of 640 B per iteration, "
+                     "recomputes nothing",
+                     "  x -> m: keep; something_new 3, target gpu"]
+
+
 def test_explain_shows_the_stock_crash_and_the_library_taking_the_node():
     expl = explain("user_programs:cell_only_branch")
     assert expl.stock_error.startswith("IndexError"), expl.stock_error
