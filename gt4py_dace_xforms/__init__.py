@@ -1,7 +1,7 @@
 """gt4py_dace_xforms: DaCe SDFG transformations for GT4Py.
 
 Importing the package registers `InlineFuser`, `VerticalWindow`, `WriteBackToMap`, `WriteBackRetarget`, `OutputAsBuffer`,
-`NestedColumnRead` and `ProvenCopyChainRemover` with DaCe's pattern matcher, so that `SDFGOptimizer` (and the DaCe VS Code viewer) list them. Backends: `gt4py_dace_xforms.backends`.
+`NestedColumnRead`, `SweepPairFusion`, `InPlaceUpdate` and `ProvenCopyChainRemover` with DaCe's pattern matcher, so that `SDFGOptimizer` (and the DaCe VS Code viewer) list them. Backends: `gt4py_dace_xforms.backends`.
 """
 
 from gt4py_dace_xforms.integration.hooks import optimization_hooks
@@ -9,6 +9,7 @@ from gt4py_dace_xforms.integration.install import install, uninstall
 from gt4py_dace_xforms.policy import CostModel, Decision, InlinePolicy, InlineWhereSound
 from gt4py_dace_xforms.report import InlineRecord, InlineReport
 from gt4py_dace_xforms.transformations import (
+    InPlaceUpdate,
     InlineFuser,
     NestedColumnRead,
     OutputAsBuffer,
@@ -23,12 +24,14 @@ from gt4py_dace_xforms.transformations import (
     gt_remove_copy_chains,
     gt_fuse_sweep_pairs,
     gt_retarget_writebacks,
+    gt_updates_in_place,
     gt_vertical_windows,
 )
 
 __all__ = [
     "CostModel",
     "Decision",
+    "InPlaceUpdate",
     "InlineFuser",
     "InlinePolicy",
     "InlineRecord",
@@ -44,6 +47,7 @@ __all__ = [
     "gt_outputs_as_buffers",
     "gt_remove_copy_chains",
     "gt_retarget_writebacks",
+    "gt_updates_in_place",
     "gt_vertical_windows",
     "install",
     "optimization_hooks",

@@ -23,7 +23,8 @@ class InlineRecord:
     #: the branches of an if/else), "window" (swept in K by `VerticalWindow`, no copies),
     #: "output_buffer" (replaced by the output it was copied into, `OutputAsBuffer`; the
     #: consumer is that output), "sweep_pair" (a column buffer of its reader Map,
-    #: `SweepPairFusion`; no copies); empty if declined.
+    #: `SweepPairFusion`; no copies), "in_place" (folded into the array it is that array
+    #: updated pointwise, `InPlaceUpdate`; the consumer is that array); empty if declined.
     mode: str = ""
 
     def to_json(self) -> dict:
@@ -45,6 +46,8 @@ class InlineReport:
     windowed: list[str] = dataclasses.field(default_factory=list)
     #: write-back buffers replaced by the output they were copied into (`gt_outputs_as_buffers`, first)
     outputs_as_buffers: list[str] = dataclasses.field(default_factory=list)
+    #: concat nodes folded into their source, updated in place (`gt_updates_in_place`, before those)
+    updated_in_place: list[str] = dataclasses.field(default_factory=list)
     #: (array, nested SDFG) pairs whose memlet now passes one column (`gt_narrow_column_reads`, last),
     #: so that gt4py's Map fusion can fuse the column producer with the scan
     column_reads: list[tuple[str, str]] = dataclasses.field(default_factory=list)
@@ -65,7 +68,7 @@ class InlineReport:
     @property
     def inlined(self) -> list[InlineRecord]:
         """The applied records that inlined copies (not the vertical windows)."""
-        return [r for r in self.applied if r.mode not in ("window", "output_buffer", "sweep_pair")]
+        return [r for r in self.applied if r.mode not in ("window", "output_buffer", "sweep_pair", "in_place")]
 
     @property
     def copies(self) -> int:
@@ -82,6 +85,7 @@ class InlineReport:
         self.failures.extend(other.failures)
         self.windowed.extend(other.windowed)
         self.outputs_as_buffers.extend(other.outputs_as_buffers)
+        self.updated_in_place.extend(other.updated_in_place)
         self.column_reads.extend(other.column_reads)
         self.races.extend(r for r in other.races if r not in self.races)
 
@@ -112,6 +116,7 @@ class InlineReport:
         lines += [fmt.format(*row) for row in rows]
         lines += [f"windowed (one evaluation per level, in a K sweep): {w}" for w in self.windowed]
         lines += [f"output as buffer (the copy saved, nothing recomputed): {b}" for b in self.outputs_as_buffers]
+        lines += [f"updated in place (its copies saved, nothing recomputed): {b}" for b in self.updated_in_place]
         lines += [f"column read (the scan gets one column of it): {a} in {n}" for a, n in self.column_reads]
         lines += [f"unordered access, left as it is: {r}" for r in self.races]
         lines += [f"FAILED and undone: {f}" for f in self.failures]

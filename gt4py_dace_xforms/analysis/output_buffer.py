@@ -21,10 +21,14 @@ in `transformations/output_buffer.py`. Conditions (all checked, none assumed):
   restricted to `A` as `WriteBackRetarget` restricts it (a Map writing one element
   `T[p + c]` per iteration and nothing else, or a copy); it goes to or comes
   from a Map, a tasklet, a nested SDFG or another array (not a View or a library node);
-  no WCR. A nested SDFG that sees `T` gets `G`'s strides, so it must see all dimensions.
+  no WCR. A nested SDFG that sees `T` gets `G`'s strides, so it must see all dimensions,
+  or one column of `T` (the dimensions of size 1 in its memlet dropped). A read outside
+  `A` is allowed where `T` got those points by a copy from `G` at the copy's shift
+  (`_echoes`): that copy then goes.
 - `G` is touched by nothing but the copies during `T`'s lifetime: in no state of any
   top-level block on a path between two blocks that access `T` or hold the copy, and in
-  the copy's state only by the copies' target nodes, which only the copies write.
+  the copy's state only by the copies' target nodes, which only the copies write, and
+  the sources of the copies from `G` into `T` (`_echoes`), written outside `B` if at all.
 - The copies run in one top-level state that every path from a writer of `T` reaches
   (else `G` would change where the copy never runs) and that no write of `T` follows;
   the blocks accessing `T` are states or branches outside loops, in an acyclic top-level
@@ -60,6 +64,7 @@ from gt4py_dace_xforms.analysis.retarget import (
     map_writer,
     merge_copies,
 )
+from gt4py_dace_xforms.analysis.symbolic import to_sympy
 from gt4py_dace_xforms.analysis.writeback import WriteBackCopy, writeback_copies
 
 
@@ -83,6 +88,9 @@ class NestedView:
 
     nsdfg: dn.NestedSDFG
     inner: str
+    #: `G`'s dimensions the nested array has (all of them, unless it sees one column of
+    #: `T`, e.g. a scan's `T[i, 0:K]`: the dimensions of size 1 in the memlet are dropped)
+    kept: Optional[tuple[int, ...]] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +104,9 @@ class OutputBufferPlan:
     shift: tuple[sympy.Expr, ...]
     accesses: tuple[BufferEdge, ...]
     nested: tuple[NestedView, ...]
+    #: copies `G[p + shift] -> T[p]` outside the copied box (`_echoes`): with `T` being
+    #: `G` they copy a point onto itself, and go
+    echoes: tuple[BufferEdge, ...] = ()
 
     @property
     def states(self) -> tuple[SDFGState, ...]:
@@ -138,22 +149,43 @@ def _edge_problem(sdfg: dace.SDFG, state: SDFGState, node, edge, writes: bool, c
     return None
 
 
-def _nested_views(sdfg: dace.SDFG, state: SDFGState, edge, gdesc) -> Union[list[NestedView], str]:
+def _echo_problem(state: SDFGState, edge, writes: bool, copied: Box, echo_boxes: list) -> Optional[str]:
+    """"echo" where a read outside the copied box lies inside it and the echoes' boxes
+    together (`_echoes`); else None (the caller keeps its own reason)."""
+    if writes:
+        return None
+    subset = edge.data.get_src_subset(edge, state)
+    if subset is None:
+        return None
+    return "echo" if boxes.prove_cover(_closed(box_of(subset)), [_closed(copied), *echo_boxes]).proven else None
+
+
+def _nested_views(sdfg: dace.SDFG, state: SDFGState, edge, gdesc, name: str) -> Union[list[NestedView], str]:
     """The nested SDFGs an access edge reaches (through its memlet tree, then through
     nested SDFGs that pass the array on), or why they cannot take `G`'s strides."""
     found: list[NestedView] = []
     work = []
+    ndim = len(gdesc.shape)
     for leaf in state.memlet_tree(edge).leaves():
         if leaf.data.wcr is not None:
             return "an access of the buffer has a WCR"
         for end, conn in ((leaf.dst, leaf.dst_conn), (leaf.src, leaf.src_conn)):
             if isinstance(end, dn.NestedSDFG) and conn is not None:
-                work.append((end, conn))
+                inner = end.sdfg.arrays.get(conn)
+                kept = tuple(range(ndim))
+                if inner is not None and type(inner) is dace_data.Array and len(inner.shape) < ndim:
+                    # One column (or plane) of the buffer: the dimensions of size 1 go.
+                    sub = leaf.data.subset if leaf.data.data == name else leaf.data.other_subset
+                    sizes = sub.size() if sub is not None else ()
+                    kept = tuple(d for d, n in enumerate(sizes) if to_sympy(n) != 1)
+                    if len(sizes) != ndim or len(kept) != len(inner.shape):
+                        return f"nested SDFG '{end.label}' sees the buffer with other dimensions"
+                work.append((end, conn, kept))
     strides_syms = set()
     for s in (*gdesc.strides, gdesc.total_size):
         strides_syms |= {str(x) for x in dace.symbolic.pystr_to_symbolic(s).free_symbols}
     while work:
-        nsdfg, conn = work.pop()
+        nsdfg, conn, kept = work.pop()
         inner = nsdfg.sdfg.arrays.get(conn)
         if inner is None:
             return f"nested SDFG '{nsdfg.label}' has no array '{conn}'"
@@ -161,13 +193,13 @@ def _nested_views(sdfg: dace.SDFG, state: SDFGState, edge, gdesc) -> Union[list[
             continue  # one element passed by value: no strides involved
         if type(inner) is not dace_data.Array or inner.transient:
             return f"nested SDFG '{nsdfg.label}' sees the buffer as a {type(inner).__name__}"
-        if len(inner.shape) != len(gdesc.shape):
+        if len(inner.shape) != len(kept):
             return f"nested SDFG '{nsdfg.label}' sees the buffer with other dimensions"
         for s in strides_syms:
             mapped = nsdfg.symbol_mapping.get(s)
             if (mapped is not None and str(mapped) != s) or s in nsdfg.sdfg.arrays:
                 return f"nested SDFG '{nsdfg.label}' has its own meaning of the stride symbol '{s}'"
-        found.append(NestedView(nsdfg, conn))
+        found.append(NestedView(nsdfg, conn, None if len(kept) == ndim else kept))
         for ist in nsdfg.sdfg.states():
             for n in ist.data_nodes():
                 if n.data != conn:
@@ -179,7 +211,7 @@ def _nested_views(sdfg: dace.SDFG, state: SDFGState, edge, gdesc) -> Union[list[
                     for leaf in ist.memlet_tree(e).leaves():
                         for end, c in ((leaf.dst, leaf.dst_conn), (leaf.src, leaf.src_conn)):
                             if isinstance(end, dn.NestedSDFG) and c is not None:
-                                work.append((end, c))
+                                work.append((end, c, kept))
     return found
 
 
@@ -194,10 +226,57 @@ def _states_in(block) -> list[SDFGState]:
     return [block] if isinstance(block, SDFGState) else list(block.all_states())
 
 
-def _lifetime_problem(sdfg: dace.SDFG, plan_parts, gname: str) -> Optional[str]:
+def _echoes(sdfg: dace.SDFG, name: str, gname: str, copied: Box, shift) -> Union[list[BufferEdge], str]:
+    """The copies `G[p + shift] -> T[p]` of points outside the copied box `A`: gt4py's
+    `concat_where(cond, f(x), x)` with `x` an output copies `x`'s own values into the
+    concat node where `cond` is false, and copies back only the points `f` changed (the
+    solvers' `next_w` at the lowest level). Nothing else writes `G` outside `B` while `T`
+    lives (`_lifetime_problem`), so `T[p]` is `G[p + shift]` from the copy on: a reader of
+    `T[p]` may read `G` there. Returned where every such copy is plain and disjoint from
+    `A`; a copy from `G` at another index is a reason."""
+    out = []
+    for st in sdfg.states():
+        for node in st.data_nodes():
+            if node.data != name:
+                continue
+            for e in st.in_edges(node):
+                if not (isinstance(e.src, dn.AccessNode) and e.src.data == gname):
+                    continue
+                src, dst = e.data.get_src_subset(e, st), e.data.get_dst_subset(e, st)
+                if e.data.wcr is not None or src is None or dst is None:
+                    return f"a copy of '{gname}' into '{name}' has a WCR or no explicit subsets"
+                if any(to_sympy(x) != 1 for *_, x in (*src.ndrange(), *dst.ndrange())):
+                    return f"a copy of '{gname}' into '{name}' has a stride"
+                tbox, gbox = box_of(dst), box_of(src)
+                if any(sympy.expand(glo - tlo - d) != 0 or sympy.expand(ghi - thi - d) != 0
+                       for (tlo, thi), (glo, ghi), d in zip(tbox, gbox, shift)):
+                    return f"'{gname}' is copied into '{name}' at another index than the write-back copy's"
+                if not boxes.disjoint(_closed(tbox), _closed(copied)):
+                    return f"'{gname}' is copied into '{name}' inside the copied box"
+                if any(a.node is node or a.edge.src is e.src for a in out):
+                    return f"'{gname}' is copied into '{name}' twice through one AccessNode"
+                out.append(BufferEdge(st, node, e, True))
+    return out
+
+
+def _outside(subset, copies) -> bool:
+    """`subset` of `G` provably misses every copy's target box `B`."""
+    return subset is not None and all(
+        boxes.disjoint(_closed(box_of(subset)), _closed(box_of(c.edge.data.get_dst_subset(c.edge, c.state))))
+        for c in copies)
+
+
+def _closed(box: Box) -> Box:
+    """A half-open box (`analysis.retarget`'s) as `analysis.boxes` takes it."""
+    return tuple((lo, hi - 1) for lo, hi in box)
+
+
+def _lifetime_problem(sdfg: dace.SDFG, plan_parts, gname: str, echoes=()) -> Optional[str]:
     """Why writing `G` where `T` is written, and reading it where `T` is read, could be
-    observed (see the module docstring), or None."""
+    observed (see the module docstring), or None. The sources of `echoes` read `G`
+    outside the copied box, where nothing writes it: they are not such an access."""
     accesses, copies = plan_parts
+    echo_sources = {id(a.edge.src) for a in echoes}
     cstate = copies[0].state
     if cstate.parent_graph is not sdfg:
         return "the write-back copy is inside a control-flow region"
@@ -243,6 +322,9 @@ def _lifetime_problem(sdfg: dace.SDFG, plan_parts, gname: str) -> Optional[str]:
                     continue
                 if st is cstate and id(n) in targets:
                     continue
+                if id(n) in echo_sources and all(any(e is a.edge for a in echoes) for e in st.out_edges(n)) and all(
+                        _outside(e.data.get_dst_subset(e, st), copies) for e in st.in_edges(n)):
+                    continue  # becomes the node `T`'s writers write: ordered as before
                 return f"'{gname}' is accessed in state '{st.label}' during the buffer's lifetime"
     for c in copies:
         if any(not any(e is x.edge for x in copies) for e in cstate.in_edges(c.target)):
@@ -310,9 +392,13 @@ def _plan(sdfg: dace.SDFG, name: str, desc, copies: list[WriteBackCopy]) -> Unio
     if {name, gname} & interstate_reads(sdfg):
         return Decline(f"'{name}' or '{gname}' is read on an interstate edge or a condition")
 
+    echoes = _echoes(sdfg, name, gname, copied, shift)
+    if isinstance(echoes, str):
+        return Decline(echoes)
+    echo_boxes = [_closed(box_of(a.edge.data.get_dst_subset(a.edge, a.state))) for a in echoes]
     accesses: list[BufferEdge] = []
     nested: list[NestedView] = []
-    copy_edges = {id(c.edge) for c in copies}
+    copy_edges = {id(c.edge) for c in copies} | {id(a.edge) for a in echoes}
     for st in sdfg.states():
         scope = None
         for node in st.data_nodes():
@@ -326,6 +412,9 @@ def _plan(sdfg: dace.SDFG, name: str, desc, copies: list[WriteBackCopy]) -> Unio
                     if id(e) in copy_edges:
                         continue
                     problem = _edge_problem(sdfg, st, node, e, writes, copied)
+                    if echo_boxes and problem:
+                        problem = _echo_problem(st, e, writes, copied, echo_boxes) or problem
+                        problem = None if problem == "echo" else problem
                     restricted = None
                     if problem and writes and "outside the copied box" in problem:
                         if isinstance(e.src, dn.MapExit):
@@ -337,17 +426,24 @@ def _plan(sdfg: dace.SDFG, name: str, desc, copies: list[WriteBackCopy]) -> Unio
                         problem = None if restricted is not None else problem
                     if problem:
                         return Decline(problem)
-                    views = _nested_views(sdfg, st, e, gdesc)
+                    views = _nested_views(sdfg, st, e, gdesc, name)
                     if isinstance(views, str):
                         return Decline(views)
                     nested += views
                     accesses.append(BufferEdge(st, node, e, writes, restricted))
     if not any(a.writes for a in accesses):
         return Decline(f"'{name}' is never written")
-    problem = _lifetime_problem(sdfg, (accesses, copies), gname)
+    if echo_boxes:
+        for a in accesses:
+            if a.writes:
+                wbox = _closed(box_of(a.edge.data.get_dst_subset(a.edge, a.state)))
+                if not all(boxes.disjoint(wbox, b) for b in echo_boxes):
+                    return Decline(f"'{getattr(a.edge.src, 'label', a.edge.src)}' writes '{name}' where "
+                                   f"'{gname}' is copied into it")
+    problem = _lifetime_problem(sdfg, (accesses, copies), gname, echoes)
     if problem:
         return Decline(problem)
-    plan = OutputBufferPlan(name, gname, tuple(copies), copied, shift, tuple(accesses), tuple(nested))
+    plan = OutputBufferPlan(name, gname, tuple(copies), copied, shift, tuple(accesses), tuple(nested), tuple(echoes))
     race = race_problem(sdfg, plan.states, (name, gname))
     if race:
         return Decline(race.reason)

@@ -61,7 +61,8 @@ class Temporary:
         if not self.stock:
             return "not in the stock build (gt4py's passes took another course after an inline)"
         applied = sorted({r.consumer for r in self.records
-                          if r.applied and r.mode not in ("window", "output_buffer", "sweep_pair")})
+                          if r.applied and r.mode not in ("window", "output_buffer", "sweep_pair", "in_place")})
+        in_place = sorted({r.consumer for r in self.records if r.applied and r.mode == "in_place"})
         swept = sorted({r.consumer for r in self.records if r.applied and r.mode == "sweep_pair"})
         windowed = sorted({r.consumer for r in self.records if r.applied and r.mode == "window"})
         outputs = sorted({r.consumer for r in self.records if r.applied and r.mode == "output_buffer"})
@@ -75,11 +76,13 @@ class Temporary:
                   "recomputed)"] if outputs else []
         parts += [f"a column buffer of {', '.join(swept)} (sweep pair: written and read back in one iteration, "
                   "nothing recomputed)"] if swept else []
+        parts += [f"folded into {', '.join(in_place)}, updated in place (its copies saved, nothing "
+                  "recomputed)"] if in_place else []
         if self.retargeted:
             parts.append("its writers write the output it was copied into (retargeted)")
         parts += [f"declined for {', '.join(sorted(set(c)))}: {reason}" for reason, c in reasons.items()]
         if not self.library:
-            if (applied or windowed or outputs or swept) and not reasons:
+            if (applied or windowed or outputs or swept or in_place) and not reasons:
                 return "; ".join(p for p in parts if not p.startswith("declined"))
             return "; ".join(parts) if parts else "gone after gt4py's passes in the library's build"
         if not self.records:

@@ -1,10 +1,11 @@
 """Transformations: `InlineFuser`, `VerticalWindow`, `WriteBackToMap`, `WriteBackRetarget`,
-`OutputAsBuffer`, `NestedColumnRead`, `ProvenCopyChainRemover`, `SweepPairFusion` and the passes
+`OutputAsBuffer`, `InPlaceUpdate`, `NestedColumnRead`, `ProvenCopyChainRemover`, `SweepPairFusion` and the passes
 that drive them."""
 
 from gt4py_dace_xforms.transformations.column_reads import NestedColumnRead, gt_narrow_column_reads
 from gt4py_dace_xforms.transformations.copy_chain import ProvenCopyChainRemover, gt_remove_copy_chains
 from gt4py_dace_xforms.transformations.inline_fuser import InlineFuser
+from gt4py_dace_xforms.transformations.inplace_update import InPlaceUpdate, gt_updates_in_place
 from gt4py_dace_xforms.transformations.inline_fusion_pass import find_candidates, gt_inline_fusion
 from gt4py_dace_xforms.transformations.output_buffer import OutputAsBuffer, gt_outputs_as_buffers
 from gt4py_dace_xforms.transformations.retarget import WriteBackRetarget, gt_retarget_writebacks
@@ -13,6 +14,7 @@ from gt4py_dace_xforms.transformations.vertical_window import VerticalWindow, gt
 from gt4py_dace_xforms.transformations.writeback import WriteBackToMap
 
 __all__ = [
+    "InPlaceUpdate",
     "InlineFuser",
     "NestedColumnRead",
     "OutputAsBuffer",
@@ -28,5 +30,6 @@ __all__ = [
     "gt_fuse_sweep_pairs",
     "gt_remove_copy_chains",
     "gt_retarget_writebacks",
+    "gt_updates_in_place",
     "gt_vertical_windows",
 ]

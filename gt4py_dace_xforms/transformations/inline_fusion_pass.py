@@ -14,6 +14,7 @@ from gt4py_dace_xforms.policy.decide import decide_candidate
 from gt4py_dace_xforms.report import InlineRecord, InlineReport
 from gt4py_dace_xforms.transformations import rewrite
 from gt4py_dace_xforms.transformations.column_reads import gt_narrow_column_reads
+from gt4py_dace_xforms.transformations.inplace_update import gt_updates_in_place
 from gt4py_dace_xforms.transformations.output_buffer import gt_outputs_as_buffers
 from gt4py_dace_xforms.transformations.retarget import gt_retarget_writebacks
 from gt4py_dace_xforms.transformations.vertical_window import gt_vertical_windows
@@ -56,6 +57,9 @@ def gt_inline_fusion(
     report = InlineReport()
     # Buffers that can become their output first: nothing is recomputed, where inlining
     # their readers would recompute what the output then holds.
+    # A concat node that is its (dead) source updated pointwise first: its source may
+    # then be the output's buffer.
+    report.updated_in_place = gt_updates_in_place(sdfg, policy=chosen, report=report)
     report.outputs_as_buffers = gt_outputs_as_buffers(sdfg, policy=chosen, report=report)
     # Windows next, where the policy takes them: a consumer swept in K evaluates each
     # level once, where inlining its reads would evaluate it once per offset.

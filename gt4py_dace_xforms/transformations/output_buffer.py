@@ -63,7 +63,8 @@ def _restride(sdfg: dace.SDFG, plan: OutputBufferPlan) -> None:
         syms |= {str(x) for x in dace.symbolic.pystr_to_symbolic(s).free_symbols}
     for view in plan.nested:
         inner = view.nsdfg.sdfg.arrays[view.inner]
-        inner.strides = tuple(gdesc.strides)
+        kept = view.kept if view.kept is not None else range(len(gdesc.strides))
+        inner.strides = tuple(gdesc.strides[d] for d in kept)
         inner.total_size = gdesc.total_size
         for s in sorted(syms):
             if s not in view.nsdfg.symbol_mapping:
@@ -71,6 +72,24 @@ def _restride(sdfg: dace.SDFG, plan: OutputBufferPlan) -> None:
             if s not in view.nsdfg.sdfg.symbols:
                 outer = sdfg.symbols.get(s, dace.int64)
                 view.nsdfg.sdfg.add_symbol(s, outer)
+
+
+def _merge_echoes(plan: OutputBufferPlan) -> None:
+    """A copy `G[p] -> T[p]` is a copy of `G` onto itself now: the node it wrote (an
+    AccessNode of `G` now) merges into the node it read, so that whatever wrote `G[p]`
+    before still precedes every reader."""
+    for a in plan.echoes:
+        st, src, node = a.state, a.edge.src, a.node
+        st.remove_edge(a.edge)
+        if node is src or node not in st.nodes():
+            continue
+        for e in list(st.in_edges(node)):
+            st.add_edge(e.src, e.src_conn, src, e.dst_conn, e.data)
+            st.remove_edge(e)
+        for e in list(st.out_edges(node)):
+            st.add_edge(src, e.src_conn, e.dst, e.dst_conn, e.data)
+            st.remove_edge(e)
+        st.remove_node(node)
 
 
 def use_output_as_buffer(sdfg: dace.SDFG, plan: OutputBufferPlan) -> None:
@@ -105,6 +124,7 @@ def use_output_as_buffer(sdfg: dace.SDFG, plan: OutputBufferPlan) -> None:
     for c in plan.copies:
         if c.source in state and state.degree(c.source) == 0:
             state.remove_node(c.source)
+    _merge_echoes(plan)
     if not any(n.data == name for st in sdfg.states() for n in st.data_nodes()):
         sdfg.remove_data(name, validate=False)
 

@@ -1,0 +1,184 @@
+"""`InPlaceUpdate` (analysis/inplace_update.py, transformations/inplace_update.py,
+docs/inplace_update.md) and the output buffer's copies of the output into its buffer
+(`_echoes` in analysis/output_buffer.py): the implicit solvers' `next_w` chain in a
+hand-built SDFG of gt4py's shape, compiled and compared with the untransformed SDFG and
+numpy; hostile variants decline and leave the SDFG unchanged."""
+
+import json
+
+import dace
+import numpy as np
+import pytest
+
+import gt4py_dace_xforms as gx
+from gt4py_dace_xforms.analysis.inplace_update import inplace_candidates, inplace_update_plan
+from gt4py_dace_xforms.analysis.output_buffer import output_buffer_plan
+from gt4py_dace_xforms.analysis.producer import Decline
+from gt4py_dace_xforms.tools.compare import two_d_transients
+from gt4py_dace_xforms.transformations.inplace_update import InPlaceUpdate, gt_updates_in_place
+from builders import compare_before_after, deep
+
+N, K, DAMP = 8, 6, 3  # cells, levels (the output has K + 1), levels 1..DAMP damped
+
+
+def build(variant: str = "") -> dace.SDFG:
+    """`next_w`'s chain in the solver: `G[:, K] = c[:, K]` (the surface boundary);
+    `S[:, 0:K]` = a sweep's result (a Map here), `S[:, K] = G[:, K]` (concat's else
+    branch); `T = concat_where(1 <= k <= DAMP, 0.5 * S, S)`: copies of `S` and an updater;
+    `G[:, 0:K] = T[:, 0:K]` (the write-back), and a Map reads `T` at k and k + 1."""
+    sdfg = dace.SDFG(f"next_w_chain{('_' + variant) if variant else ''}")
+    for name in ("a", "c", "G", "H", "S", "T"):
+        sdfg.add_array(name, (N, K + 1), dace.float64, transient=name in ("S", "T"))
+    st = sdfg.add_state("main")
+    c, g0, s, t = st.add_access("c"), st.add_access("G"), st.add_access("S"), st.add_access("T")
+    st.add_nedge(c, g0, dace.Memlet(f"c[0:{N}, {K}] -> [0:{N}, {K}]"))
+    echo = f"G[0:{N}, {K - 1}] -> [0:{N}, {K}]" if variant == "echo_shifted" else f"G[0:{N}, {K}] -> [0:{N}, {K}]"
+    st.add_nedge(g0, s, dace.Memlet(echo))
+    sweep_hi = K + 1 if variant == "writer_on_echo" else K
+    st.add_mapped_tasklet("sweep", {"i": f"0:{N}", "k": f"0:{sweep_hi}"}, {"__a": dace.Memlet("a[i, k]")},
+                          "__s = 2.0 * __a + 1.0", {"__s": dace.Memlet("S[i, k]")}, external_edges=True,
+                          output_nodes={"S": s})
+    read = "S[i, k - 1]" if variant == "shifted_update" else "S[i, k]"
+    upd_lo = 0 if variant == "overlap" else 1
+    st.add_mapped_tasklet("damp", {"i": f"0:{N}", "k": f"{upd_lo}:{DAMP + 1}"}, {"__s": dace.Memlet(read)},
+                          "__t = 0.5 * __s", {"__t": dace.Memlet("T[i, k]")}, external_edges=True,
+                          input_nodes={"S": s}, output_nodes={"T": t})
+    for lo, hi in ((0, 0), (DAMP + 1, K)):
+        d = 1 if variant == "copy_shifted" and lo else 0  # T[k] = S[k - 1] there
+        st.add_nedge(s, t, dace.Memlet(f"S[0:{N}, {lo - d}:{hi + 1 - d}] -> [0:{N}, {lo}:{hi + 1}]"))
+    if variant == "source_read_elsewhere":
+        st.add_mapped_tasklet("other", {"i": f"0:{N}", "k": f"0:{K}"}, {"__s": dace.Memlet("S[i, k]")},
+                              "__h = __s", {"__h": dace.Memlet("H[i, k]")}, external_edges=True,
+                              input_nodes={"S": s})
+    g1 = st.add_access("G")
+    for lo, hi in ((0, 0), (1, DAMP), (DAMP + 1, K - 1)):
+        st.add_nedge(t, g1, dace.Memlet(f"T[0:{N}, {lo}:{hi + 1}] -> [0:{N}, {lo}:{hi + 1}]"))
+    if variant != "source_read_elsewhere":
+        st.add_mapped_tasklet("results", {"i": f"0:{N}", "k": f"0:{K}"},
+                              {"__lo": dace.Memlet("T[i, k]"), "__hi": dace.Memlet("T[i, k + 1]")},
+                              "__h = __hi - 3.0 * __lo", {"__h": dace.Memlet("H[i, k]")}, external_edges=True,
+                              input_nodes={"T": t})
+    sdfg.validate()
+    return sdfg
+
+
+def _numpy(a, c, g):
+    s = np.empty_like(a)
+    s[:, :K] = 2.0 * a[:, :K] + 1.0
+    s[:, K] = c[:, K]
+    t = s.copy()
+    t[:, 1:DAMP + 1] *= 0.5
+    g = g.copy()
+    g[:, :K] = t[:, :K]
+    g[:, K] = c[:, K]
+    h = np.zeros_like(a)
+    h[:, :K] = t[:, 1:] - 3.0 * t[:, :K]
+    return g, h
+
+
+def _inputs(seed=0):
+    rng = np.random.default_rng(seed)
+    return {n: rng.random((N, K + 1)) for n in ("a", "c", "G")} | {"H": np.zeros((N, K + 1))}
+
+
+def _state(sdfg):
+    return json.dumps(sdfg.to_json(), sort_keys=True)
+
+
+def test_the_chain_folds_and_becomes_the_output():
+    sdfg = build()
+    plan = inplace_update_plan(sdfg, sdfg.start_state, *[(s, t) for _, s, t in inplace_candidates(sdfg)
+                                                         if s.data == "S"][0])
+    assert not isinstance(plan, Decline), plan
+    assert [e.data.subset.ndrange()[1][0] for e in plan.copies] == [0, DAMP + 1]
+    assert gt_updates_in_place(sdfg, validate=True) == ["T"]
+    buffer = output_buffer_plan(sdfg, "S")
+    assert not isinstance(buffer, Decline), buffer
+    assert len(buffer.echoes) == 1
+    assert gx.gt_outputs_as_buffers(sdfg) == ["S"]
+    sdfg.validate()
+    assert two_d_transients(sdfg) == []
+    # The copy from the boundary still precedes every reader of G: one G node holds it all.
+    (st,) = sdfg.states()
+    gnodes = [n for n in st.data_nodes() if n.data == "G"]
+    assert len(gnodes) == 2 and any(st.in_degree(n) and any(e.src.data == "c" for e in st.in_edges(n)
+                                                                if isinstance(e.src, dace.nodes.AccessNode))
+                                    for n in gnodes)
+
+
+def test_the_rewrites_compute_the_same():
+    before, after = build(), build()
+    report = gx.gt_inline_fusion(after, cost_model=gx.InlineWhereSound())
+    assert report.updated_in_place == ["T"] and report.outputs_as_buffers == ["S"]
+    assert two_d_transients(after) == []
+    arrays = _inputs()
+    got = compare_before_after(before, after, arrays, {}, outputs=("G", "H"))
+    g, h = _numpy(arrays["a"], arrays["c"], arrays["G"])
+    np.testing.assert_allclose(got["G"], g, rtol=1e-15)
+    np.testing.assert_allclose(got["H"], h, rtol=1e-15)
+
+
+def test_the_cost_model_takes_it_and_a_policy_without_output_buffers_does_not():
+    sdfg = build()
+    report = gx.gt_inline_fusion(sdfg, cost_model=gx.CostModel("cpu"))
+    assert report.updated_in_place == ["T"]
+    assert [r.mode for r in report.records if r.intermediate == "T"] == ["in_place"]
+    sdfg = build()
+    assert gt_updates_in_place(sdfg, policy=gx.CostModel("cpu", output_buffers=False)) == []
+    assert "T" in sdfg.arrays
+
+
+@pytest.mark.parametrize("variant, reason", [
+    ("shifted_update", "reads the source at another point than it writes"),
+    ("copy_shifted", "moves points to other indices"),
+    ("overlap", "overlap"),
+    ("source_read_elsewhere", "'S' is also read by 'other"),
+])
+def test_hostile_in_place_variants_decline_unchanged(variant, reason):
+    sdfg = build(variant)
+    st = sdfg.start_state
+    (s, t) = [(s, t) for _, s, t in inplace_candidates(sdfg) if s.data == "S"][0]
+    plan = inplace_update_plan(sdfg, st, s, t)
+    assert isinstance(plan, Decline) and reason in plan.reason, plan
+    before = _state(sdfg)
+    assert gt_updates_in_place(sdfg) == []
+    assert sdfg.apply_transformations_repeated(InPlaceUpdate) == 0
+    assert _state(sdfg) == before
+
+
+@pytest.mark.parametrize("variant, reason", [
+    ("echo_shifted", "at another index than the write-back copy's"),
+    ("writer_on_echo", "writes 'S' where 'G' is copied into it"),
+])
+def test_hostile_echo_variants_decline_unchanged(variant, reason):
+    sdfg = build(variant)
+    assert gt_updates_in_place(sdfg) == ["T"]  # the fold itself is sound here
+    plan = output_buffer_plan(sdfg, "S")
+    assert isinstance(plan, Decline) and reason in plan.reason, plan
+    before = _state(sdfg)
+    assert gx.gt_outputs_as_buffers(sdfg) == []
+    assert _state(sdfg) == before
+
+
+def test_the_transformation_route():
+    sdfg = build()
+    assert sdfg.apply_transformations(InPlaceUpdate) == 1
+    assert "T" not in sdfg.arrays
+    sdfg.validate()
+    xf = InPlaceUpdate()
+    assert InPlaceUpdate.from_json(xf.to_json()).to_json() == xf.to_json()
+
+
+def test_never_raises_and_declines_unchanged_on_the_fixtures():
+    """Every copy edge of the stored SDFG fixtures (gt4py's, symbolic and static)."""
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[1] / "sdfg_fixtures"
+    for path in sorted(root.glob("*.sdfg")):
+        sdfg = dace.SDFG.from_file(str(path))
+        before = _state(sdfg)
+        for state, s, t in inplace_candidates(sdfg):
+            xf = InPlaceUpdate()
+            xf.source, xf.concat = s, t
+            xf.can_be_applied(state, 0, sdfg)
+        assert _state(sdfg) == before, path
