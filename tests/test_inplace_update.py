@@ -182,3 +182,64 @@ def test_never_raises_and_declines_unchanged_on_the_fixtures():
             xf.source, xf.concat = s, t
             xf.can_be_applied(state, 0, sdfg)
         assert _state(sdfg) == before, path
+
+
+# --- lowered from gt4py: the solver's shape (a backward scan, the surface level from the output) ---
+
+import gt4py.next as gtx  # noqa: E402
+from gt4py.next import Dims  # noqa: E402
+from gt4py.next.ffront.experimental import concat_where  # noqa: E402
+
+Cell = gtx.Dimension("Cell")
+KDim = gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)
+F64 = gtx.Field[Dims[Cell, KDim], gtx.float64]
+NC, NL, END = 16, 10, 3  # literal in the programs below
+
+
+@gtx.field_operator
+def _surface(c: F64) -> F64:
+    return c * 1.0
+
+
+@gtx.scan_operator(axis=KDim, forward=False, init=0.0)
+def _back(state: float, a: float) -> float:
+    return a + 0.5 * state
+
+
+@gtx.field_operator
+def _damped(a: F64, w: F64) -> tuple[F64, F64]:
+    x = concat_where(KDim < 10, _back(a), w)  # the back substitution; level 10 is w's own
+    y = concat_where((KDim > 0) & (KDim < 4), 0.5 * x, x)  # the Rayleigh damping
+    return y, y(KDim + 1) - 3.0 * y
+
+
+@gtx.program
+def damped_program(a: F64, c: F64, w: F64, h: F64):
+    _surface(c, out=w, domain={Cell: (0, 16), KDim: (10, 11)})
+    _damped(a, w, out=(w, h), domain={Cell: (0, 16), KDim: (0, 10)})
+
+
+@pytest.mark.compile
+def test_the_solvers_shape_lowered_from_gt4py():
+    """Stock keeps the scan's result and the damped concat node; the library folds the one
+    into the other and makes it `w`: no 2-D transient; `w` and `h` equal to stock and numpy."""
+    from gt4py_helpers import side_by_side
+
+    rng = np.random.default_rng(1)
+    args = {n: gtx.as_field([Cell, KDim], rng.random((NC, NL + 1))) for n in ("a", "c", "w", "h")}
+    run = side_by_side(damped_program, args, ("w", "h"))
+    assert len(run.transients("stock")) == 2 and run.transients("inlined") == []
+    assert len(run.inlined.report.updated_in_place) == 1 and len(run.inlined.report.outputs_as_buffers) == 1
+    for o in ("w", "h"):
+        np.testing.assert_array_equal(run.results["inlined"][o], run.results["stock"][o])
+    a, c = args["a"].asnumpy(), args["c"].asnumpy()
+    s, x = np.zeros(NC), c.copy()
+    for k in range(NL - 1, -1, -1):
+        s = a[:, k] + 0.5 * s
+        x[:, k] = s
+    y = x.copy()
+    y[:, 1:END + 1] *= 0.5
+    h = args["h"].asnumpy().copy()
+    h[:, :NL] = y[:, 1:] - 3.0 * y[:, :NL]
+    np.testing.assert_allclose(run.results["inlined"]["w"], y, rtol=1e-15)
+    np.testing.assert_allclose(run.results["inlined"]["h"], h, rtol=1e-14)
