@@ -3,7 +3,8 @@
 
     .venv/bin/python bench/verdicts.py first.json second.json [--mode persistent]
 
-Reads two results files written by bench/bench.py (`--json`, default bench/results.json),
+Reads two results files written by bench/bench.py (`--json`, default bench/results.json)
+or by bench/substep.py (`make bench-substep`: call sites and substep sums per regime),
 prints one line per program x memory mode (and allocator regime) x thread count with both verdicts, and exits 1
 when a verdict differs or a configuration was timed in only one of the runs. `--mode M`
 compares only memory mode M (e.g. a full run against a `--modes persistent` run).
@@ -25,6 +26,22 @@ def configs(rows: list[dict]) -> Iterator[tuple[str, str, dict]]:
             for t in res.get("timings", []):
                 malloc = t.get("malloc", "glibc")
                 yield r["program"], mode if malloc == "glibc" else f"{mode}/{malloc}", t
+
+
+def substep_rows(doc: dict) -> list[dict]:
+    """A `make bench-substep` results file (bench/substep.py `--json`) as rows of the
+    shape `configs` reads: one per call site and per substep sum, each memory mode under
+    `mode/regime`."""
+    rows: dict[str, dict] = {}
+    for reg in doc["regimes"]:
+        for mode, res in reg["modes"].items():
+            named = [(r["key"], r["verdict"]) for r in res["rows"]]
+            named += [(f"substep ({k})", v["verdict"]) for k, v in res.get("substeps", {}).items()]
+            for key, verdict in named:
+                row = rows.setdefault(key, {"program": key, "modes": {}})
+                row["modes"].setdefault(mode, {"timings": []})["timings"].append(
+                    {"threads": res["threads"], "malloc": reg["regime"], "verdict": verdict})
+    return list(rows.values())
 
 
 def agreement(rows_a: list[dict], rows_b: list[dict],
@@ -49,7 +66,8 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     docs = [json.loads(open(path).read()) for path in argv]
-    lines = agreement(docs[0]["rows"], docs[1]["rows"], mode)
+    rows = [substep_rows(d) if "regimes" in d else d["rows"] for d in docs]
+    lines = agreement(rows[0], rows[1], mode)
     differ = [line for line in lines if line[3] != line[4]]
     for prog, mode, threads, va, vb in lines:
         print(f"{'same' if va == vb else 'DIFF'}  {prog:<18} {mode:<18} {threads or '-':>3} thr  {va or '(not timed)'} / {vb or '(not timed)'}")
