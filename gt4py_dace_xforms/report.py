@@ -24,7 +24,9 @@ class InlineRecord:
     #: "output_buffer" (replaced by the output it was copied into, `OutputAsBuffer`; the
     #: consumer is that output), "sweep_pair" (a column buffer of its reader Map,
     #: `SweepPairFusion`; no copies), "in_place" (folded into the array it is that array
-    #: updated pointwise, `InPlaceUpdate`; the consumer is that array); empty if declined.
+    #: updated pointwise, `InPlaceUpdate`; the consumer is that array), "sibling_tail" (its
+    #: last operations split off its Map to read another output of it, so that its readers
+    #: inline only those, `gt_split_sibling_tails`; the consumer is the Map); empty if declined.
     mode: str = ""
 
     def to_json(self) -> dict:
@@ -68,7 +70,7 @@ class InlineReport:
     @property
     def inlined(self) -> list[InlineRecord]:
         """The applied records that inlined copies (not the vertical windows)."""
-        return [r for r in self.applied if r.mode not in ("window", "output_buffer", "sweep_pair", "in_place")]
+        return [r for r in self.applied if r.mode not in ("window", "output_buffer", "sweep_pair", "in_place", "sibling_tail")]
 
     @property
     def copies(self) -> int:

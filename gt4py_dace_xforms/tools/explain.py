@@ -61,7 +61,9 @@ class Temporary:
         if not self.stock:
             return "not in the stock build (gt4py's passes took another course after an inline)"
         applied = sorted({r.consumer for r in self.records
-                          if r.applied and r.mode not in ("window", "output_buffer", "sweep_pair", "in_place")})
+                          if r.applied and r.mode not in ("window", "output_buffer", "sweep_pair", "in_place",
+                                                          "sibling_tail")})
+        tails = [r.reason for r in self.records if r.applied and r.mode == "sibling_tail"]
         in_place = sorted({r.consumer for r in self.records if r.applied and r.mode == "in_place"})
         swept = sorted({r.consumer for r in self.records if r.applied and r.mode == "sweep_pair"})
         windowed = sorted({r.consumer for r in self.records if r.applied and r.mode == "window"})
@@ -71,6 +73,7 @@ class Temporary:
             if not r.applied:
                 reasons.setdefault(r.reason, []).append(r.consumer)
         parts = [f"inlined into {', '.join(applied)}"] if applied else []
+        parts += [tails[-1]] if tails else []
         parts += [f"windowed in {', '.join(windowed)} (each level evaluated once, in a K sweep)"] if windowed else []
         parts += [f"replaced by the output {', '.join(outputs)} it was copied into (output as buffer, nothing "
                   "recomputed)"] if outputs else []

@@ -223,7 +223,7 @@ def removed_by(name: str, report: InlineReport, records: list[InlineRecord]) -> 
             by_mode.setdefault(r.mode or "single", set()).add(r.consumer)
     labels = {"single": "inline", "lazy": "inline, concat mode lazy", "eager": "inline, concat mode eager",
               "selected": "inline, selected writers", "sweep_pair": "sweep pair (a column buffer)",
-              "in_place": "updated in place"}
+              "in_place": "updated in place", "sibling_tail": "its tail split off its Map"}
     for mode, consumers in sorted(by_mode.items()):
         parts.append(f"{labels.get(mode, 'inline, ' + mode)} ({', '.join(sorted(consumers))})")
     if name in report.writebacks_retargeted:

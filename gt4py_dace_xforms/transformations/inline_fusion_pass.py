@@ -17,6 +17,7 @@ from gt4py_dace_xforms.transformations.column_reads import gt_narrow_column_read
 from gt4py_dace_xforms.transformations.inplace_update import gt_updates_in_place
 from gt4py_dace_xforms.transformations.output_buffer import gt_outputs_as_buffers
 from gt4py_dace_xforms.transformations.retarget import gt_retarget_writebacks
+from gt4py_dace_xforms.transformations.sibling_tail import gt_split_sibling_tails
 from gt4py_dace_xforms.transformations.vertical_window import gt_vertical_windows
 from gt4py_dace_xforms.transformations.writeback import convert_writeback_copies
 
@@ -70,6 +71,9 @@ def gt_inline_fusion(
     # Write-back copies become Map readers where that lets the whole group go; the
     # group was accepted on the trial, so its members are not judged one by one.
     committed.update(convert_writeback_copies(sdfg, chosen))
+    # An intermediate computed from another output of its Map: its readers inline that
+    # tail alone (a split only where the trial says the readers' group is then taken).
+    gt_split_sibling_tails(sdfg, chosen, report)
     while True:
         # Declines are re-derived each round; the final round's are the ones reported.
         last_decline: dict[tuple, InlineRecord] = {}
