@@ -483,7 +483,8 @@ def timing_table(doc: dict) -> str:
     meta = doc["meta"]
     for res in doc["regimes"]:
         for mode, m in res["modes"].items():
-            lines.append(f"\n== allocator {res['regime']}, mode {mode}: {meta['layout']} {meta['sizes']}, "
+            decided = f" (library decided as under {meta['decide_as']})" if meta.get("decide_as") else ""
+            lines.append(f"\n== allocator {res['regime']}{decided}, mode {mode}: {meta['layout']} {meta['sizes']}, "
                          f"{meta['levels']} levels, {m['threads']} thread(s), {m['rounds']} rounds over "
                          f"{m['span_s']} s, builds {m['build_s']} s, {m['faults_per_mib']} faults/MiB")
             w = max([len(r["key"]) for r in m["rows"]] + [len("substep (later)")])
@@ -573,6 +574,9 @@ def parse(argv: Optional[list[str]]) -> argparse.Namespace:
     p.add_argument("--counts", action="store_true",
                    help="instructions and simulated last-level misses (callgrind) instead of times: stock, the "
                         "library, the library with the GPU cost model; first allocator and first mode only")
+    p.add_argument("--decide-as", default=None, choices=tuple(ALLOCATORS),
+                   help="the library's cost model decides as under this allocator regime, whichever regime is "
+                        "timed (an experiment: do the decisions of one regime pay in the other?)")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)  # internal: one regime, JSON to this path
     opts = p.parse_args(argv)
     opts.modes = _names(opts.modes)
@@ -597,6 +601,11 @@ def child(opts: argparse.Namespace) -> int:
 
     regime = opts.allocators[0]
     pin_allocator(regime)  # before anything is built: the cost model reads it
+    if opts.decide_as:
+        from gt4py_dace_xforms.measure.timing import regime_page_bytes
+        from gt4py_dace_xforms.policy import allocator
+
+        allocator.set_fresh_page_bytes(regime_page_bytes(opts.decide_as))
     if opts.counts:
         os.environ["CXXFLAGS"] = counts.COUNT_CXXFLAGS  # valgrind cannot decode AVX-512
         result = count_regime(opts, regime)
@@ -653,6 +662,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         "layout": opts.layout, "limited_area": lay.limited_area, "cells": opts.cells, "sizes": dict(lay.sizes),
         "levels": opts.levels, "threads": opts.threads, "rounds": opts.rounds, "modes": opts.modes,
         "allocators": opts.allocators, "substeps": opts.substeps, "lprep_adv": opts.lprep_adv,
+        "decide_as": opts.decide_as,
         "programs": opts.programs, "rtol": RTOL, "wall_s": round(wall, 1), "failed_regimes": failed,
         "load_average_before": load_before, "load_average_after": os.getloadavg(),
     }  # fmt: skip

@@ -259,6 +259,15 @@ def _mallopt() -> Callable[[int, int], int]:
     return mallopt
 
 
+def regime_page_bytes(regime: str) -> int:
+    """The `fresh_page_bytes` the cost model is told under `regime` (`pin_allocator`)."""
+    if regime not in ALLOCATORS:
+        raise ValueError(f"unknown allocator regime {regime!r}; choose from {', '.join(ALLOCATORS)}")
+    if regime == "glibc":
+        return allocator.GLIBC_MMAP_THRESHOLD_MAX
+    return _FRESH_THRESHOLD if regime == "fresh" else _REUSE_THRESHOLD
+
+
 def pin_allocator(regime: str) -> str:
     """Fix how glibc's malloc serves large blocks in this process (`ALLOCATORS`), for every
     allocation from now on (numpy's, and the compiled programs' `new`). One regime per
@@ -278,7 +287,7 @@ def pin_allocator(regime: str) -> str:
         raise RuntimeError(f"the allocator is pinned to {_pinned[0]!r} in this process: time {regime!r} in a process of its own")
     if regime == "glibc":
         _pinned.append(regime)  # nothing to set; but nothing else may be pinned after timing it
-        allocator.set_fresh_page_bytes(allocator.GLIBC_MMAP_THRESHOLD_MAX)
+        allocator.set_fresh_page_bytes(regime_page_bytes(regime))
         return regime
     mallopt = _mallopt()
     if regime == "fresh":
@@ -288,7 +297,7 @@ def pin_allocator(regime: str) -> str:
     if not ok:
         raise RuntimeError(f"mallopt refused the {regime!r} settings")
     _pinned.append(regime)
-    allocator.set_fresh_page_bytes(_FRESH_THRESHOLD if regime == "fresh" else _REUSE_THRESHOLD)
+    allocator.set_fresh_page_bytes(regime_page_bytes(regime))
     return regime
 
 
