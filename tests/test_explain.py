@@ -123,3 +123,15 @@ def test_a_retargeted_temporary_says_so():
     tmp = Temporary("gtir_tmp_49", True, False, [rec], retargeted=True)
     assert tmp.why == "inlined into map_55_fieldop; its writers write the output it was copied into (retargeted)"
     assert Temporary("gtir_tmp_49", True, False, [rec]).why == "inlined into map_55_fieldop"
+
+
+def test_a_piece_gt4py_split_off_after_the_pass_shows_the_decisions_about_its_array():
+    from gt4py_dace_xforms.report import InlineRecord
+    from gt4py_dace_xforms.tools.explain import Temporary, _records_of
+
+    rec = InlineRecord("s", "gtir_tmp_206", "map_65_fieldop_1", (("0", "0"),), True, "gain")
+    by_name = {"gtir_tmp_206": [rec]}
+    assert _records_of("gtir_tmp_206_split_1", by_name) == [rec]
+    assert _records_of("gtir_tmp_206_split_x", by_name) == []
+    assert Temporary("gtir_tmp_206_split_1", True, False, _records_of("gtir_tmp_206_split_1", by_name)).why == (
+        "inlined into map_65_fieldop_1")

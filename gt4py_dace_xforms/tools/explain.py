@@ -201,6 +201,16 @@ def _natural(name: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
 
 
+def _records_of(name: str, by_name: dict) -> list:
+    """The decisions about `name`; for a piece gt4py split off an array after the
+    library's pass (`X_split_0`, its `SplitAccessNode`), those about `X`."""
+    own = by_name.get(name)
+    if own:
+        return own
+    m = re.fullmatch(r"(.+)_split_\d+", name)
+    return by_name.get(m.group(1), []) if m else []
+
+
 def explain(
     program: Union[str, Any],
     *,
@@ -260,7 +270,7 @@ def explain(
         by_name.setdefault(rec.intermediate, []).append(rec)
     retargeted = set(report.writebacks_retargeted)
     temporaries = [
-        Temporary(tname, tname in stock_kept, tname in lib_kept, by_name.get(tname, []), tname in retargeted)
+        Temporary(tname, tname in stock_kept, tname in lib_kept, _records_of(tname, by_name), tname in retargeted)
         for tname in sorted(stock_kept | lib_kept, key=_natural)
     ]
     counts = {
