@@ -86,7 +86,7 @@ def check(
     (c) the same for DaCe's own loop (`apply_transformations_repeated`, the viewer's
     path), which also reaches nested SDFGs; compiled only if it differs from (b);
     (d) `VerticalWindow` through DaCe's loop: unchanged, or the same results; (e) and
-    (f) the same for `OutputAsBuffer` and `NestedColumnRead`.
+    (f) the same for `OutputAsBuffer` and `NestedColumnRead`; (g) for `InPlaceUpdate`.
     """
     work = copy.deepcopy(sdfg)
     h = work.hash_sdfg()  # stable across a deep copy: test_hash_is_stable_across_deepcopy
@@ -132,6 +132,16 @@ def check(
         assert narrowed.hash_sdfg() == h, "NestedColumnRead declined but changed the SDFG"
     elif narrowed.hash_sdfg() != work.hash_sdfg():
         _same_results(sdfg, narrowed, symbols, arrays, tag="column", reject_uncompilable=reject_uncompilable)
+
+    # (g) In-place updates (DaCe's loop): a decline leaves the SDFG as it was, a folded
+    # concat node computes the same.
+    folded = copy.deepcopy(sdfg)
+    with dace.config.set_temporary("optimizer", "match_exception", value=True):
+        n_folded = folded.apply_transformations_repeated(gx.InPlaceUpdate, validate=True)
+    if n_folded == 0:
+        assert folded.hash_sdfg() == h, "InPlaceUpdate declined but changed the SDFG"
+    elif folded.hash_sdfg() != work.hash_sdfg():
+        _same_results(sdfg, folded, symbols, arrays, tag="inplace", reject_uncompilable=reject_uncompilable)
 
     if not viewer:
         return work, report, matches
@@ -2085,3 +2095,39 @@ LITERAL_DECLINES = {
 def test_pieces_with_a_gap_or_an_overlap_decline_with_their_own_reason(case):
     sdfg = literal(globals()[case](), SYMS)
     _declines_unchanged(sdfg, LITERAL_DECLINES[case])
+
+
+# --- issue 49's rewrites in this contract: the next_w chain and sibling tails ---------------
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("case", ["", "shifted_update", "echo_shifted", "writer_on_echo"])
+def test_next_w_chain_variants_under_the_contract(case):
+    """The solvers' `next_w` chain and its hostile variants (tests/test_inplace_update.py):
+    everything sound is applied (the in-place fold, the output buffer with its echo, or
+    neither) and computes what the original computes; `InPlaceUpdate` through DaCe's loop
+    too (`check` (g))."""
+    import test_inplace_update as chain
+
+    sdfg = chain.build(case)
+    work, report, _ = check(sdfg, symbols={}, arrays=chain._inputs(), viewer=False)
+    folded = [r.intermediate for r in report.applied if r.mode == "in_place"]
+    assert folded == ([] if case == "shifted_update" else ["T"]), report.table()
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("case", ["", "shifted", "reads_inside"])  # ("narrow" does not compile in DaCe)
+def test_sibling_tail_variants_under_the_contract(case):
+    """The sibling-tail Map and its hostile variants (tests/test_sibling_tail.py) under
+    everything sound (which inlines `X` whole, so no split is tried) and under the CPU
+    cost model (which splits the tail where it may): the same results either way."""
+    import test_sibling_tail as tail
+
+    sdfg = tail.build(case)
+    check(sdfg, symbols={}, arrays=tail._inputs(), viewer=False)
+    modelled = copy.deepcopy(sdfg)
+    report = gx.gt_inline_fusion(modelled, cost_model=gx.CostModel("cpu"), validate=True)
+    split = [r.intermediate for r in report.applied if r.mode == "sibling_tail"]
+    assert split == ([] if case else ["X"]), report.table()
+    if modelled.hash_sdfg() != sdfg.hash_sdfg():
+        _same_results(sdfg, modelled, {}, tail._inputs(), tag="tail")
