@@ -56,11 +56,11 @@ def gt_inline_fusion(
     """
     chosen = cost_model or CostModel("cpu")
     report = InlineReport()
-    # Buffers that can become their output first: nothing is recomputed, where inlining
-    # their readers would recompute what the output then holds.
     # A concat node that is its (dead) source updated pointwise first: its source may
     # then be the output's buffer.
     report.updated_in_place = gt_updates_in_place(sdfg, policy=chosen, report=report)
+    # Buffers that can become their output next: nothing is recomputed, where inlining
+    # their readers would recompute what the output then holds.
     report.outputs_as_buffers = gt_outputs_as_buffers(sdfg, policy=chosen, report=report)
     # Windows next, where the policy takes them: a consumer swept in K evaluates each
     # level once, where inlining its reads would evaluate it once per offset.
