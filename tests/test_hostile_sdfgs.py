@@ -103,45 +103,13 @@ def check(
         assert report.applied or report.writebacks_retargeted or report.column_reads, "declined but changed the SDFG"
         _same_results(sdfg, work, symbols, arrays, reject_uncompilable=reject_uncompilable)
 
-    # (d) Vertical windows (DaCe's loop, as the viewer applies them): a decline leaves the
-    # SDFG as it was, an applied sweep computes the same.
-    windowed = copy.deepcopy(sdfg)
-    with dace.config.set_temporary("optimizer", "match_exception", value=True):
-        n_windows = windowed.apply_transformations_repeated(gx.VerticalWindow, validate=True)
-    if n_windows == 0:
-        assert windowed.hash_sdfg() == h, "VerticalWindow declined but changed the SDFG"
-    else:
-        _same_results(sdfg, windowed, symbols, arrays, tag="window", reject_uncompilable=reject_uncompilable)
-
-    # (e) Outputs as buffers (DaCe's loop): a decline leaves the SDFG as it was, an applied
-    # one computes the same.
-    buffered = copy.deepcopy(sdfg)
-    with dace.config.set_temporary("optimizer", "match_exception", value=True):
-        n_buffers = buffered.apply_transformations_repeated(gx.OutputAsBuffer, validate=True)
-    if n_buffers == 0:
-        assert buffered.hash_sdfg() == h, "OutputAsBuffer declined but changed the SDFG"
-    elif buffered.hash_sdfg() != work.hash_sdfg():
-        _same_results(sdfg, buffered, symbols, arrays, tag="outbuf", reject_uncompilable=reject_uncompilable)
-
-    # (f) Column reads (DaCe's loop): a decline leaves the SDFG as it was, a narrowed scan
-    # computes the same.
-    narrowed = copy.deepcopy(sdfg)
-    with dace.config.set_temporary("optimizer", "match_exception", value=True):
-        n_columns = narrowed.apply_transformations_repeated(gx.NestedColumnRead, validate=True)
-    if n_columns == 0:
-        assert narrowed.hash_sdfg() == h, "NestedColumnRead declined but changed the SDFG"
-    elif narrowed.hash_sdfg() != work.hash_sdfg():
-        _same_results(sdfg, narrowed, symbols, arrays, tag="column", reject_uncompilable=reject_uncompilable)
-
-    # (g) In-place updates (DaCe's loop): a decline leaves the SDFG as it was, a folded
-    # concat node computes the same.
-    folded = copy.deepcopy(sdfg)
-    with dace.config.set_temporary("optimizer", "match_exception", value=True):
-        n_folded = folded.apply_transformations_repeated(gx.InPlaceUpdate, validate=True)
-    if n_folded == 0:
-        assert folded.hash_sdfg() == h, "InPlaceUpdate declined but changed the SDFG"
-    elif folded.hash_sdfg() != work.hash_sdfg():
-        _same_results(sdfg, folded, symbols, arrays, tag="inplace", reject_uncompilable=reject_uncompilable)
+    # (d)-(g) Vertical windows, outputs as buffers, column reads, in-place updates, each
+    # through DaCe's loop as the viewer applies them: a decline leaves the SDFG as it was,
+    # an applied one computes the same (not run again where it equals the pass's result).
+    same = dict(symbols=symbols, arrays=arrays, reject_uncompilable=reject_uncompilable)
+    _through_dace_loop(sdfg, gx.VerticalWindow, "window", h, None, **same)
+    for xform, tag in ((gx.OutputAsBuffer, "outbuf"), (gx.NestedColumnRead, "column"), (gx.InPlaceUpdate, "inplace")):
+        _through_dace_loop(sdfg, xform, tag, h, work.hash_sdfg(), **same)
 
     if not viewer:
         return work, report, matches
@@ -155,6 +123,19 @@ def check(
         _same_results(sdfg, other, symbols if runnable else None, arrays, tag="viewer",
                       reject_uncompilable=reject_uncompilable)
     return work, report, matches
+
+
+def _through_dace_loop(sdfg, xform, tag, original_hash, done_hash, *, symbols, arrays, reject_uncompilable):
+    """`xform` applied by DaCe's loop to a copy of `sdfg`: declined, the copy is unchanged;
+    applied, it computes what `sdfg` computes (unless it equals `done_hash`, an SDFG
+    already compared)."""
+    other = copy.deepcopy(sdfg)
+    with dace.config.set_temporary("optimizer", "match_exception", value=True):
+        n = other.apply_transformations_repeated(xform, validate=True)
+    if n == 0:
+        assert other.hash_sdfg() == original_hash, f"{xform.__name__} declined but changed the SDFG"
+    elif other.hash_sdfg() != done_hash:
+        _same_results(sdfg, other, symbols, arrays, tag=tag, reject_uncompilable=reject_uncompilable)
 
 
 def _same_results(before, after, symbols, arrays, tag="after", reject_uncompilable=False):
