@@ -106,21 +106,20 @@ def _readers_accepted(sdfg: dace.SDFG, name: str, policy: "InlinePolicy") -> Opt
     """Why the policy would not inline every reader of `name` (all Maps), or None."""
     from gt4py_dace_xforms.policy.decide import decide_candidate
 
-    for st in sdfg.states():
-        for node in st.data_nodes():
-            if node.data != name:
-                continue
-            for e in st.out_edges(node):
-                if not isinstance(e.dst, dn.MapEntry):
-                    return f"'{name}' has a reader that is no Map"
-                cand = analyse_candidate(sdfg, st, node, e.dst)
-                if isinstance(cand, Decline):
-                    return cand.reason
-                if sibling_candidates(sdfg, cand) is None:
-                    return f"not every reader of '{name}' can be inlined"
-                decision = decide_candidate(sdfg, policy, cand)
-                return None if decision.accept else decision.reason
-    return f"'{name}' has no reader"
+    # One reader as a candidate; `sibling_candidates` and the group decision see the rest.
+    first = next(((st, n, e.dst) for st in sdfg.states() for n in st.data_nodes() if n.data == name
+                  for e in st.out_edges(n)), None)
+    if first is None:
+        return f"'{name}' has no reader"
+    if not isinstance(first[2], dn.MapEntry):
+        return f"'{name}' has a reader that is no Map"
+    cand = analyse_candidate(sdfg, *first)
+    if isinstance(cand, Decline):
+        return cand.reason
+    if sibling_candidates(sdfg, cand) is None:
+        return f"not every reader of '{name}' can be inlined"
+    decision = decide_candidate(sdfg, policy, cand)
+    return None if decision.accept else decision.reason
 
 
 def gt_split_sibling_tails(sdfg: dace.SDFG, policy: "InlinePolicy", report: Optional[InlineReport] = None) -> list[str]:
