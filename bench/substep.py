@@ -467,6 +467,51 @@ def count_figures(entry: dict) -> dict:
     return {"instructions": entry["cpu"]["Ir"], "ll_misses_cpu": _ll(entry["cpu"]), "ll_misses_gpu": _ll(entry["gpu"])}
 
 
+def merge_counts(docs: list[dict], sources: list[str]) -> dict:
+    """One counts document from several (`--merge`): the rows of every document, a later
+    document's row replacing an earlier one's of the same call site (a program recounted
+    after a change), and the substep sums recomputed from the merged rows. The documents
+    must count the same layout, sizes, levels, regime and memory mode; `sources` (their
+    paths) and each one's date, argv and rows go into the merged meta, so the table says
+    which rows come from which run."""
+    if not docs:
+        raise ValueError("--merge needs at least one counts JSON")
+    keys = ("layout", "sizes", "levels")
+    first = docs[0]
+    for doc, src in zip(docs, sources):
+        if not doc.get("counts"):
+            raise ValueError(f"{src} is not a counts document (no 'counts')")
+        if any(doc["meta"].get(k) != first["meta"].get(k) for k in keys) or \
+                (doc["counts"]["regime"], doc["counts"]["mode"]) != (first["counts"]["regime"], first["counts"]["mode"]):
+            raise ValueError(f"{src} counts another configuration than {sources[0]} (layout, sizes, levels, regime, mode)")
+    def build_id(row: dict) -> str:  # one build: the program with its static values
+        return json.dumps([row["program"], row["static"]], sort_keys=True, default=str)
+
+    rows: dict[str, dict] = {}
+    for doc in docs:
+        for row in doc["counts"]["rows"]:
+            old = rows.get(build_id(row))
+            # A recount keeps the call site's name and calls (a run of one substep names its
+            # sites without [first]/[later] and counts only that substep's calls).
+            rows[build_id(row)] = row if old is None else {**row, "key": old["key"], "calls": old["calls"]}
+    merged = list(rows.values())
+    subs = [sub for sub in SUBSTEPS if any(sub in doc["counts"]["substeps"] for doc in docs)
+            or any(r["calls"].get(sub) for r in merged)]
+    substeps = {}
+    for sub in subs:
+        total = {label: {f: sum(r["calls"].get(sub, 0) * r["builds"][label]["figures"][f] for r in merged)
+                         for f in FIGURES} for label in COUNT_LABELS}
+        substeps[sub] = {"calls": sum(r["calls"].get(sub, 0) for r in merged), "builds": total}
+    meta = {k: first["meta"].get(k) for k in ("layout", "limited_area", "cells", "sizes", "levels", "threads",
+                                              "modes", "allocators", "gt4py", "dace")}
+    meta["merged_from"] = [{"path": src, "date": doc["meta"].get("date"), "argv": doc["meta"].get("argv"),
+                            "rows": [r["key"] for r in doc["counts"]["rows"]
+                                     if any(m["builds"] is r["builds"] for m in merged)]}
+                           for doc, src in zip(docs, sources)]
+    return {"meta": meta, "counts": {"regime": first["counts"]["regime"], "mode": first["counts"]["mode"],
+                                     "rows": merged, "substeps": substeps}}
+
+
 # --- tables -----------------------------------------------------------------------------------
 
 
@@ -577,6 +622,10 @@ def parse(argv: Optional[list[str]]) -> argparse.Namespace:
     p.add_argument("--decide-as", default=None, choices=tuple(ALLOCATORS),
                    help="the library's cost model decides as under this allocator regime, whichever regime is "
                         "timed (an experiment: do the decisions of one regime pay in the other?)")
+    p.add_argument("--merge", nargs="+", default=None, metavar="COUNTS_JSON",
+                   help="build nothing: merge these --counts JSON files (a later file's row replaces an earlier "
+                        "one's of the same call site) and print the table with the substep recomputed; --json "
+                        "writes the result")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)  # internal: one regime, JSON to this path
     opts = p.parse_args(argv)
     opts.modes = _names(opts.modes)
@@ -636,6 +685,18 @@ def main(argv: Optional[list[str]] = None) -> int:
     opts = parse(argv)
     if opts.child:
         return child(opts)
+    if opts.merge:
+        doc = merge_counts([json.loads(pathlib.Path(f).read_text()) for f in opts.merge], opts.merge)
+        text = counts_table(doc) + "\n\nmerged from " + "; ".join(
+            f"{m['path']} ({m['date']}): {', '.join(m['rows']) or 'no rows kept'}" for m in doc["meta"]["merged_from"])
+        print(text, flush=True)
+        if opts.json:
+            path = pathlib.Path(opts.json)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            doc["table"] = text
+            path.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+            path.with_suffix(".txt").write_text(text + "\n")
+        return 0
     from gt4py_dace_xforms.tools.layouts import layout as make_layout
 
     lay = make_layout(opts.layout, opts.cells)

@@ -195,3 +195,41 @@ def test_bench_substep_runs_and_compares_at_a_tiny_size(tmp_path):
     assert later["calls"] == 2 and set(later["programs"]) == set(rows)
     assert later["ratio"]["library"]["n"] == 2
     assert (tmp_path / "substep.txt").read_text().count("substep (later)") == 1
+
+
+def _counts_doc(rows: list[tuple[str, str, dict, dict, int]], date: str) -> dict:
+    """A --counts document: rows of (key, program, static, calls, stock instructions); the
+    library's counts are 0.9 and the GPU model's 0.95 of stock's."""
+    def figs(n: int) -> dict:
+        return {"instructions": n, "ll_misses_cpu": n // 10, "ll_misses_gpu": n // 20}
+
+    out = []
+    for key, program, static, calls, n in rows:
+        out.append({"key": key, "program": program, "static": static, "calls": calls,
+                    "builds": {"stock": {"figures": figs(n)}, "library": {"figures": figs(int(n * 0.9))},
+                               "library_gpu_model": {"figures": figs(int(n * 0.95))}}})
+    meta = {"layout": "lam-decomposed", "sizes": {"Cell": 64}, "levels": 5, "date": date, "argv": []}
+    return {"meta": meta, "counts": {"regime": "fresh", "mode": "default", "rows": out, "substeps": {}}}
+
+
+def test_merge_counts_replaces_a_recounted_build_and_recomputes_the_substep():
+    bench = _bench_substep()
+    a = _counts_doc([("p[first]", "p", {"x": 1}, {"first": 1, "later": 0}, 1000),
+                     ("p[later]", "p", {"x": 2}, {"first": 0, "later": 1}, 2000),
+                     ("q", "q", {}, {"first": 2, "later": 1}, 100)], "old")
+    # a recount of p's later build alone (its site named without [later]) and a new program
+    b = _counts_doc([("p", "p", {"x": 2}, {"later": 1}, 3000), ("r", "r", {}, {"first": 0, "later": 1}, 10)], "new")
+    doc = bench.merge_counts([a, b], ["a.json", "b.json"])
+    rows = {r["key"]: r for r in doc["counts"]["rows"]}
+    assert sorted(rows) == ["p[first]", "p[later]", "q", "r"]
+    assert rows["p[later]"]["builds"]["stock"]["figures"]["instructions"] == 3000  # the recount
+    assert rows["p[later]"]["calls"] == {"first": 0, "later": 1}  # the site's calls kept
+    later = doc["counts"]["substeps"]["later"]["builds"]["stock"]["instructions"]
+    first = doc["counts"]["substeps"]["first"]["builds"]["stock"]["instructions"]
+    assert (first, later) == (1000 + 2 * 100, 3000 + 100 + 10)
+    assert [m["rows"] for m in doc["meta"]["merged_from"]] == [["p[first]", "q"], ["p", "r"]]
+    assert "substep (later)" in bench.counts_table(doc)
+    other = _counts_doc([("q", "q", {}, {"first": 1}, 5)], "x")
+    other["meta"]["levels"] = 80
+    with pytest.raises(ValueError, match="another configuration"):
+        bench.merge_counts([a, other], ["a.json", "other.json"])
