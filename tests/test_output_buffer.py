@@ -6,11 +6,14 @@ compared with the untransformed SDFG and numpy; the hostile variants must declin
 the SDFG unchanged."""
 
 import copy
+import json
 
 import dace
+import gt4py.next as gtx
 import numpy as np
 import pytest
 from dace.sdfg.state import ConditionalBlock, ControlFlowRegion, LoopRegion
+from gt4py.next.ffront.experimental import concat_where
 
 import gt4py_dace_xforms as gx
 from gt4py_dace_xforms.analysis.output_buffer import output_buffer_plan
@@ -366,3 +369,222 @@ def test_a_buffer_copied_into_two_outputs_both_touched_is_declined_unchanged():
     assert "'G' in 'c'" in plan.reason and "'G2' in 'late'" in plan.reason
     assert sdfg.apply_transformations_repeated(gx.OutputAsBuffer) == 0
     assert gx.gt_outputs_as_buffers(sdfg) == [] and sdfg.hash_sdfg() == before
+
+
+# A limited-area rank's `concat_where` on an output with a boundary zone at both ends
+# (icon4py's `compute_rho_theta_pgrad_and_update_vn`, static, decomposed): one Map writes
+# `T` and `T2` on every edge, only the two zones are copied into `G` and `G2`, other Maps
+# write the interior of `G` and `G2` into the same AccessNodes, and a Map reads `G` from
+# there.
+NB, KB = 40, 5
+LO, MID, HI = 6, 20, 34  # copied: [0:LO] and [HI:NB]; interior writers: [LO:MID], [MID:HI]
+
+
+def build_boundary(*, outputs: int = 2, tiles: bool = False, overlap: bool = False, shifts: bool = False,
+                   reader_outside: bool = False, lost_points: bool = False, reads_buffer: bool = False,
+                   global_other: bool = False):
+    """See above. Variants: `tiles` (the first zone copied in two pieces), and what must
+    make the rewrite decline: an interior writer overlapping a zone (`overlap`), the
+    second zone copied at another shift (`shifts`), a reader of `T` or (`lost_points`)
+    of `T2` between the zones, an interior writer reading `T` (`reads_buffer`), or the
+    writer's other output a program output (`global_other`)."""
+    sdfg = dace.SDFG("outbuf_zones_" + "_".join(k for k, v in sorted(locals().items()) if v is True) + f"_{outputs}")
+    for n in ("a", "b", "G", "G2", "H", "H2"):
+        sdfg.add_array(n, (NB, KB), dace.float64)
+    sdfg.add_array("T", (NB, KB), dace.float64, transient=True)
+    if outputs == 2:
+        sdfg.add_array("T2", (NB, KB), dace.float64, transient=True)
+    st = sdfg.add_state("s")
+    t, g, g2 = st.add_access("T"), st.add_access("G"), st.add_access("G2")
+    outs, code, out_nodes = {"__t": dace.Memlet("T[i, k]")}, "__t = 2.0 * __a + 1.0", {"T": t}
+    if outputs == 2:
+        t2 = st.add_access("T2")
+        outs["__u"], code, out_nodes["T2"] = dace.Memlet("T2[i, k]"), code + "\n__u = __a - __b", t2
+    if global_other:
+        outs["__w"], code = dace.Memlet("H2[i, k]"), code + "\n__w = __a"
+    st.add_mapped_tasklet("boundary", {"i": f"0:{NB}", "k": f"0:{KB}"},
+                          {"__a": dace.Memlet("a[i, k]"), "__b": dace.Memlet("b[i, k]")}, code, outs,
+                          external_edges=True, output_nodes=out_nodes)  # fmt: skip
+    zones = [(0, 3), (3, LO), (HI, NB)] if tiles else [(0, LO), (HI, NB)]
+    for src, dst in ([(t, g)] + ([(t2, g2)] if outputs == 2 else [])):
+        for j, (lo, hi) in enumerate(zones):
+            ks, kd = (f"0:{KB - 1}", f"1:{KB}") if shifts and j == len(zones) - 1 else (f"0:{KB}", f"0:{KB}")
+            st.add_nedge(src, dst, dace.Memlet(data=src.data, subset=f"{lo}:{hi}, {ks}", other_subset=f"{lo}:{hi}, {kd}"))
+    for j, (lo, hi) in enumerate(((LO - 2 if overlap else LO, MID), (MID, HI))):
+        ins, code, in_nodes = {"__b": dace.Memlet("b[i, k]")}, "__g = 3.0 * __b\n__g2 = __b + 1.0", {}
+        if reads_buffer and j == 0:
+            ins["__t"], code, in_nodes = dace.Memlet("T[0, k]"), "__g = 3.0 * __b + __t\n__g2 = __b + 1.0", {"T": t}
+        st.add_mapped_tasklet(f"interior_{j}", {"i": f"{lo}:{hi}", "k": f"0:{KB}"}, ins, code,
+                              {"__g": dace.Memlet("G[i, k]"), "__g2": dace.Memlet("G2[i, k]")}, external_edges=True,
+                              input_nodes=in_nodes, output_nodes={"G": g, "G2": g2})  # fmt: skip
+    st.add_mapped_tasklet("reader", {"i": f"0:{NB}", "k": f"0:{KB}"}, {"__g": dace.Memlet("G[i, k]")},
+                          "__h = 2.0 * __g", {"__h": dace.Memlet("H[i, k]")}, external_edges=True,
+                          input_nodes={"G": g})  # fmt: skip
+    for flag, data, node in ((reader_outside, "T", t), (lost_points, "T2", out_nodes.get("T2"))):
+        if flag:
+            st.add_mapped_tasklet(f"{data}_between", {"k": f"0:{KB}"}, {"__x": dace.Memlet(f"{data}[10, k]")},
+                                  "__y = __x", {"__y": dace.Memlet("H2[0, k]")}, external_edges=True,
+                                  input_nodes={data: node})  # fmt: skip
+    sdfg.validate()
+    return sdfg
+
+
+def _zones_numpy(a, b, outputs=2):
+    g, g2 = 3.0 * b, b + 1.0
+    for lo, hi in ((0, LO), (HI, NB)):
+        g[lo:hi] = 2.0 * a[lo:hi] + 1.0
+        g2[lo:hi] = a[lo:hi] - b[lo:hi] if outputs == 2 else -7.0  # one output: nothing writes G2's zones
+    return {"G": g, "G2": g2, "H": 2.0 * g}
+
+
+ZONES = [dict(), dict(outputs=1), dict(tiles=True)]
+ZONES_IDS = ["two-outputs", "one-output", "first-zone-in-two-copies"]
+
+
+@pytest.mark.parametrize("variant", ZONES, ids=ZONES_IDS)
+def test_copies_of_disjoint_zones_make_the_output_the_buffer(variant):
+    """Both buffers go; the writer Map is split into one Map per zone (writing `G` and
+    `G2` there), the interior writers and the reader of `G` keep the one node of `G`."""
+    sdfg = build_boundary(**variant)
+    names = ["T", "T2"] if variant.get("outputs", 2) == 2 else ["T"]
+    plan = output_buffer_plan(sdfg, "T")
+    assert not isinstance(plan, Decline), plan.reason
+    assert [tuple((int(lo), int(hi)) for lo, hi in box) for box in plan.copied] == [((0, LO), (0, KB)), ((HI, NB), (0, KB))]
+    (split,) = plan.splits
+    assert [[(p, int(lo), int(hi)) for p, lo, hi in piece] for piece in split.pieces] == [
+        [("i", 0, LO - 1), ("k", 0, KB - 1)], [("i", HI, NB - 1), ("k", 0, KB - 1)]]
+    assert plan.saved_elements() == 2 * LO * KB
+    assert gx.gt_outputs_as_buffers(sdfg) == names
+    sdfg.validate()
+    assert not set(names) & set(sdfg.arrays) and two_d_transients(sdfg) == []
+    (st,) = sdfg.states()
+    writers = sorted((n.map.label, str(n.map.range)) for n in st.nodes()
+                     if isinstance(n, dace.nodes.MapEntry) and n.map.label.startswith("boundary"))  # fmt: skip
+    assert writers == [("boundary_map", f"0:{LO}, 0:{KB}"), ("boundary_map_box1", f"{HI}:{NB}, 0:{KB}")]
+    for out in ("G", "G2"):
+        (node,) = [n for n in st.data_nodes() if n.data == out]
+        assert st.in_degree(node) == 2 + (2 if out == "G" or len(names) == 2 else 0)
+    assert not any(isinstance(e.src, dace.nodes.AccessNode) and isinstance(e.dst, dace.nodes.AccessNode)
+                   for e in st.edges())  # fmt: skip
+
+
+def test_the_policy_takes_the_zones():
+    """`decide_output_buffer` prices the two zones' copies (both buffers) and takes them."""
+    sdfg = build_boundary()
+    report = gx.gt_inline_fusion(sdfg, cost_model=gx.CostModel("cpu"))
+    assert report.outputs_as_buffers == ["T", "T2"], report.table()
+    recs = [r for r in report.applied if r.mode == "output_buffer"]
+    assert [r.figures["output_buffer_saved_bytes"] for r in recs] == [2 * 8 * 2 * LO * KB] * 2
+    assert two_d_transients(sdfg) == []
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("variant", ZONES, ids=ZONES_IDS)
+def test_copies_of_disjoint_zones_compute_the_same(variant):
+    sdfg = build_boundary(**variant)
+    reference = copy.deepcopy(sdfg)
+    n = 2 if variant.get("outputs", 2) == 2 else 1
+    assert sdfg.apply_transformations_repeated(gx.OutputAsBuffer) == n
+    rng = np.random.default_rng(3)
+    a, b = rng.random((NB, KB)), rng.random((NB, KB))
+    runs = []
+    for s in (sdfg, reference):
+        out = {o: np.full((NB, KB), -7.0) for o in ("G", "G2", "H", "H2")}
+        s(a=a.copy(), b=b.copy(), **out)
+        runs.append(out)
+    expected = _zones_numpy(a, b, variant.get("outputs", 2))
+    for o in ("G", "G2", "H", "H2"):
+        np.testing.assert_array_equal(runs[0][o], runs[1][o], err_msg=o)
+        if o in expected:
+            np.testing.assert_array_equal(runs[0][o], expected[o], err_msg=o)
+
+
+ZONES_HOSTILE = [
+    (dict(overlap=True), "'interior_0_map' writes 'G' where the buffer is copied"),
+    (dict(shifts=True), "shift differently"),
+    (dict(reader_outside=True), "reads the buffer outside the copied box"),
+    (dict(lost_points=True), "'T2', which is read outside the points it would keep"),
+    (dict(outputs=1, reads_buffer=True), "'interior_0_map' writes 'G' after reading the buffer"),
+    (dict(outputs=1, global_other=True), "also writes 'H2', not a transient array"),
+]
+ZONES_HOSTILE_IDS = ["interior-writer-overlaps-a-zone", "zones-at-two-shifts", "buffer-read-between-the-zones",
+                     "other-output-read-between-the-zones", "interior-writer-reads-the-buffer",
+                     "other-output-a-program-output"]
+
+
+@pytest.mark.parametrize("variant, reason", ZONES_HOSTILE, ids=ZONES_HOSTILE_IDS)
+def test_hostile_zone_variants_are_declined_unchanged(variant, reason):
+    sdfg = build_boundary(**variant)
+    before = json.dumps(sdfg.to_json(), sort_keys=True, default=str)
+    plan = output_buffer_plan(sdfg, "T")
+    assert isinstance(plan, Decline) and reason in plan.reason, plan
+    assert sdfg.apply_transformations_repeated(gx.OutputAsBuffer) == 0
+    assert gx.gt_outputs_as_buffers(sdfg) == []
+    assert json.dumps(sdfg.to_json(), sort_keys=True, default=str) == before
+
+
+@pytest.mark.compile
+def test_a_split_for_one_buffer_keeps_the_other_buffer_whole_where_it_is_read():
+    """An interior writer reads `T` (inside a zone): `T` stays, `T2` becomes `G2`; the
+    split Map keeps writing `T` on both zones, all that is read of it."""
+    sdfg = build_boundary(reads_buffer=True)
+    reference = copy.deepcopy(sdfg)
+    assert isinstance(output_buffer_plan(sdfg, "T"), Decline)
+    assert gx.gt_outputs_as_buffers(sdfg) == ["T2"]
+    sdfg.validate()
+    assert "T" in sdfg.arrays and "T2" not in sdfg.arrays
+    rng = np.random.default_rng(4)
+    a, b = rng.random((NB, KB)), rng.random((NB, KB))
+    runs = []
+    for s in (sdfg, reference):
+        out = {o: np.full((NB, KB), -7.0) for o in ("G", "G2", "H", "H2")}
+        s(a=a.copy(), b=b.copy(), **out)
+        runs.append(out)
+    for o in ("G", "G2", "H", "H2"):
+        np.testing.assert_array_equal(runs[0][o], runs[1][o], err_msg=o)
+
+
+# --- the same shape lowered by gt4py --------------------------------------------------------
+Cell = gtx.Dimension("Cell")
+KDim = gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)
+CF = gtx.Field[gtx.Dims[Cell, KDim], gtx.float64]
+
+
+@gtx.field_operator
+def _zones_op(x: CF, y: CF, lo: gtx.int32, hi: gtx.int32) -> tuple[CF, CF]:
+    t = concat_where((Cell < lo) | (Cell >= hi), 2.0 * x + 1.0, 3.0 * y)
+    return t, t * y
+
+
+@gtx.program
+def zones_program(x: CF, y: CF, out: CF, out2: CF, lo: gtx.int32, hi: gtx.int32, n: gtx.int32, nlev: gtx.int32):
+    _zones_op(x, y, lo, hi, out=(out, out2), domain={Cell: (0, n), KDim: (0, nlev)})
+
+
+@pytest.mark.compile
+def test_the_zones_lowered_from_gt4py_static():
+    """Static bounds (icon4py's model run): gt4py computes `2 x + 1` on every cell into a
+    transient, copies its two zones into `out`, writes the interior of `out` with `3 y`
+    into the same node and reads `out` there for `out2`. Stock keeps the transient; the
+    library writes the zones of `out` directly (the writer split in two Maps)."""
+    from gt4py_dace_xforms.tools.compare import inline_build, stock_build
+    from gt4py_dace_xforms.tools.static import compile_static
+
+    static = {"lo": np.int32(LO), "hi": np.int32(HI), "n": np.int32(NB), "nlev": np.int32(KB)}
+    rng = np.random.default_rng(5)
+    x, y = rng.random((NB, KB)), rng.random((NB, KB))
+    builds = {"stock": stock_build(), "library": inline_build()}
+    outs = {}
+    for name, build in builds.items():
+        compiled = compile_static(zones_program, build.backend, static, {})
+        fields = [gtx.as_field([Cell, KDim], v.copy()) for v in (x, y, np.zeros((NB, KB)), np.zeros((NB, KB)))]
+        compiled(*fields, **static, offset_provider={})
+        outs[name] = [f.asnumpy() for f in fields[2:]]
+    t = 3.0 * y
+    t[:LO], t[HI:] = 2.0 * x[:LO] + 1.0, 2.0 * x[HI:] + 1.0
+    for got in outs.values():
+        np.testing.assert_allclose(got[0], t, rtol=1e-15)
+        np.testing.assert_allclose(got[1], t * y, rtol=1e-15)
+    np.testing.assert_array_equal(outs["library"][0], outs["stock"][0])
+    assert len(two_d_transients(builds["stock"].sdfg)) == 1 and two_d_transients(builds["library"].sdfg) == []
+    assert len(builds["library"].report.outputs_as_buffers) == 1

@@ -11,15 +11,21 @@ Pure analysis: `output_buffer_plan` returns a frozen plan or a `Decline`; the mu
 in `transformations/output_buffer.py`. Conditions (all checked, none assumed):
 
 - `T` is a transient array, `G` a global array of the same dtype, storage and rank; the
-  copies `T[A] -> G[B]` are plain (unit stride, no WCR) and tile one box with one shift
-  (`merge_copies`); neither is read on an interstate edge or a condition. Where `T` is
+  copies `T[A] -> G[B]` are plain (unit stride, no WCR), all at one shift, and cover
+  pairwise disjoint boxes (`_copied_boxes`: those that tile a box are one box; `A` is the
+  union of the rest, e.g. the two boundary zones of a limited-area rank that gt4py's
+  `concat_where` copies while Maps write the interior of `G` themselves); neither is read
+  on an interstate edge or a condition. Where `T` is
   copied into several outputs (or in several states), one output's copies (the first for
   which every condition holds) are these; the other copies read `T` like any reader and
   read `G` afterwards.
 - Every access of `T` is at the top level of a state, by an edge whose `T`-side subset
   lies provably inside `A` (so `G` outside `B` is never touched), or a writer that can be
-  restricted to `A` as `WriteBackRetarget` restricts it (a Map writing one element
-  `T[p + c]` per iteration and nothing else, or a copy); it goes to or comes
+  restricted to `A` (`_map_split`: a top-level Map writing one element `T[p + c]` per
+  iteration, kept as one Map per box of `A` it meets, copies of its scope where it meets
+  several; its other outputs must be transient arrays that nothing reads outside the
+  points the kept iterations write, so the points it no longer writes fed nobody; or a
+  copy meeting one box of `A`, as `WriteBackRetarget` clips it); it goes to or comes
   from a Map, a tasklet, a nested SDFG or another array (not a View or a library node);
   no WCR. A nested SDFG that sees `T` gets `G`'s strides, so it must see all dimensions,
   or one column of `T` (the dimensions of size 1 in its memlet dropped). A read outside
@@ -27,8 +33,10 @@ in `transformations/output_buffer.py`. Conditions (all checked, none assumed):
   (`_echoes`): that copy then goes.
 - `G` is touched by nothing but the copies during `T`'s lifetime: in no state of any
   top-level block on a path between two blocks that access `T` or hold the copy, and in
-  the copy's state only by the copies' target nodes, which only the copies write, and
-  the sources of the copies from `G` into `T` (`_echoes`), written outside `B` if at all.
+  the copy's state only by the copies' target nodes and the sources of the copies from
+  `G` into `T` (`_echoes`), written outside `B` if at all. The target nodes may have
+  other writers where each writes provably outside `B` (`_other_writers_problem`), and
+  readers, which read after all of the node's writes.
 - The copies run in one top-level state that every path from a writer of `T` reaches
   (else `G` would change where the copy never runs) and that no write of `T` follows;
   the blocks accessing `T` are states or branches outside loops, in an acyclic top-level
@@ -42,6 +50,7 @@ Points of `A` that no writer of `T` writes were copied uninitialized before and 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Optional, Union
 
 import dace
@@ -61,10 +70,10 @@ from gt4py_dace_xforms.analysis.retarget import (
     always_reached,
     box_of,
     copy_writer,
-    map_writer,
     merge_copies,
+    provably_le,
 )
-from gt4py_dace_xforms.analysis.symbolic import to_sympy
+from gt4py_dace_xforms.analysis.symbolic import UnsupportedIndex, split_index, to_sympy
 from gt4py_dace_xforms.analysis.writeback import WriteBackCopy, writeback_copies
 
 
@@ -77,9 +86,28 @@ class BufferEdge:
     node: dn.AccessNode
     edge: object
     writes: bool
-    #: a writer that also writes points outside the copied box, restricted to it (those
+    #: a copy writer that also writes points outside the copied box, clipped to it (those
     #: points fed nothing: every read lies inside the box)
     restricted: Optional[RetargetWriter] = None
+    #: a Map writer that also writes points outside the copied boxes: kept as one Map per
+    #: box it meets (`SplitWriter`)
+    split: Optional["SplitWriter"] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitWriter:
+    """A writer Map of `T` (`entry`) whose iterations write points outside the copied
+    boxes, kept only where they write inside: one Map per box of `A` it meets, each with
+    `pieces[j]` as its ranges (`(param, first, last)`, inclusive, in the Map's order). The
+    Map itself keeps the first piece; the others are copies of its scope. `boxes[j]`: the
+    box of `T` piece `j` writes (end exclusive); `others`: each other output edge of the
+    Map's exit with the box of its data piece `j` writes, which covers every read of that
+    data (`_lost_points_problem`)."""
+
+    entry: dn.MapEntry
+    pieces: tuple[tuple[tuple[str, sympy.Expr, sympy.Expr], ...], ...]
+    boxes: tuple[Box, ...]
+    others: tuple[tuple[object, tuple[Box, ...]], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +128,9 @@ class OutputBufferPlan:
     name: str
     target: str
     copies: tuple[WriteBackCopy, ...]
-    copied: Box
+    #: the copied region `A` of `T`: pairwise disjoint boxes (end exclusive), one where
+    #: the copies tile one box
+    copied: tuple[Box, ...]
     shift: tuple[sympy.Expr, ...]
     accesses: tuple[BufferEdge, ...]
     nested: tuple[NestedView, ...]
@@ -119,15 +149,32 @@ class OutputBufferPlan:
 
     def saved_elements(self) -> sympy.Expr:
         """Elements of the copy that no longer runs (each read once and written once)."""
-        n = sympy.Integer(1)
-        for lo, hi in self.copied:
-            n *= sympy.expand(hi - lo)
-        return n
+        total = sympy.Integer(0)
+        for box in self.copied:
+            n = sympy.Integer(1)
+            for lo, hi in box:
+                n *= sympy.expand(hi - lo)
+            total += n
+        return sympy.expand(total)
+
+    @property
+    def splits(self) -> tuple[SplitWriter, ...]:
+        """The writer Maps split into one Map per copied box they meet (more than one)."""
+        return tuple(a.split for a in self.accesses if a.split is not None and len(a.split.pieces) > 1)
 
 
 
 
-def _edge_problem(sdfg: dace.SDFG, state: SDFGState, node, edge, writes: bool, copied: Box) -> Optional[str]:
+def _inside(box: Box, copied: tuple[Box, ...]) -> bool:
+    """Every point of `box` (end exclusive) lies in one of the `copied` boxes: inside one of
+    them, or covered by them together (`boxes.prove_cover`)."""
+    if any(boxes.contains(c, box) for c in copied):
+        return True
+    return len(copied) > 1 and boxes.prove_cover(_closed(box), [_closed(c) for c in copied]).proven
+
+
+def _edge_problem(sdfg: dace.SDFG, state: SDFGState, node, edge, writes: bool,
+                  copied: tuple[Box, ...]) -> Optional[str]:
     """Why moving this access of `T` to `G` could read or write outside `G[B]`."""
     other = edge.src if writes else edge.dst
     if writes and edge.data.wcr is not None:
@@ -143,13 +190,13 @@ def _edge_problem(sdfg: dace.SDFG, state: SDFGState, node, edge, writes: bool, c
     subset = edge.data.get_dst_subset(edge, state) if writes else edge.data.get_src_subset(edge, state)
     if subset is None:
         return "an access of the buffer has no explicit subset"
-    if not boxes.contains(copied, box_of(subset)):
+    if not _inside(box_of(subset), copied):
         verb = "writes" if writes else "reads"
         return f"'{getattr(other, 'label', other)}' {verb} the buffer outside the copied box"
     return None
 
 
-def _echo_problem(state: SDFGState, edge, writes: bool, copied: Box, echo_boxes: list) -> Optional[str]:
+def _echo_problem(state: SDFGState, edge, writes: bool, copied: tuple[Box, ...], echo_boxes: list) -> Optional[str]:
     """"echo" where a read outside the copied box lies inside it and the echoes' boxes
     together (`_echoes`); else None (the caller keeps its own reason)."""
     if writes:
@@ -157,7 +204,8 @@ def _echo_problem(state: SDFGState, edge, writes: bool, copied: Box, echo_boxes:
     subset = edge.data.get_src_subset(edge, state)
     if subset is None:
         return None
-    return "echo" if boxes.prove_cover(_closed(box_of(subset)), [_closed(copied), *echo_boxes]).proven else None
+    pieces = [*(_closed(c) for c in copied), *echo_boxes]
+    return "echo" if boxes.prove_cover(_closed(box_of(subset)), pieces).proven else None
 
 
 def _nested_views(sdfg: dace.SDFG, state: SDFGState, edge, gdesc, name: str) -> Union[list[NestedView], str]:
@@ -226,7 +274,7 @@ def _states_in(block) -> list[SDFGState]:
     return [block] if isinstance(block, SDFGState) else list(block.all_states())
 
 
-def _echoes(sdfg: dace.SDFG, name: str, gname: str, copied: Box, shift) -> Union[list[BufferEdge], str]:
+def _echoes(sdfg: dace.SDFG, name: str, gname: str, copied: tuple[Box, ...], shift) -> Union[list[BufferEdge], str]:
     """The copies `G[p + shift] -> T[p]` of points outside the copied box `A`: gt4py's
     `concat_where(cond, f(x), x)` with `x` an output copies `x`'s own values into the
     concat node where `cond` is false, and copies back only the points `f` changed (the
@@ -251,7 +299,7 @@ def _echoes(sdfg: dace.SDFG, name: str, gname: str, copied: Box, shift) -> Union
                 if any(sympy.expand(glo - tlo - d) != 0 or sympy.expand(ghi - thi - d) != 0
                        for (tlo, thi), (glo, ghi), d in zip(tbox, gbox, shift)):
                     return f"'{gname}' is copied into '{name}' at another index than the write-back copy's"
-                if not boxes.disjoint(_closed(tbox), _closed(copied)):
+                if not all(boxes.disjoint(_closed(tbox), _closed(c)) for c in copied):
                     return f"'{gname}' is copied into '{name}' inside the copied box"
                 if any(a.node is node or a.edge.src is e.src for a in out):
                     return f"'{gname}' is copied into '{name}' twice through one AccessNode"
@@ -269,6 +317,223 @@ def _outside(subset, copies) -> bool:
 def _closed(box: Box) -> Box:
     """A half-open box (`analysis.retarget`'s) as `analysis.boxes` takes it."""
     return tuple((lo, hi - 1) for lo, hi in box)
+
+
+def _copied_boxes(copies: list[WriteBackCopy]) -> Union[tuple[tuple[Box, ...], tuple], str]:
+    """The boxes of `T` the copies read (pairwise disjoint, end exclusive) and the one shift
+    to `G`'s indices, or why not. Copies that tile one box (`merge_copies`: gt4py splits
+    the copy of a `concat_where` result at the branch boundary) are that box. Otherwise
+    their boxes must be provably disjoint (gt4py copies a limited-area rank's two boundary
+    zones of a `concat_where` result, and its Maps write the interior of the output
+    themselves); of those, any two that tile a box are merged, so that a writer spanning
+    both is not split for nothing."""
+    pieces, shifts = [], []
+    for c in copies:
+        a = box_of(c.edge.data.get_src_subset(c.edge, c.state))
+        b = box_of(c.edge.data.get_dst_subset(c.edge, c.state))
+        pieces.append(a)
+        shifts.append(tuple(sympy.expand(b0 - a0) for (a0, _), (b0, _) in zip(a, b)))
+    if any(sympy.expand(x - y) != 0 for sh in shifts[1:] for x, y in zip(sh, shifts[0])):
+        return "the write-back copies shift differently"
+    if len(copies) == 1:
+        return (pieces[0],), shifts[0]
+    merged = merge_copies(copies)
+    if not isinstance(merged, str):
+        return (merged[0],), merged[1]
+    closed = [_closed(p) for p in pieces]
+    overlap = boxes.prove_disjoint(closed, what="write-back copies")
+    if overlap:
+        return f"the write-back copies neither tile one box nor are disjoint: {overlap}"
+    merging = True
+    while merging:
+        merging = False
+        for i, j in itertools.combinations(range(len(closed)), 2):
+            whole, _ = boxes.prove_tiling([closed[i], closed[j]])
+            if whole is not None:
+                closed = [whole if k == i else x for k, x in enumerate(closed) if k != j]
+                merging = True
+                break
+    return tuple(tuple((lo, hi + 1) for lo, hi in b) for b in closed), shifts[0]
+
+
+def _meet_box(w: Box, a: Box) -> Union[Box, None, str]:
+    """The intersection of two boxes (end exclusive): None where they are provably
+    disjoint, the box where every bound of it is provably one of the two's, else why not."""
+    if boxes.disjoint(_closed(w), _closed(a)):
+        return None
+    out = []
+    for d, ((w0, w1), (a0, a1)) in enumerate(zip(w, a)):
+        lo = a0 if provably_le(w0, a0) else w0 if provably_le(a0, w0) else None
+        hi = a1 if provably_le(a1, w1) else w1 if provably_le(w1, a1) else None
+        if lo is None or hi is None:
+            return f"cannot order the written and the copied bounds in dimension {d}"
+        out.append((lo, hi))
+    return tuple(out)
+
+
+def _element_write(state: SDFGState, edge, data: str, params, ndim: int) -> Union[tuple, str]:
+    """`(param, offset)` per dimension of the one element `data[p + c]` that every leaf of
+    the Map exit's edge `edge` writes per iteration (`param` None: the constant `c`), or
+    why not."""
+    tree = state.memlet_tree(edge)
+    inner = [x for x in tree if x is not edge]
+    if not inner or {id(x) for x in inner} != {id(leaf) for leaf in tree.leaves()}:
+        return f"writes '{data}' through nested scopes"
+    found = None
+    for x in inner:
+        m = x.data
+        if m.wcr is not None:
+            return f"writes '{data}' with a WCR"
+        sub = m.subset if m.data == data else m.other_subset
+        if sub is None or len(sub) != ndim:
+            return f"writes '{data}' through a view or other data"
+        try:
+            terms = []
+            for b, e, _ in sub.ndrange():
+                if sympy.expand(to_sympy(e) - to_sympy(b)) != 0:
+                    raise UnsupportedIndex("a range")
+                terms.append(split_index(b, params))
+        except UnsupportedIndex:
+            return f"does not write one element '{data}[p + c]' per iteration"
+        key = tuple((t.param, sympy.expand(t.offset)) for t in terms)
+        if found is not None and key != found:
+            return f"writes '{data}' at several offsets"
+        found = key
+    return found
+
+
+def _lost_points_problem(sdfg: dace.SDFG, data: str, kept: list[Box], label: str) -> Optional[str]:
+    """Why a restricted or split writer Map's other output `data` could miss the points
+    the Map no longer writes, or None: `data` is a transient array that nothing reads
+    (at the top level of any state, on an interstate edge or a condition) outside the
+    `kept` boxes, the points the kept iterations still write with the same values."""
+    desc = sdfg.arrays[data]
+    if type(desc) is not dace_data.Array or not desc.transient:
+        return f"writer '{label}' also writes '{data}', not a transient array: restricting it would lose points of it"
+    if data in interstate_reads(sdfg):
+        return f"writer '{label}' also writes '{data}', which is read on an interstate edge or a condition"
+    closed = [_closed(b) for b in kept]
+    for st in sdfg.states():
+        scope = None
+        for n in st.data_nodes():
+            if n.data != data:
+                continue
+            scope = scope or st.scope_dict()
+            if scope[n] is not None:
+                return f"writer '{label}' also writes '{data}', which is accessed inside a scope"
+            for e in st.out_edges(n):
+                if e.data.is_empty():
+                    continue
+                sub = e.data.get_src_subset(e, st)
+                if sub is None or not boxes.prove_cover(_closed(box_of(sub)), closed).proven:
+                    return (f"writer '{label}' also writes '{data}', which is read outside the points "
+                            f"it would keep")
+    return None
+
+
+def _map_split(sdfg: dace.SDFG, state: SDFGState, node, edge, copied: tuple[Box, ...],
+               name: str) -> Union[SplitWriter, str]:
+    """The writer Map at `edge` (a MapExit -> `T` edge) kept as one Map per copied box it
+    meets, or why it cannot be: it must be a top-level Map with a static unit-step range
+    writing one element `T[p + c]` per iteration (each dimension its own parameter), its
+    written box must meet each copied box in a box the prover can name, and its other
+    outputs must not lose a point anyone reads (`_lost_points_problem`)."""
+    exit_ = edge.src
+    entry = state.entry_node(exit_)
+    label = entry.map.label
+    if state.scope_dict()[entry] is not None:
+        return f"writer '{label}' is not a top-level Map"
+    if any(not c.startswith("IN_") for c in entry.in_connectors):
+        return f"writer '{label}' has a dynamic range"
+    params = list(entry.map.params)
+    ndr = entry.map.range.ndrange()
+    if any(to_sympy(st) != 1 for _, _, st in ndr):
+        return f"writer '{label}' has a strided range"
+    ranges = {p: (to_sympy(b), to_sympy(e)) for p, (b, e, _) in zip(params, ndr)}
+    found = _element_write(state, edge, name, params, len(sdfg.arrays[name].shape))
+    if isinstance(found, str):
+        return f"writer '{label}' {found}"
+    used = [p for p, _ in found]
+    if None in used or len(set(used)) != len(used) or set(used) != set(params):
+        return f"writer '{label}' does not give each dimension of '{name}' its own parameter"
+    written = tuple((ranges[p][0] + c, ranges[p][1] + 1 + c) for p, c in found)
+    kept = []
+    for box in copied:
+        m = _meet_box(written, box)
+        if isinstance(m, str):
+            return f"writer '{label}': {m}"
+        if m is not None:
+            kept.append(m)
+    if not kept:
+        return f"writer '{label}' writes nothing inside the copied boxes"
+    pieces = []
+    for m in kept:
+        by_param = {p: (sympy.expand(lo - c), sympy.expand(hi - 1 - c)) for (p, c), (lo, hi) in zip(found, m)}
+        pieces.append(tuple((p, *by_param[p]) for p in params))
+    others = []
+    for e in state.out_edges(exit_):
+        if e is edge:
+            continue
+        if e.data.is_empty() or e.data.wcr is not None or not isinstance(e.dst, dn.AccessNode):
+            return f"writer '{label}' has an output that is not a plain write of an array"
+        if e.dst.data == name:
+            return f"writer '{label}' writes '{name}' through several edges"
+        ow = _element_write(state, e, e.dst.data, params, len(sdfg.arrays[e.dst.data].shape))
+        if isinstance(ow, str):
+            return f"writer '{label}' {ow}"
+        oboxes = []
+        for piece in pieces:
+            r = {p: (lo, hi) for p, lo, hi in piece}
+            oboxes.append(tuple((c, c + 1) if p is None else (r[p][0] + c, r[p][1] + 1 + c) for p, c in ow))
+        problem = _lost_points_problem(sdfg, e.dst.data, oboxes, label)
+        if problem:
+            return problem
+        others.append((e, tuple(oboxes)))
+    return SplitWriter(entry, tuple(pieces), tuple(kept), tuple(others))
+
+
+def _copy_restriction(sdfg: dace.SDFG, state: SDFGState, node, edge,
+                      copied: tuple[Box, ...]) -> Union[RetargetWriter, str]:
+    """A copy into `T` that also writes outside the copied boxes, clipped to the one box it
+    meets (`copy_writer`), or why not (it meets several: not split)."""
+    dst = edge.data.get_dst_subset(edge, state)
+    if dst is None:
+        return copy_writer(sdfg, state, node, edge, copied[0])
+    meets = [c for c in copied if not boxes.disjoint(_closed(box_of(dst)), _closed(c))]
+    if len(meets) != 1:
+        return f"a copy into the buffer meets {len(meets)} of the copied boxes, not one"
+    return copy_writer(sdfg, state, node, edge, meets[0])
+
+
+def _other_writers_problem(state: SDFGState, copies, gname: str) -> Optional[str]:
+    """Why the copies' target nodes have writers besides the copies that the rewrite
+    cannot keep, or None.
+
+    Sound where each other writer writes `G` provably outside the copied boxes `B`: the
+    node's value is the union of its writes, which are disjoint, so the order between
+    them does not matter, and its readers read after all of them, then as now. The
+    copies' source node (becoming `G`, written by `T`'s writers inside `B` only) merges
+    into the target node; that adds orderings, and a cycle where a reader of `T` precedes
+    another writer, which is declined (as are several source nodes for one target)."""
+    copy_edges = {id(c.edge) for c in copies}
+    for target in {id(c.target): c.target for c in copies}.values():
+        others = [e for e in state.in_edges(target) if id(e) not in copy_edges]
+        if not others:
+            continue
+        sources = {id(c.source): c.source for c in copies if c.target is target}
+        if len(sources) != 1 or any(c.target is not target for c in copies if id(c.source) in sources):
+            return f"'{gname}' is written by more than the copies, which come from several AccessNodes"
+        (source,) = sources.values()
+        for e in others:
+            label = getattr(e.src, "label", e.src)
+            if not e.data.is_empty():
+                if e.data.wcr is not None:
+                    return f"'{label}' writes '{gname}' with a WCR"
+                if not _outside(e.data.get_dst_subset(e, state), copies):
+                    return f"'{label}' writes '{gname}' where the buffer is copied into it (or is not proven not to)"
+            if nx.has_path(state.nx, source, e.src):
+                return f"'{label}' writes '{gname}' after reading the buffer in the copy's state"
+    return None
 
 
 def _lifetime_problem(sdfg: dace.SDFG, plan_parts, gname: str, echoes=()) -> Optional[str]:
@@ -326,9 +591,9 @@ def _lifetime_problem(sdfg: dace.SDFG, plan_parts, gname: str, echoes=()) -> Opt
                         _outside(e.data.get_dst_subset(e, st), copies) for e in st.in_edges(n)):
                     continue  # becomes the node `T`'s writers write: ordered as before
                 return f"'{gname}' is accessed in state '{st.label}' during the buffer's lifetime"
-    for c in copies:
-        if any(not any(e is x.edge for x in copies) for e in cstate.in_edges(c.target)):
-            return f"'{gname}' is written by more than the copy"
+    problem = _other_writers_problem(cstate, copies, gname)
+    if problem:
+        return problem
     # Symbols the subsets use must mean the same in every state of the lifetime.
     symbols: set[str] = set()
     for a in accesses:
@@ -377,7 +642,7 @@ def output_buffer_plan(sdfg: dace.SDFG, name: str) -> Union[OutputBufferPlan, De
 def _plan(sdfg: dace.SDFG, name: str, desc, copies: list[WriteBackCopy]) -> Union[OutputBufferPlan, Decline]:
     """The plan with `copies` (one target, one state) as the write-back copies; any other
     copy of `T` is one of its readers."""
-    merged = merge_copies(copies)
+    merged = _copied_boxes(copies)
     if isinstance(merged, str):
         return Decline(merged)
     copied, shift = merged
@@ -415,22 +680,26 @@ def _plan(sdfg: dace.SDFG, name: str, desc, copies: list[WriteBackCopy]) -> Unio
                     if echo_boxes and problem:
                         problem = _echo_problem(st, e, writes, copied, echo_boxes) or problem
                         problem = None if problem == "echo" else problem
-                    restricted = None
+                    restricted = split = None
                     if problem and writes and "outside the copied box" in problem:
                         if isinstance(e.src, dn.MapExit):
-                            restricted = map_writer(sdfg, st, node, e, copied)
+                            split = _map_split(sdfg, st, node, e, copied, name)
                         elif isinstance(e.src, dn.AccessNode):
-                            restricted = copy_writer(sdfg, st, node, e, copied)
-                        if isinstance(restricted, str):
-                            return Decline(f"{problem}, and cannot be restricted to it: {restricted}")
-                        problem = None if restricted is not None else problem
+                            restricted = _copy_restriction(sdfg, st, node, e, copied)
+                        for r in (restricted, split):
+                            if isinstance(r, str):
+                                return Decline(f"{problem}, and cannot be restricted to it: {r}")
+                        problem = None if (restricted or split) is not None else problem
                     if problem:
                         return Decline(problem)
                     views = _nested_views(sdfg, st, e, gdesc, name)
                     if isinstance(views, str):
                         return Decline(views)
+                    if views and split is not None and len(split.pieces) > 1:
+                        return Decline(f"writer '{split.entry.map.label}' would be split, but a nested SDFG in it "
+                                       f"sees the buffer")
                     nested += views
-                    accesses.append(BufferEdge(st, node, e, writes, restricted))
+                    accesses.append(BufferEdge(st, node, e, writes, restricted, split))
     if not any(a.writes for a in accesses):
         return Decline(f"'{name}' is never written")
     if echo_boxes:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import dace
 from dace import properties, subsets as dace_sbs, transformation
 from dace.sdfg import nodes as dn, utils as sdutil
+from dace.transformation.helpers import replicate_scope
 
 from gt4py_dace_xforms.analysis.output_buffer import OutputBufferPlan, output_buffer_plan
 from gt4py_dace_xforms.analysis.producer import Decline
@@ -40,15 +41,46 @@ def _move_memlet(edge, name: str, gname: str, shift) -> None:
         m.other_subset = _shifted(m.subset, shift)
 
 
+def _range(box) -> dace_sbs.Range:
+    """A box (end exclusive) as a DaCe range."""
+    return dace_sbs.Range([(lo, hi - 1, 1) for lo, hi in box])
+
+
+def _split(sdfg: dace.SDFG, a) -> list:
+    """Keep a writer Map only where it writes inside the copied boxes: the Map itself takes
+    the first box's ranges, a copy of its scope (reading the same nodes, writing the same
+    nodes) each further box's. The outer memlets of its outputs become the boxes each
+    piece writes. Returns the new Maps' edges into `T` (in `T`'s indices;
+    `_move_memlet` shifts them afterwards)."""
+    w, st = a.split, a.state
+    entry = w.entry
+    scopes = [(entry, st.exit_node(entry))]
+    has_nested = any(isinstance(n, dn.NestedSDFG) for n in st.scope_subgraph(entry).nodes())
+    for j in range(1, len(w.pieces)):
+        new_entry = replicate_scope(sdfg, st, st.scope_subgraph(entry)).entry
+        new_entry.map.label = f"{entry.map.label}_box{j}"
+        scopes.append((new_entry, st.exit_node(new_entry)))
+    if has_nested and len(scopes) > 1:
+        sdfg.reset_cfg_list()
+    others = {e.src_conn: oboxes for e, oboxes in w.others}
+    new_edges = []
+    for j, ((en, ex), ranges, box) in enumerate(zip(scopes, w.pieces, w.boxes)):
+        en.map.range = dace_sbs.Range([(lo, hi, 1) for _, lo, hi in ranges])
+        for e in st.out_edges(ex):
+            if e.dst is a.node:
+                e.data = dace.Memlet(data=a.node.data, subset=_range(box))
+                if j:
+                    new_edges.append(e)
+            else:
+                e.data = dace.Memlet(data=e.dst.data, subset=_range(others[e.src_conn][j]))
+    return new_edges
+
+
 def _restrict(a) -> None:
-    """Clip a writer that also wrote points outside the copied box to the box (in `T`'s
+    """Clip a copy that also wrote points outside the copied box to the box (in `T`'s
     indices; `_move_memlet` shifts it afterwards)."""
     w, st, e = a.restricted, a.state, a.edge
-    box = dace_sbs.Range([(lo, hi - 1, 1) for lo, hi in w.box])
-    if w.entry is not None:
-        w.entry.map.range = dace_sbs.Range([(lo, hi, 1) for _, lo, hi in w.ranges])
-        e.data = dace.Memlet(data=a.node.data, subset=box)
-        return
+    box = _range(w.box)
     src, dst = e.data.get_src_subset(e, st), e.data.get_dst_subset(e, st)
     start = [lo - b for (lo, _), (b, _, _) in zip(w.box, dst.ndrange())]
     clipped = dace_sbs.Range([(b + s, b + s + (hi - lo) - 1, 1) for (b, _, _), s, (lo, hi) in zip(src.ndrange(), start, w.box)])
@@ -96,12 +128,15 @@ def use_output_as_buffer(sdfg: dace.SDFG, plan: OutputBufferPlan) -> None:
     """Apply `plan`: every access of `T` accesses `G` at the shift, nested SDFGs take
     `G`'s strides, the copies and `T` go away."""
     name, gname, shift = plan.name, plan.target, plan.shift
+    moved = [(a.state, a.edge) for a in plan.accesses]
     for a in plan.accesses:
         if a.restricted is not None:
             _restrict(a)
+        if a.split is not None:
+            moved += [(a.state, e) for e in _split(sdfg, a)]
     done: set[int] = set()
-    for a in plan.accesses:
-        for x in a.state.memlet_tree(a.edge):
+    for st, edge in moved:
+        for x in st.memlet_tree(edge):
             if id(x) not in done:
                 done.add(id(x))
                 _move_memlet(x, name, gname, shift)
@@ -113,7 +148,19 @@ def use_output_as_buffer(sdfg: dace.SDFG, plan: OutputBufferPlan) -> None:
         c.source.data = gname
     state = plan.copies[0].state
     for c in plan.copies:
-        if c.target not in state:
+        if c.target not in state or c.source not in state or not state.in_degree(c.target):
+            continue
+        # The target has other writers (outside the copied boxes, `_other_writers_problem`):
+        # the source, `G` now, merges into it; its readers read after every write of it.
+        for e in list(state.in_edges(c.source)):
+            state.add_edge(e.src, e.src_conn, c.target, e.dst_conn, e.data)
+            state.remove_edge(e)
+        for e in list(state.out_edges(c.source)):
+            state.add_edge(c.target, e.src_conn, e.dst, e.dst_conn, e.data)
+            state.remove_edge(e)
+        state.remove_node(c.source)
+    for c in plan.copies:
+        if c.target not in state or c.source not in state:
             continue
         # Readers after the copy read the node the writers wrote (same order as before).
         for e in list(state.out_edges(c.target)):
@@ -166,8 +213,11 @@ class OutputAsBuffer(transformation.SingleStateTransformation):
 
     Restrictions (declined, the SDFG untouched): an access of `T` outside the copied box,
     inside a scope, through a View, a library node or a WCR; `G` accessed by anything but
-    the copy while `T` lives (this includes in-place updates whose producers read `G`);
-    one output's copies with several shifts or not tiling one box; the copy not on every
+    the copy while `T` lives (this includes in-place updates whose producers read `G`),
+    other than writers of the copies' target node provably outside the copied boxes and
+    readers of that node; one output's copies with several shifts or overlapping without
+    tiling one box (disjoint boxes are fine: a writer Map spanning several is split into
+    one Map per box, where its other outputs lose no point anyone reads); the copy not on every
     path after a writer, or a write of `T` after it; `T` accessed in a loop; symbols of the subsets
     reassigned in between; a nested SDFG seeing `T` with other dimensions. Where `T` is
     copied into several outputs, the first one that satisfies all this becomes the buffer
