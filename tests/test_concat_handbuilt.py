@@ -11,8 +11,6 @@ import gt4py_dace_xforms as gx
 
 SOUND = gx.InlineWhereSound()  # these tests are about soundness: inline whatever is sound
 from builders import compare_before_after, inlined_copies, transient_arrays
-from gt4py_dace_xforms.analysis.candidate import InlineCandidate, analyse_candidate
-from gt4py_dace_xforms.policy import InlineOnly
 
 RNG = np.random.default_rng(11)
 SYMS = dict(N=5, K=8)
@@ -150,98 +148,3 @@ def test_decline_union_does_not_cover_read():
     report = gx.gt_inline_fusion(sdfg, cost_model=SOUND)
     assert not report.applied and "cover" in report.declined[0].reason, report.table()
     assert sdfg.hash_sdfg() == h
-
-
-# ---- a writer no read reaches (compute_advection_in_corrector_vertical_momentum) -------
-
-DN, DK = 16, 8
-
-
-def _unread_branch_sdfg(name="unread_branch"):
-    """Two concat nodes, as gt4py left them in icon4py's corrector advection: `tmp` is
-    written by Map A on levels 0:2 and by Map D on 2:K, where D reads `mid`; `mid` by A on
-    0:2 and by Map B on 2:K. C reads both nodes on 0:2 only, E reads `mid` on 2:K. stock:
-    gt4py splits `mid` by its writers and fuses A into C, B into E (no array left)."""
-    sdfg = dace.SDFG(name)
-    for data in ("a", "b", "out1", "out2"):
-        sdfg.add_array(data, [DN, DK], dace.float64)
-    sdfg.add_transient("mid", [DN, DK], dace.float64)
-    sdfg.add_transient("tmp", [DN, DK], dace.float64)
-    st = sdfg.add_state("main")
-    mid, tmp = st.add_access("mid"), st.add_access("tmp")
-    lower, upper = {"i": f"0:{DN}", "k": "0:2"}, {"i": f"0:{DN}", "k": f"2:{DK}"}
-    st.add_mapped_tasklet("A", lower, {"__a": dace.Memlet("a[i, k]")}, "__m = 2.0 * __a\n__t = __a + 1.0",
-                          {"__m": dace.Memlet("mid[i, k]"), "__t": dace.Memlet("tmp[i, k]")},
-                          external_edges=True, output_nodes={"mid": mid, "tmp": tmp})
-    st.add_mapped_tasklet("B", upper, {"__b": dace.Memlet("b[i, k]")}, "__m = 3.0 * __b",
-                          {"__m": dace.Memlet("mid[i, k]")}, external_edges=True, output_nodes={"mid": mid})
-    st.add_mapped_tasklet("D", upper, {"__m": dace.Memlet("mid[i, k]")}, "__t = __m + 1.0",
-                          {"__t": dace.Memlet("tmp[i, k]")}, external_edges=True,
-                          input_nodes={"mid": mid}, output_nodes={"tmp": tmp})
-    st.add_mapped_tasklet("C", lower, {"__t": dace.Memlet("tmp[i, k]"), "__m": dace.Memlet("mid[i, k]")},
-                          "__o = __t * __m", {"__o": dace.Memlet("out1[i, k]")}, external_edges=True,
-                          input_nodes={"mid": mid, "tmp": tmp})
-    st.add_mapped_tasklet("E", upper, {"__m": dace.Memlet("mid[i, k]")}, "__o = 5.0 * __m",
-                          {"__o": dace.Memlet("out2[i, k]")}, external_edges=True, input_nodes={"mid": mid})
-    sdfg.validate()
-    return sdfg
-
-
-def _consumer_reads(sdfg, label):
-    st = sdfg.states()[0]
-    [entry] = [n for n in st.nodes() if isinstance(n, dn.MapEntry) and n.map.label.startswith(label)]
-    return sorted((e.data.data, str(e.data.subset)) for e in st.in_edges(entry) if e.data.data)
-
-
-def test_unread_branch_is_not_evaluated_and_its_inputs_not_passed():
-    """C's copy of `tmp` evaluates A's slice only: D's region (2:K) is disjoint from every
-    read, so D, and the whole `mid` it reads, stay out of C (before: a lazy selection of
-    both branches, with `mid[0:N, 0:K]` passed to C)."""
-    sdfg = _unread_branch_sdfg()
-    st = sdfg.states()[0]
-    [tmp] = [n for n in st.data_nodes() if n.data == "tmp"]
-    [c] = [n for n in st.nodes() if isinstance(n, dn.MapEntry) and n.map.label.startswith("C")]
-    cand = analyse_candidate(sdfg, st, tmp, c)
-    assert isinstance(cand, InlineCandidate), cand
-    assert [b.slice.map_entry.map.label for b in cand.concat.branches] == ["A_map"]
-    assert [b.slice.map_entry.map.label for b in cand.concat.unread] == ["D_map"]
-    assert len(cand.concat.writers) == 2
-    after = copy.deepcopy(sdfg)
-    report = gx.gt_inline_fusion(after, cost_model=InlineOnly(intermediates=("tmp",)))
-    assert [(r.intermediate, r.removed_intermediate) for r in report.applied] == [("tmp", True)], report.table()
-    assert _consumer_reads(after, "C") == [("a", f"0:{DN}, 0:{DK}"), ("mid", f"0:{DN}, 0:2")]
-    assert not _conditional_blocks(after)
-    assert "tmp" not in after.arrays and "mid" in after.arrays
-
-
-def test_unread_branch_leaves_gt4py_no_more_than_stock():
-    """The library's inline, then gt4py's optimizer (as after the hook's first round) keeps
-    no more arrays, nor bytes, than gt4py alone: both remove everything (before the fix
-    the copy's read of all of `mid` kept `mid_split_0`, 16 x 2 levels)."""
-    from gt4py.next.program_processors.runners.dace import transformations as gtx_transformations
-
-    from gt4py_dace_xforms.tools.traffic import sdfg_traffic
-
-    sdfg = _unread_branch_sdfg("unread_branch_gt4py")
-    stock = gtx_transformations.gt_auto_optimize(copy.deepcopy(sdfg), gpu=False, validate=True)
-    after = copy.deepcopy(sdfg)
-    assert gx.gt_inline_fusion(after, cost_model=InlineOnly(intermediates=("tmp",))).applied
-    library = gtx_transformations.gt_auto_optimize(after, gpu=False, validate=True)
-    stock_bytes = {n: t.total_bytes for n, t in sdfg_traffic(stock).items()}
-    library_bytes = {n: t.total_bytes for n, t in sdfg_traffic(library).items()}
-    assert set(library_bytes) <= set(stock_bytes), (library_bytes, stock_bytes)
-    assert sum(library_bytes.values()) <= sum(stock_bytes.values())
-    assert transient_arrays(library, ndim=2) == transient_arrays(stock, ndim=2) == []
-
-
-@pytest.mark.compile
-def test_unread_branch_inline_equals_untransformed_and_numpy():
-    sdfg = _unread_branch_sdfg("unread_branch_run")
-    after = copy.deepcopy(sdfg)
-    assert gx.gt_inline_fusion(after, cost_model=InlineOnly(intermediates=("tmp",))).applied
-    rng = np.random.default_rng(5)
-    arrays = {n: rng.random((DN, DK)) for n in ("a", "b", "out1", "out2")}
-    got = compare_before_after(sdfg, after, arrays, {}, outputs=("out1", "out2"))
-    a, b = arrays["a"], arrays["b"]
-    np.testing.assert_allclose(got["out1"][:, :2], (a[:, :2] + 1.0) * 2.0 * a[:, :2], rtol=1e-14)
-    np.testing.assert_allclose(got["out2"][:, 2:], 15.0 * b[:, 2:], rtol=1e-14)

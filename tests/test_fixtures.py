@@ -50,15 +50,10 @@ def test_icon4py_fixture_stock_inline_fuser_accepts_none_ours_applies(fixtures):
           f"{fixture_lib.count_2d_transients(sound)}); CPU cost model: {len(report.applied)} applied "
           f"({report.copies} copies), 2-D transients {before} -> {after}\n{report.table()}")
     assert len(everything.applied) >= 10 and fixture_lib.count_2d_transients(sound) <= before - 5
-    # The model removes gtir_tmp_15 as a group of three readers: map_28_fieldop reads only
-    # the last level, written by one of its two writers, and its copy evaluates that one
-    # alone (11 operations and 2 loads per point, where both branches cost 13 and 3: no
-    # gain then); gtir_tmp_49 and gtir_tmp_63 go too.
+    # The model keeps gtir_tmp_15 (three readers, 39 M operations recomputed against 13 MB:
+    # no gain at the fitted CPU balance) and removes gtir_tmp_49 and gtir_tmp_63.
     assert 0 < len(report.applied) < len(everything.applied) and after <= before - 4
-    group = [r for r in report.applied if r.intermediate == "gtir_tmp_15"]
-    assert sorted(r.consumer for r in group) == ["map_28_fieldop", "map_45_fieldop", "map_55_fieldop"]
-    [first] = [r for r in group if r.consumer == "map_28_fieldop"]
-    assert first.figures["ops_per_copy"] == 11.0 and first.figures["gain_bytes"] > 0
+    assert not any(r.intermediate == "gtir_tmp_15" for r in report.applied)
     sdfg.validate()
 
 

@@ -57,4 +57,4 @@ def gt4py_replacement_fails(sdfg, cand) -> bool:
     if cand.concat is None:
         return False
     rank = len(sdfg.arrays[cand.intermediate.data].shape)
-    return any(b.source is not None and len(sdfg.arrays[b.source.data].shape) < rank for b in cand.concat.writers)
+    return any(b.source is not None and len(sdfg.arrays[b.source.data].shape) < rank for b in cand.concat.branches)

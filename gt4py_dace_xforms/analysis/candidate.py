@@ -23,7 +23,6 @@ from gt4py_dace_xforms.analysis.concat import (
     analyse_concat,
     eager_verdict,
     index_symbol,
-    only_branches_read,
     prove_union_covers,
     read_box,
 )
@@ -106,8 +105,7 @@ class InlineCandidate:
             the producer's dataflow for it are removed.
         concat: in concat mode (several writers), their branches; each copy then
             selects, per index, the branch whose region holds it and evaluates only
-            that one (lazy). Writers whose region no read reaches are in its `unread`
-            (not evaluated, their inputs not passed).
+            that one (lazy).
         eager: concat mode only: evaluating every branch everywhere is proven memory
             safe (`analysis.concat.eager_verdict`), so copies may evaluate all and select.
         lazy_reason: why eager evaluation is not proven sound, if it is not.
@@ -502,17 +500,6 @@ def _element_read(p: _Proof, e, sub) -> Optional[Decline]:
     return None
 
 
-def _branches_read(p: _Proof) -> Optional[Decline]:
-    """Concat mode: the copies evaluate only the branches some read reaches
-    (`only_branches_read`); the others, and their inputs, stay out of the consumer.
-    (Checks above took every writer's inputs and symbols: conservative.) Never declines."""
-    if p.concat is not None and p.selected is None:
-        p.concat = only_branches_read(p.concat, p.boxes, p.facts)
-        p.parts = [(p.pstate, p.concat)]
-        p.slice_states = [(p.pstate, b.slice) for b in p.concat.branches if b.slice is not None]
-    return None
-
-
 def _evaluation_mode(p: _Proof) -> Optional[Decline]:
     """Lazy or eager: an if/else is always lazy; a concat node is eager only where every
     branch is proven in bounds everywhere (`eager_verdict`). Never declines."""
@@ -538,7 +525,6 @@ _PROOF_STEPS = (
     _symbols_mean_the_same,
     _inputs_unchanged,
     _reads_are_covered,
-    _branches_read,
     _evaluation_mode,
 )
 

@@ -67,18 +67,9 @@ class Branch:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class ConcatAnalysis:
-    #: The branches a copy evaluates: every writer, or, once the reads are known, those
-    #: whose region some read reaches (`only_branches_read`).
     branches: tuple[Branch, ...]
     #: The dimensions tested at run time to select a branch (set once the reads are known).
     split_dims: tuple[int, ...] = ()
-    #: The writers no read of this consumer reaches (`only_branches_read`): not evaluated.
-    unread: tuple[Branch, ...] = ()
-
-    @property
-    def writers(self) -> tuple[Branch, ...]:
-        """Every writer of the node (what gt4py's own passes see of it), read or not."""
-        return self.branches + self.unread
 
 
 def _region_of_slice(prod: ProducerSlice) -> Optional[tuple]:
@@ -195,29 +186,6 @@ def prove_union_covers(
     branch at run time (empty if every region holds every read), or `(reason, ())`."""
     cover = boxes.prove_cover(read_box, [b.region for b in concat.branches], facts, what="concat regions")
     return cover.reason, cover.select_dims
-
-
-def only_branches_read(concat: ConcatAnalysis, read_boxes, facts=()) -> ConcatAnalysis:
-    """`concat` with the branches whose region is provably disjoint from every box in
-    `read_boxes` moved to `unread` (where some branch stays; `concat` itself otherwise).
-
-    A lazy copy selects the branch whose region holds the index it is asked for, so a
-    branch no read reaches is never selected; but the copy would still receive every
-    input of that branch, whole, through new connectors of the consumer. When such an
-    input is a transient that gt4py would split by its writers and fuse into its readers
-    (the consumer already reads part of it), the consumer's read of all of it keeps the
-    array whole to the end (icon4py's `compute_advection_in_corrector_vertical_momentum`:
-    gtir_tmp_129, docs/concat_mode.md). The regions are disjoint and cover every read
-    (`analyse_concat`, `prove_union_covers`), so each read index lies in exactly one of
-    the branches kept, and the selection tests along `split_dims` still tell them apart."""
-    if not read_boxes:
-        return concat
-    read = tuple(b for b in concat.branches
-                 if not all(boxes.disjoint(b.region, tuple(box), facts) for box in read_boxes))
-    if not read or len(read) == len(concat.branches):
-        return concat
-    return dataclasses.replace(concat, branches=read,
-                               unread=concat.unread + tuple(b for b in concat.branches if b not in read))
 
 
 def read_box(terms: list[IndexTerm], cranges) -> list[tuple[sympy.Expr, sympy.Expr]]:

@@ -523,8 +523,7 @@ class CostModel(InlinePolicy):
         """Hard limits, independent of the estimate."""
         # (gt4py's concat_where replacement does not see through an if/else: not for selected.)
         if cand.concat is not None and cand.selected is None:
-            # (Every writer of the node: gt4py's replacement takes the node, not the reads.)
-            if all(b.slice is None for b in cand.concat.writers) and not gt4py_replacement_fails(sdfg, cand):
+            if all(b.slice is None for b in cand.concat.branches) and not gt4py_replacement_fails(sdfg, cand):
                 # Nothing to recompute: gt4py's own concat_where replacement turns every
                 # point read of such a node (at any shift) into a select in the consumer,
                 # cheaper than a nested SDFG. (Not a node it raises on: we take that one.)
