@@ -680,6 +680,16 @@ def _child_argv(argv: list[str], regime: str, out: str) -> list[str]:
     return [*keep, "--allocators", regime, "--child", out]
 
 
+def _write(doc: dict, text: str, json_path: str) -> None:
+    """`doc` (with `text` as its "table") to `json_path`, and `text` next to it as .txt."""
+    path = pathlib.Path(json_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc["table"] = text
+    path.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    path.with_suffix(".txt").write_text(text + "\n")
+    log(f"written {path} and {path.with_suffix('.txt')}")
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     opts = parse(argv)
@@ -691,11 +701,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             f"{m['path']} ({m['date']}): {', '.join(m['rows']) or 'no rows kept'}" for m in doc["meta"]["merged_from"])
         print(text, flush=True)
         if opts.json:
-            path = pathlib.Path(opts.json)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            doc["table"] = text
-            path.write_text(json.dumps(doc, indent=1, default=str) + "\n")
-            path.with_suffix(".txt").write_text(text + "\n")
+            _write(doc, text, opts.json)
         return 0
     from gt4py_dace_xforms.tools.layouts import layout as make_layout
 
@@ -744,12 +750,7 @@ def main(argv: Optional[list[str]] = None) -> int:
              f"{', '.join(f'{x:.2f}' for x in meta['load_average_after'])}; wall time {wall:.0f} s")
     print(text, flush=True)
     if opts.json:
-        path = pathlib.Path(opts.json)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        doc["table"] = text
-        path.write_text(json.dumps(doc, indent=1, default=str) + "\n")
-        path.with_suffix(".txt").write_text(text + "\n")
-        log(f"written {path} and {path.with_suffix('.txt')}")
+        _write(doc, text, opts.json)
     return 1 if failed else 0
 
 

@@ -66,6 +66,7 @@ from gt4py_dace_xforms.analysis.producer import Decline, interstate_reads
 from gt4py_dace_xforms.analysis.races import race_problem
 from gt4py_dace_xforms.analysis.retarget import (
     Box,
+    element_write,
     RetargetWriter,
     always_reached,
     box_of,
@@ -73,7 +74,7 @@ from gt4py_dace_xforms.analysis.retarget import (
     merge_copies,
     provably_le,
 )
-from gt4py_dace_xforms.analysis.symbolic import UnsupportedIndex, split_index, to_sympy
+from gt4py_dace_xforms.analysis.symbolic import to_sympy
 from gt4py_dace_xforms.analysis.writeback import WriteBackCopy, writeback_copies
 
 
@@ -161,8 +162,6 @@ class OutputBufferPlan:
     def splits(self) -> tuple[SplitWriter, ...]:
         """The writer Maps split into one Map per copied box they meet (more than one)."""
         return tuple(a.split for a in self.accesses if a.split is not None and len(a.split.pieces) > 1)
-
-
 
 
 def _inside(box: Box, copied: tuple[Box, ...]) -> bool:
@@ -371,37 +370,6 @@ def _meet_box(w: Box, a: Box) -> Union[Box, None, str]:
     return tuple(out)
 
 
-def _element_write(state: SDFGState, edge, data: str, params, ndim: int) -> Union[tuple, str]:
-    """`(param, offset)` per dimension of the one element `data[p + c]` that every leaf of
-    the Map exit's edge `edge` writes per iteration (`param` None: the constant `c`), or
-    why not."""
-    tree = state.memlet_tree(edge)
-    inner = [x for x in tree if x is not edge]
-    if not inner or {id(x) for x in inner} != {id(leaf) for leaf in tree.leaves()}:
-        return f"writes '{data}' through nested scopes"
-    found = None
-    for x in inner:
-        m = x.data
-        if m.wcr is not None:
-            return f"writes '{data}' with a WCR"
-        sub = m.subset if m.data == data else m.other_subset
-        if sub is None or len(sub) != ndim:
-            return f"writes '{data}' through a view or other data"
-        try:
-            terms = []
-            for b, e, _ in sub.ndrange():
-                if sympy.expand(to_sympy(e) - to_sympy(b)) != 0:
-                    raise UnsupportedIndex("a range")
-                terms.append(split_index(b, params))
-        except UnsupportedIndex:
-            return f"does not write one element '{data}[p + c]' per iteration"
-        key = tuple((t.param, sympy.expand(t.offset)) for t in terms)
-        if found is not None and key != found:
-            return f"writes '{data}' at several offsets"
-        found = key
-    return found
-
-
 def _lost_points_problem(sdfg: dace.SDFG, data: str, kept: list[Box], label: str) -> Optional[str]:
     """Why a restricted or split writer Map's other output `data` could miss the points
     the Map no longer writes, or None: `data` is a transient array that nothing reads
@@ -450,7 +418,7 @@ def _map_split(sdfg: dace.SDFG, state: SDFGState, node, edge, copied: tuple[Box,
     if any(to_sympy(st) != 1 for _, _, st in ndr):
         return f"writer '{label}' has a strided range"
     ranges = {p: (to_sympy(b), to_sympy(e)) for p, (b, e, _) in zip(params, ndr)}
-    found = _element_write(state, edge, name, params, len(sdfg.arrays[name].shape))
+    found = element_write(state, edge, name, params, len(sdfg.arrays[name].shape))
     if isinstance(found, str):
         return f"writer '{label}' {found}"
     used = [p for p, _ in found]
@@ -478,7 +446,7 @@ def _map_split(sdfg: dace.SDFG, state: SDFGState, node, edge, copied: tuple[Box,
             return f"writer '{label}' has an output that is not a plain write of an array"
         if e.dst.data == name:
             return f"writer '{label}' writes '{name}' through several edges"
-        ow = _element_write(state, e, e.dst.data, params, len(sdfg.arrays[e.dst.data].shape))
+        ow = element_write(state, e, e.dst.data, params, len(sdfg.arrays[e.dst.data].shape))
         if isinstance(ow, str):
             return f"writer '{label}' {ow}"
         oboxes = []

@@ -109,6 +109,38 @@ def _meet(w: Box, a: Box) -> Union[Box, str]:
     return tuple(out)
 
 
+def element_write(state: SDFGState, edge, data: str, params, ndim: int) -> Union[tuple, str]:
+    """`(param, offset)` per dimension of the one element `data[p + c]` that every leaf of
+    the Map exit's edge `edge` writes per iteration (`param` None: the constant `c`), or
+    why not (a phrase to follow the writer's name). Shared by `map_writer` and
+    `analysis.output_buffer`."""
+    tree = state.memlet_tree(edge)
+    inner = [x for x in tree if x is not edge]
+    if not inner or {id(x) for x in inner} != {id(leaf) for leaf in tree.leaves()}:
+        return f"writes '{data}' through nested scopes"
+    found = None
+    for x in inner:
+        m = x.data
+        if m.wcr is not None:
+            return f"writes '{data}' with a WCR"
+        sub = m.subset if m.data == data else m.other_subset
+        if sub is None or len(sub) != ndim:
+            return f"writes '{data}' through a view or other data"
+        try:
+            terms = []
+            for b, e, _ in sub.ndrange():
+                if sympy.expand(to_sympy(e) - to_sympy(b)) != 0:
+                    raise UnsupportedIndex("a range")
+                terms.append(split_index(b, params))
+        except UnsupportedIndex:
+            return f"does not write one element '{data}[p + c]' per iteration"
+        key = tuple((t.param, sympy.expand(t.offset)) for t in terms)
+        if found is not None and key != found:
+            return f"writes '{data}' at several offsets"
+        found = key
+    return found
+
+
 def map_writer(sdfg, state, node, edge, copied: Box) -> Union[RetargetWriter, str]:
     exit_ = edge.src
     entry = state.entry_node(exit_)
@@ -123,29 +155,9 @@ def map_writer(sdfg, state, node, edge, copied: Box) -> Union[RetargetWriter, st
     if any(s != 1 for _, _, s in ranges.values()):
         return f"writer '{entry.map.label}' has a strided range"
     ndim = len(sdfg.arrays[node.data].shape)
-    found: Optional[tuple] = None
-    tree = state.memlet_tree(edge)
-    inner = [x for x in tree if x is not edge]
-    if {id(x) for x in inner} != {id(leaf) for leaf in tree.leaves()}:
-        return f"writer '{entry.map.label}' writes through nested scopes"
-    for x in inner:
-        m = x.data
-        if m.wcr is not None:
-            return f"writer '{entry.map.label}' writes with a WCR"
-        if m.data != node.data or m.subset is None or len(m.subset) != ndim:
-            return f"writer '{entry.map.label}' writes '{node.data}' through a view or other data"
-        try:
-            terms = []
-            for b, e, _ in m.subset.ndrange():
-                if sympy.expand(to_sympy(e) - to_sympy(b)) != 0:
-                    raise UnsupportedIndex("a range")
-                terms.append(split_index(b, params))
-        except UnsupportedIndex:
-            return f"writer '{entry.map.label}' does not write one element 'T[p + c]' per iteration"
-        key = tuple((t.param, sympy.expand(t.offset)) for t in terms)
-        if found is not None and key != found:
-            return f"writer '{entry.map.label}' writes '{node.data}' at several offsets"
-        found = key
+    found = element_write(state, edge, node.data, params, ndim)
+    if isinstance(found, str):
+        return f"writer '{entry.map.label}' {found}"
     if found is None:
         return f"writer '{entry.map.label}' has no element write"
     used = [p for p, _ in found]
