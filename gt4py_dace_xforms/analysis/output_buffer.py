@@ -67,12 +67,13 @@ from gt4py_dace_xforms.analysis.races import race_problem
 from gt4py_dace_xforms.analysis.retarget import (
     Box,
     element_write,
+    meet,
     RetargetWriter,
     always_reached,
     box_of,
+    copy_boxes,
     copy_writer,
     merge_copies,
-    provably_le,
 )
 from gt4py_dace_xforms.analysis.symbolic import to_sympy
 from gt4py_dace_xforms.analysis.writeback import WriteBackCopy, writeback_copies
@@ -326,12 +327,7 @@ def _copied_boxes(copies: list[WriteBackCopy]) -> Union[tuple[tuple[Box, ...], t
     zones of a `concat_where` result, and its Maps write the interior of the output
     themselves); of those, any two that tile a box are merged, so that a writer spanning
     both is not split for nothing."""
-    pieces, shifts = [], []
-    for c in copies:
-        a = box_of(c.edge.data.get_src_subset(c.edge, c.state))
-        b = box_of(c.edge.data.get_dst_subset(c.edge, c.state))
-        pieces.append(a)
-        shifts.append(tuple(sympy.expand(b0 - a0) for (a0, _), (b0, _) in zip(a, b)))
+    pieces, shifts = copy_boxes(copies)
     if any(sympy.expand(x - y) != 0 for sh in shifts[1:] for x, y in zip(sh, shifts[0])):
         return "the write-back copies shift differently"
     if len(copies) == 1:
@@ -360,14 +356,7 @@ def _meet_box(w: Box, a: Box) -> Union[Box, None, str]:
     disjoint, the box where every bound of it is provably one of the two's, else why not."""
     if boxes.disjoint(_closed(w), _closed(a)):
         return None
-    out = []
-    for d, ((w0, w1), (a0, a1)) in enumerate(zip(w, a)):
-        lo = a0 if provably_le(w0, a0) else w0 if provably_le(a0, w0) else None
-        hi = a1 if provably_le(a1, w1) else w1 if provably_le(w1, a1) else None
-        if lo is None or hi is None:
-            return f"cannot order the written and the copied bounds in dimension {d}"
-        out.append((lo, hi))
-    return tuple(out)
+    return meet(w, a)
 
 
 def _lost_points_problem(sdfg: dace.SDFG, data: str, kept: list[Box], label: str) -> Optional[str]:

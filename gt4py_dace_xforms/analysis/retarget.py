@@ -97,7 +97,7 @@ def provably_le(a, b) -> bool:
     return prove_nonnegative(sympy.expand(to_sympy(b) - to_sympy(a))) is True
 
 
-def _meet(w: Box, a: Box) -> Union[Box, str]:
+def meet(w: Box, a: Box) -> Union[Box, str]:
     """The intersection of two boxes where every bound is provably one of the two."""
     out = []
     for d, ((w0, w1), (a0, a1)) in enumerate(zip(w, a)):
@@ -164,7 +164,7 @@ def map_writer(sdfg, state, node, edge, copied: Box) -> Union[RetargetWriter, st
     if None in used or len(set(used)) != ndim or set(used) != set(params):
         return f"writer '{entry.map.label}' does not give each dimension its own parameter"
     written = tuple((ranges[p][0] + c, ranges[p][1] + 1 + c) for p, c in found)
-    box = _meet(written, copied)
+    box = meet(written, copied)
     if isinstance(box, str):
         return f"writer '{entry.map.label}': {box}"
     new_ranges = tuple((p, sympy.expand(lo - c), sympy.expand(hi - 1 - c)) for (p, c), (lo, hi) in zip(found, box))
@@ -184,7 +184,7 @@ def copy_writer(sdfg, state, node, edge, copied: Box) -> Union[RetargetWriter, s
         sympy.expand(to_sympy(a) - to_sympy(b)) != 0 for a, b in zip(s.size(), t.size())
     ):
         return "a copy into the buffer is strided or reshapes"
-    box = _meet(box_of(t), copied)
+    box = meet(box_of(t), copied)
     if isinstance(box, str):
         return f"copy from '{src.data}': {box}"
     return RetargetWriter(node, edge, box)
@@ -253,17 +253,23 @@ def retarget_plan(sdfg: dace.SDFG, name: str, *, allow_map_readers: bool = False
     return RetargetPlan(name, writer_state, tuple(copies), copied, shift, tuple(writers))
 
 
-def merge_copies(copies: list[WriteBackCopy]) -> Union[tuple[Box, tuple], str]:
-    """The box of `T` the copies read together and the shift to `G`'s indices: one copy,
-    or several (gt4py splits the copy of a concat_where result at the branch boundary)
-    into the same array in one state, with one shift, that tile a box (split along any
-    dimensions, `boxes.prove_tiling`)."""
+def copy_boxes(copies: list[WriteBackCopy]) -> tuple[list[Box], list[tuple]]:
+    """Per copy, the box of `T` it reads and its shift to `G`'s indices."""
     boxes_, shifts = [], []
     for c in copies:
         a = box_of(c.edge.data.get_src_subset(c.edge, c.state))
         b = box_of(c.edge.data.get_dst_subset(c.edge, c.state))
         boxes_.append(a)
         shifts.append(tuple(sympy.expand(b0 - a0) for (a0, _), (b0, _) in zip(a, b)))
+    return boxes_, shifts
+
+
+def merge_copies(copies: list[WriteBackCopy]) -> Union[tuple[Box, tuple], str]:
+    """The box of `T` the copies read together and the shift to `G`'s indices: one copy,
+    or several (gt4py splits the copy of a concat_where result at the branch boundary)
+    into the same array in one state, with one shift, that tile a box (split along any
+    dimensions, `boxes.prove_tiling`)."""
+    boxes_, shifts = copy_boxes(copies)
     if len(copies) == 1:
         return boxes_[0], shifts[0]
     if len({c.target.data for c in copies}) != 1 or len({id(c.state) for c in copies}) != 1:
