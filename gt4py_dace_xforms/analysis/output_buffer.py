@@ -66,13 +66,13 @@ from gt4py_dace_xforms.analysis.producer import Decline, interstate_reads
 from gt4py_dace_xforms.analysis.races import race_problem
 from gt4py_dace_xforms.analysis.retarget import (
     Box,
-    element_write,
-    meet,
     RetargetWriter,
     always_reached,
     box_of,
     copy_boxes,
     copy_writer,
+    element_write,
+    meet,
     merge_copies,
 )
 from gt4py_dace_xforms.analysis.symbolic import to_sympy
