@@ -407,7 +407,7 @@ def _map_split(sdfg: dace.SDFG, state: SDFGState, node, edge, copied: tuple[Box,
     if any(to_sympy(st) != 1 for _, _, st in ndr):
         return f"writer '{label}' has a strided range"
     ranges = {p: (to_sympy(b), to_sympy(e)) for p, (b, e, _) in zip(params, ndr)}
-    found = element_write(state, edge, name, params, len(sdfg.arrays[name].shape))
+    found = element_write(state, edge, name, params, len(sdfg.arrays[name].shape), other_side=True)
     if isinstance(found, str):
         return f"writer '{label}' {found}"
     used = [p for p, _ in found]
@@ -435,7 +435,7 @@ def _map_split(sdfg: dace.SDFG, state: SDFGState, node, edge, copied: tuple[Box,
             return f"writer '{label}' has an output that is not a plain write of an array"
         if e.dst.data == name:
             return f"writer '{label}' writes '{name}' through several edges"
-        ow = element_write(state, e, e.dst.data, params, len(sdfg.arrays[e.dst.data].shape))
+        ow = element_write(state, e, e.dst.data, params, len(sdfg.arrays[e.dst.data].shape), other_side=True)
         if isinstance(ow, str):
             return f"writer '{label}' {ow}"
         oboxes = []

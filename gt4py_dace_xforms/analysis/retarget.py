@@ -109,11 +109,14 @@ def meet(w: Box, a: Box) -> Union[Box, str]:
     return tuple(out)
 
 
-def element_write(state: SDFGState, edge, data: str, params, ndim: int) -> Union[tuple, str]:
+def element_write(state: SDFGState, edge, data: str, params, ndim: int, *,
+                  other_side: bool = False) -> Union[tuple, str]:
     """`(param, offset)` per dimension of the one element `data[p + c]` that every leaf of
     the Map exit's edge `edge` writes per iteration (`param` None: the constant `c`), or
     why not (a phrase to follow the writer's name). Shared by `map_writer` and
-    `analysis.output_buffer`."""
+    `analysis.output_buffer`. `other_side`: also take an inner memlet named after its
+    source whose `other_subset` is the write of `data` (`OutputAsBuffer` proves those;
+    `map_writer` declines them)."""
     tree = state.memlet_tree(edge)
     inner = [x for x in tree if x is not edge]
     if not inner or {id(x) for x in inner} != {id(leaf) for leaf in tree.leaves()}:
@@ -123,7 +126,7 @@ def element_write(state: SDFGState, edge, data: str, params, ndim: int) -> Union
         m = x.data
         if m.wcr is not None:
             return f"writes '{data}' with a WCR"
-        sub = m.subset if m.data == data else m.other_subset
+        sub = m.subset if m.data == data else m.other_subset if other_side else None
         if sub is None or len(sub) != ndim:
             return f"writes '{data}' through a view or other data"
         try:
