@@ -8,6 +8,7 @@ so that a GPU code-generation break shows in `make test`.
 import os
 import pathlib
 
+import dace
 import numpy as np
 import pytest
 
@@ -94,3 +95,43 @@ def test_translate_names_missing_arguments():
     args = {k: v for k, v in _seed_args().items() if k != "nlev"}
     with pytest.raises(cuda_check.CudaCheckError, match=r"arguments missing: \['nlev'\]"):
         cuda_check.translate(None, demo.vertical_difference_computed_program, args, {})
+
+
+@pytest.mark.icon4py
+@pytest.mark.compile
+@needs_nvcc
+def test_the_solvers_sweep_pair_compiles_to_local_arrays():
+    """The GPU model's sweep pair (docs/sweep_pair.md) on icon4py's corrector solver, built
+    static for a limited-area decomposed rank at R2B4 size as `setup_program` builds it:
+    the 64-thread blocks of its 18720 columns put 192 threads on an SM, whose columns (2 x
+    80 doubles each, 240 KiB) fit the H100's 256 KiB L1, so the GPU model takes it. The
+    two arrays become per-thread buffers of constant length (Register storage), and ptxas
+    makes them a local-memory stack frame of the fused kernel, without spills."""
+    pytest.importorskip("icon4py.model.atmosphere.dycore.stencils.vertically_implicit_dycore_solver")
+    from gt4py_dace_xforms.integration.capture import OPTIMIZED, capture_stages
+    from gt4py_dace_xforms.integration.hooks import optimization_hooks
+    from gt4py_dace_xforms.tools import explain, programs
+    from gt4py_dace_xforms.tools.static_values import program_static_values, static_offset_provider
+
+    name = "vertically_implicit_solver_at_corrector_step"
+    program = programs.load_program(f"icon4py.model.atmosphere.dycore.stencils.vertically_implicit_dycore_solver:{name}")
+    provider = explain.offset_provider(program, static_offset_provider(program, layout="lam-decomposed"))
+    static = program_static_values(program, layout="lam-decomposed")
+    reports = []
+    hooks = optimization_hooks(gx.CostModel("gpu", fresh_page_bytes=0), gpu=True, reports=reports)
+    sdfg = capture_stages(program, [OPTIMIZED], offset_provider=provider, static_args=static, gpu=True,
+                          optimization_hooks=hooks)[OPTIMIZED]
+    taken = [r for rep in reports for r in rep.applied if r.mode == "sweep_pair"]
+    assert sorted(r.intermediate for r in taken) == ["gtir_tmp_148", "gtir_tmp_154"]
+    assert taken[0].figures["gpu_threads_per_sm"] == 192 and taken[0].figures["gpu_column_bytes_per_sm"] == 192 * 1280
+    assert not {"gtir_tmp_148", "gtir_tmp_154"} & set(sdfg.arrays)
+    columns = {n: d for n, d in sdfg.arrays.items() if n.startswith("__sweep_col_")}
+    assert sorted(columns) == ["__sweep_col_gtir_tmp_148", "__sweep_col_gtir_tmp_154"]
+    assert all(tuple(d.shape) == (80,) and d.storage == dace.StorageType.Register for d in columns.values())
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    code = cuda_check.generate(sdfg, _BUILD / worker / "cuda" / "sweep_pair")
+    kernels = {k.name: k for k in cuda_check.kernel_resources(code, TOOLKIT)}
+    (fused,) = [k for n, k in kernels.items() if n.startswith(f"{taken[0].consumer}_")]
+    assert fused.stack_bytes >= 2 * 80 * 8 and fused.spill_store_bytes == 0, fused
+    assert all(k.stack_bytes == 0 for n, k in kernels.items() if k is not fused), kernels

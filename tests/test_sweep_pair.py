@@ -7,6 +7,7 @@ reads), a forward-scan Map (a nested SDFG looping k = 1..K-1 writing `T[i, 1:K]`
 `U[i, 0:K]`)."""
 
 import copy
+import dataclasses
 
 import dace
 import numpy as np
@@ -16,6 +17,7 @@ from dace.sdfg.state import LoopRegion
 import gt4py_dace_xforms as gx  # noqa: F401  # registers the library's transformations
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.analysis.sweep_pair import sweep_pair_plan
+from gt4py_dace_xforms.policy.cost_model import GpuShape
 from gt4py_dace_xforms.tools.compare import two_d_transients
 from gt4py_dace_xforms.transformations.inplace_update import gt_updates_in_place
 from gt4py_dace_xforms.transformations.output_buffer import gt_outputs_as_buffers
@@ -351,25 +353,68 @@ def test_the_solvers_sweep_pairs_become_column_buffers(solver, pair, next_w):
 def test_the_pipeline_hook_asks_the_policy():
     """`optimization_hooks` fuses sweep pairs at gt4py's `TopLevelDataFlowPost` where the
     policy takes them: the CPU cost model does (nothing recomputed), with one report
-    record per buffer; the GPU model declines (a K-long local array per thread,
-    unmeasured) and the SDFG stays as it was."""
+    record per buffer; so does the GPU model where the columns of one SM's resident
+    threads fit its L1 (5 columns of 96 B here), and it declines them where they do not,
+    leaving the SDFG as it was, whole-array reads included (the GPU keeps those)."""
     from gt4py.next.program_processors.runners.dace.transformations import GT4PyAutoOptHook
 
     from gt4py_dace_xforms.integration.hooks import optimization_hooks
 
+    post = GT4PyAutoOptHook.TopLevelDataFlowPost
     reports = []
     sdfg = build()
-    optimization_hooks(gx.CostModel("cpu"), reports=reports)[GT4PyAutoOptHook.TopLevelDataFlowPost](sdfg)
+    optimization_hooks(gx.CostModel("cpu"), reports=reports)[post](sdfg)
     assert two_d_transients(sdfg) == []
     (report,) = reports
     assert sorted((r.intermediate, r.mode) for r in report.applied) == [("T", "sweep_pair"), ("U", "sweep_pair")]
     assert report.applied[0].reason.startswith("sweep pair: ") and "recomputes nothing" in report.applied[0].reason
-    gpu = build()
-    before = gpu.hash_sdfg()
-    optimization_hooks(gx.CostModel("gpu"), gpu=True)[GT4PyAutoOptHook.TopLevelDataFlowPost](gpu)
-    assert gpu.hash_sdfg() == before
-    declined = gx.CostModel("gpu").decide_sweep_pair(gpu, sweep_pair_plan(gpu, *_reader(gpu)))
-    assert not declined.accept and "sweep pairs are off for target gpu" in declined.reason
+
+    for whole_read in (False, True):
+        reports = []
+        gpu = build(whole_read=whole_read)
+        optimization_hooks(gx.CostModel("gpu"), gpu=True, reports=reports)[post](gpu)
+        assert two_d_transients(gpu) == [], whole_read
+        (record, _) = reports[0].applied
+        assert "a local array per GPU thread: 64 resident threads per SM hold 6 KiB of columns" in record.reason
+        assert record.figures["gpu_threads_per_sm"] == 64 and record.figures["gpu_column_bytes_per_sm"] == 64 * 96
+
+        small = gx.CostModel("gpu", gpu_shape=GpuShape(l1_bytes=4096))
+        gpu = build(whole_read=whole_read)
+        before = gpu.hash_sdfg()
+        reports = []
+        optimization_hooks(small, gpu=True, reports=reports)[post](gpu)
+        assert gpu.hash_sdfg() == before, whole_read
+        declined = [r for r in reports[0].records if not r.applied]
+        assert sorted(r.intermediate for r in declined) == ["T", "U"]
+        assert "hold 6 KiB of columns, the SM's L1 4 KiB: the columns would spill" in declined[0].reason
+
+
+def test_the_gpu_prices_the_columns_per_sm():
+    """The GPU model's footprint: 64-thread blocks spread over the SMs, at most 2048
+    threads per SM, each holding its columns; a column of a length unknown when the kernel
+    is compiled is declined (a local array has a constant size). `sweep_pairs` True takes
+    every plan on the GPU too, False none."""
+    sdfg = build()
+    plan = sweep_pair_plan(sdfg, *_reader(sdfg))
+    decide = gx.CostModel("gpu").decide_sweep_pair
+    assert decide(sdfg, plan).accept
+    two_sms = gx.CostModel("gpu", gpu_shape=GpuShape(sms=2, block_threads=2, l1_bytes=4 * 96))
+    # 5 columns in blocks of 2: 3 blocks, 2 on the busiest SM: 4 threads x 96 B fit
+    assert two_sms.decide_sweep_pair(sdfg, plan).figures["gpu_threads_per_sm"] == 4
+    assert two_sms.decide_sweep_pair(sdfg, plan).accept
+    one_sm = gx.CostModel("gpu", gpu_shape=GpuShape(sms=1, block_threads=2, l1_bytes=4 * 96))
+    no = one_sm.decide_sweep_pair(sdfg, plan)
+    assert not no.accept and no.figures["gpu_threads_per_sm"] == 6
+    capped = gx.CostModel("gpu", gpu_shape=GpuShape(sms=1, block_threads=2, max_threads_per_sm=4, l1_bytes=4 * 96))
+    assert capped.decide_sweep_pair(sdfg, plan).accept
+
+    nlev = dace.symbol("nlev")
+    symbolic = dataclasses.replace(plan, buffers=tuple(dataclasses.replace(b, shape=(nlev,)) for b in plan.buffers))
+    no = decide(sdfg, symbolic)
+    assert not no.accept and "the columns' length depends on nlev" in no.reason
+    assert gx.CostModel("gpu", sweep_pairs=True).decide_sweep_pair(sdfg, symbolic).accept
+    assert not gx.CostModel("cpu", sweep_pairs=False).decide_sweep_pair(sdfg, plan).accept
+    assert not gx.CostModel("gpu", sweep_pairs=False).fuses_sweep_pairs(sdfg)
 
 
 def test_a_sweep_pair_hook_that_raises_leaves_the_sdfg_as_it_was(monkeypatch):

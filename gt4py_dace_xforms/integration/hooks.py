@@ -125,7 +125,8 @@ def make_sweep_pair_hook(cost_model: Optional[InlinePolicy] = None, reports: Opt
             return
         report = InlineReport()
         failure = failsafe.guarded(sdfg, lambda: gt_fuse_sweep_pairs(
-            sdfg, validate=False, narrow_columns=policy.narrows_column_reads(sdfg), policy=policy, report=report))
+            sdfg, validate=False, narrow_columns=True, keep_narrowed=policy.narrows_column_reads(sdfg),
+            policy=policy, report=report))
         if failure is not None:
             report = InlineReport(failures=[failure])
         if reports is not None and (report.records or report.failures):

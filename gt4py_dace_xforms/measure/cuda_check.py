@@ -304,6 +304,59 @@ def compile_objects(
         return list(pool.map(lambda f: compile_one(code, f, toolkit, arch=arch, cache_dir=cache_dir), files))
 
 
+@dataclasses.dataclass(frozen=True)
+class KernelResources:
+    """What ptxas reports for one kernel: registers per thread, and the per-thread stack
+    frame (local memory: arrays a thread indexes at run time, spills) with its spills."""
+
+    name: str
+    registers: int
+    stack_bytes: int
+    spill_store_bytes: int
+    spill_load_bytes: int
+
+
+_ENTRY = re.compile(r"Compiling entry function '(\w+)'")
+_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_REGISTERS = re.compile(r"Used (\d+) registers")
+
+
+def _kernel_name(mangled: str) -> str:
+    """`_Z22map_62_fieldop_0_0_359PKd...` -> `map_62_fieldop_0_0_359` (the Itanium length prefix)."""
+    m = re.match(r"_Z(\d+)", mangled)
+    return mangled[m.end():m.end() + int(m.group(1))] if m else mangled
+
+
+def parse_ptxas(output: str) -> list[KernelResources]:
+    """The kernels of `nvcc -Xptxas=-v` output, in the order ptxas compiled them."""
+    found, name, frame = [], None, (0, 0, 0)
+    for line in output.splitlines():
+        if (m := _ENTRY.search(line)) is not None:
+            name, frame = _kernel_name(m.group(1)), (0, 0, 0)
+        elif name is not None and (m := _FRAME.search(line)) is not None:
+            frame = tuple(int(g) for g in m.groups())
+        elif name is not None and (m := _REGISTERS.search(line)) is not None:
+            found.append(KernelResources(name, int(m.group(1)), *frame))
+            name = None
+    return found
+
+
+def kernel_resources(code: GeneratedCode, toolkit: CudaToolkit, *, arch: str = DEFAULT_ARCH) -> list[KernelResources]:
+    """Compile every generated `.cu` file with ptxas' verbose report (`-Xptxas=-v`) and
+    return each kernel's registers and local memory. Raises `CudaCheckError` if one fails."""
+    kernels = []
+    for source in code.cu_files:
+        out = code.folder / "build" / (source.name + ".resources.o")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        command = object_command(code, source, toolkit, out, arch)
+        command.insert(1, "-Xptxas=-v")
+        proc = subprocess.run(command, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise CudaCheckError(f"{source}: compile failed:\n{proc.stderr[-3000:]}")
+        kernels.extend(parse_ptxas(proc.stdout + proc.stderr))
+    return kernels
+
+
 def failure_text(result: ObjectResult, lines: int = 30) -> str:
     """The compiler's errors (its warnings left out), last `lines` lines, and the command."""
     kept = [ln for ln in result.output.splitlines() if "error" in ln.lower() or "fatal" in ln.lower()]

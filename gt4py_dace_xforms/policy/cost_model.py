@@ -85,6 +85,24 @@ _ALLOCATION_CPU = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
+class GpuShape:
+    """What the GPU model knows of the card when it prices a per-thread column (a K-long
+    local array, `CostModel.decide_sweep_pair`). Default: an H100 SXM, the card of the
+    GPU machines: 132 SMs, 256 KiB of L1 and shared memory per SM (all of it L1 for a
+    kernel with no shared memory, as gt4py's Maps are), at most 2048 resident threads per
+    SM; `block_threads`: gt4py's thread block of a one-dimensional Map
+    (`gt_auto_optimize`'s `gpu_block_size_1d`)."""
+
+    sms: int = 132
+    l1_bytes: int = 256 * 1024
+    max_threads_per_sm: int = 2048
+    block_threads: int = 64
+
+
+H100 = GpuShape()
+
+
+@dataclasses.dataclass(frozen=True)
 class CostModel(InlinePolicy):
     """Decides whether a sound inlining pays off; see the module docstring.
 
@@ -182,13 +200,21 @@ class CostModel(InlinePolicy):
             a global layout (13 MB arrays) with both temporaries windowed ran 1.06x slower
             than stock (issue 48). A size with unknown symbols is assumed fresh, as before.
         sweep_pairs: fuse a forward sweep's column writers into the backward sweep that
-            reads the columns back (`SweepPairFusion`, docs/sweep_pair.md). None: by target.
-            CPU on: nothing is recomputed or moved into a loop, the arrays' writes and
-            reads go and each iteration's column (K values) stays in the core's L1 (640 B
-            at 80 levels). GPU off: each thread's column becomes a K-long local array,
-            which spills to local memory, cached in L1/L2 as the global array it replaces
-            is between two kernels (an R2B4 array, 13 MB, fits the 50 MB L2); no traffic
-            is known to be saved (unmeasured).
+            reads the columns back (`SweepPairFusion`, docs/sweep_pair.md). None: by
+            target; True: every sound plan; False: none. CPU: on, nothing is recomputed
+            or moved into a loop, the arrays' writes and reads go and each iteration's
+            column (K values) stays in the core's L1 (640 B at 80 levels). GPU: priced
+            (`_decide_gpu_columns`). Each thread's columns become a K-long local array
+            (nvcc 13, sm_90, static corrector at R2B4: a 1328 B stack frame and 250
+            registers in the fused kernel, where the backward sweep alone has 158), so
+            their length must be constant. Taken where the resident threads of one SM
+            (`gpu_shape`: gt4py's 64-thread blocks of the Map spread over the SMs, at
+            most 2048 per SM) hold all their columns in that SM's L1, which local memory
+            is cached in: then the arrays' global writes and reads are saved and the
+            columns never leave the SM. Declined where they do not fit: the columns
+            would spill to L2 and DRAM as the arrays do, in a kernel with fewer
+            resident threads (more registers), no gain known. Unmeasured on a GPU.
+        gpu_shape: the card the GPU model prices local memory for (`GpuShape`, an H100).
     """
 
     target: str = "cpu"
@@ -211,6 +237,7 @@ class CostModel(InlinePolicy):
     windows: Optional[bool] = None
     fresh_page_bytes: Optional[int] = None
     sweep_pairs: Optional[bool] = None
+    gpu_shape: GpuShape = H100
 
     def __post_init__(self):
         if self.target not in _BALANCE:
@@ -452,20 +479,53 @@ class CostModel(InlinePolicy):
                         force_lazy=not self.prefer_eager)
 
     def fuses_sweep_pairs(self, sdfg: dace.SDFG) -> bool:
-        return self.sweep_pairs if self.sweep_pairs is not None else self.target == "cpu"
+        return self.sweep_pairs is not False
 
     def decide_sweep_pair(self, sdfg: dace.SDFG, plan) -> Decision:
         """A sweep pair's buffers become per-iteration columns (see `sweep_pairs`): priced
-        as every buffer's write and read saved, nothing recomputed."""
+        as every buffer's write and read saved, nothing recomputed; on the GPU only where
+        the columns stay in the SM's L1 (`_decide_gpu_columns`)."""
         item = {b.data: sdfg.arrays[b.data].dtype.bytes for b in plan.buffers}
         saved = sum(2 * self._points(sdfg.arrays[n].shape, sdfg, set()) * i for n, i in item.items())
         column = sum(self._points(b.shape, sdfg, set()) * item[b.data] for b in plan.buffers)
         fig = {"sweep_pair_saved_bytes": saved, "sweep_pair_column_bytes": column, "target": self.target}
-        if not self.fuses_sweep_pairs(sdfg):
-            return Decision(False, f"sweep pairs are off for target {self.target} (a K-long local array per "
-                                   f"thread, {column:.3g} B, spills like the array it replaces; unmeasured)", fig)
+        if self.sweep_pairs is False:
+            return Decision(False, "sweep pairs are off (sweep_pairs=False)", fig)
+        where = ""
+        if self.target == "gpu" and self.sweep_pairs is None:
+            refusal, where = self._decide_gpu_columns(sdfg, plan, column, fig)
+            if refusal:
+                return Decision(False, refusal, fig)
         return Decision(True, f"sweep pair: {', '.join(plan.names)} become columns of {plan.reader.map.label} "
-                              f"({column:.3g} B per iteration), saves {saved:.3g} B, recomputes nothing", fig)
+                              f"({column:.3g} B per iteration{where}), saves {saved:.3g} B, recomputes nothing", fig)
+
+    def _decide_gpu_columns(self, sdfg: dace.SDFG, plan, column: float, fig: dict) -> tuple[Optional[str], str]:
+        """(Why the GPU declines, or None; what it assumed) for columns of `column` bytes
+        per iteration of `plan.reader`, each a thread's local array: the footprint of one
+        SM's resident threads against its L1 (`gpu_shape`, see `sweep_pairs`)."""
+        unknown = sorted({str(s) for b in plan.buffers for e in b.shape for s in to_sympy(e).free_symbols}
+                         - {str(k) for k in sdfg.constants})
+        if unknown:
+            return (f"sweep pair on the GPU: the columns' length depends on {', '.join(unknown)}, not known "
+                    f"when the kernel is compiled (a thread's local array needs a constant size)"), ""
+        assumed: set[str] = set()
+        rng = plan.reader.map.range
+        iterations = self._points(rng.size(), sdfg, assumed, plan.reader.map.params)
+        if assumed:
+            return (f"sweep pair on the GPU: the number of columns depends on {', '.join(sorted(assumed))}, "
+                    f"not known at build time, so their footprint per SM is not either"), ""
+        gpu = self.gpu_shape
+        blocks = -(-int(iterations) // gpu.block_threads)
+        threads = min(-(-blocks // gpu.sms) * gpu.block_threads, gpu.max_threads_per_sm)
+        footprint = threads * column
+        fig.update(gpu_columns=iterations, gpu_threads_per_sm=threads, gpu_column_bytes_per_sm=footprint,
+                   gpu_l1_bytes=gpu.l1_bytes)
+        held = (f"{threads} resident threads per SM hold {footprint / 1024:.0f} KiB of columns, "
+                f"the SM's L1 {gpu.l1_bytes / 1024:.0f} KiB")
+        if footprint > gpu.l1_bytes:
+            return (f"sweep pair on the GPU: {held}: the columns would spill to L2 and DRAM as the arrays do "
+                    f"(no gain known)"), ""
+        return None, f"; a local array per GPU thread: {held}"
 
     def _decide_scan_inputs(self, sdfg: dace.SDFG, cand: InlineCandidate, members: list, fig: dict) -> Decision:
         """Every output of one Map read by one scan, one element per level

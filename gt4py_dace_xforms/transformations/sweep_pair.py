@@ -10,6 +10,7 @@ docs/sweep_pair.md).
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Optional
 
 import dace
@@ -125,7 +126,7 @@ def _column_candidates(sdfg: dace.SDFG) -> list[str]:
 
 
 def gt_fuse_sweep_pairs(sdfg: dace.SDFG, names: Optional[list[str]] = None, validate: bool = True,
-                        narrow_columns: bool = False, policy=None, report=None) -> int:
+                        narrow_columns: bool = False, policy=None, report=None, keep_narrowed: bool = True) -> int:
     """Fuse every sweep pair of `sdfg`'s states (only intermediates in `names`, if given):
     each top-level Map reading columns of 2-D transients that Maps of its range write
     takes their writers in, the transients becoming per-iteration column buffers.
@@ -133,11 +134,35 @@ def gt_fuse_sweep_pairs(sdfg: dace.SDFG, names: Optional[list[str]] = None, vali
     `narrow_columns`: first pass the readers' nested SDFGs only their column of such
     transients (`gt_narrow_column_reads`, where its own proof holds), as the library's
     column reads do at the end of `gt_inline_fusion`; gt4py passes a scan the whole
-    array. A narrowed read stays narrowed even where the fusion then declines (it
-    computes the same, docs/column_reads.md). `policy`: an `InlinePolicy` whose
-    `decide_sweep_pair` takes or declines each plan (None: every plan); `report`: an
-    `InlineReport` that gets one record per buffer (mode "sweep_pair") and per declined
-    plan. Returns the number of fusions (one per reader Map)."""
+    array. With `keep_narrowed` a narrowed read stays narrowed even where the fusion then
+    declines (it computes the same, docs/column_reads.md); without it (the GPU, whose
+    model keeps scans' whole-array reads) the plans are made and decided on a copy, and
+    only the taken plans' reads are narrowed and fused in `sdfg`, which a decline leaves
+    as it was. `policy`: an `InlinePolicy` whose `decide_sweep_pair` takes or declines
+    each plan (None: every plan); `report`: an `InlineReport` that gets one record per
+    buffer (mode "sweep_pair") and per declined plan. Returns the number of fusions (one
+    per reader Map)."""
+    if narrow_columns and not keep_narrowed:
+        trial = copy.deepcopy(sdfg)
+        records: list[InlineRecord] = []
+        _fuse_all(trial, names, True, policy, records)
+        taken = sorted({r.intermediate for r in records if r.removed_intermediate})
+        count = _fuse_all(sdfg, taken, True, policy, None) if taken else 0
+        if report is not None:
+            for r in records:
+                report.add(r)
+    else:
+        records = []
+        count = _fuse_all(sdfg, names, narrow_columns, policy, records if report is not None else None)
+        for r in records:
+            report.add(r)
+    if count and validate:
+        sdfg.validate()
+    return count
+
+
+def _fuse_all(sdfg: dace.SDFG, names: Optional[list[str]], narrow_columns: bool, policy, records: Optional[list]) -> int:
+    """`gt_fuse_sweep_pairs`' work: narrow, then plan, decide and fuse reader by reader."""
     wanted = set(names) if names is not None else None
     if narrow_columns:
         cands = [n for n in _column_candidates(sdfg) if wanted is None or n in wanted]
@@ -158,22 +183,21 @@ def gt_fuse_sweep_pairs(sdfg: dace.SDFG, names: Optional[list[str]] = None, vali
                 if isinstance(plan, Decline):
                     continue
                 decision = policy.decide_sweep_pair(sdfg, plan) if policy is not None else None
-                if report is not None:
+                accept = decision is None or decision.accept
+                if records is not None:
                     for name in plan.names:
-                        report.add(InlineRecord(state.label, name, node.map.label, (), bool(decision is None or decision.accept),
-                                                "sound" if decision is None else decision.reason,
-                                                removed_intermediate=bool(decision is None or decision.accept),
-                                                figures=None if decision is None else decision.figures,
-                                                mode="sweep_pair" if decision is None or decision.accept else ""))
-                if decision is not None and not decision.accept:
+                        records.append(InlineRecord(state.label, name, node.map.label, (), accept,
+                                                    "sound" if decision is None else decision.reason,
+                                                    removed_intermediate=accept,
+                                                    figures=None if decision is None else decision.figures,
+                                                    mode="sweep_pair" if accept else ""))
+                if not accept:
                     declined.add(node)
                     continue
                 fuse_sweep_pair(sdfg, plan)
                 count += 1
                 changed = True
                 break
-    if count and validate:
-        sdfg.validate()
     return count
 
 
