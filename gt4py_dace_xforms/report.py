@@ -138,9 +138,12 @@ class InlineReport:
                 lines.append(f"  {r.intermediate} -> {r.consumer}: {verdict}; saves {saved} B of copy traffic, recomputes nothing")
                 continue
             if "sweep_pair_saved_bytes" in f:
+                gpu = (f"; on the GPU a local array per thread, {f['gpu_threads_per_sm']} threads per SM hold "
+                       f"{f['gpu_column_bytes_per_sm'] / 1024:.0f} of the L1's {f['gpu_l1_bytes'] / 1024:.0f} KiB"
+                       if "gpu_threads_per_sm" in f else "")
                 lines.append(f"  {r.intermediate} -> {r.consumer}: {'column buffer' if r.applied else 'keep'}; saves "
                              f"{f['sweep_pair_saved_bytes']:.3g} B, a column of {f['sweep_pair_column_bytes']:.3g} B "
-                             f"per iteration, recomputes nothing")
+                             f"per iteration{gpu}, recomputes nothing")
                 continue
             if "window_width" in f:
                 lines.append(f"  {r.intermediate} -> {r.consumer}: {'window' if r.applied else 'no window'}; width "

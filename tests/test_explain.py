@@ -101,10 +101,16 @@ def test_cost_lines_of_a_sweep_pair_and_of_an_unknown_record():
                         figures={"sweep_pair_saved_bytes": 2.6e7, "sweep_pair_column_bytes": 640.0, "target": "cpu"},
                         mode="sweep_pair")
     other = InlineRecord("s", "x", "m", (), False, "?", figures={"something_new": 3.0, "target": "gpu"})
-    lines = InlineReport([pair, other]).cost_lines()
+    gpu = InlineRecord("s", "gtir_tmp_154", "map_1", (), False, "sweep pair on the GPU",
+                       figures={"sweep_pair_saved_bytes": 2.6e7, "sweep_pair_column_bytes": 1280.0, "target": "gpu",
+                                "gpu_columns": 40000.0, "gpu_threads_per_sm": 320,
+                                "gpu_column_bytes_per_sm": 320 * 1280.0, "gpu_l1_bytes": 262144})
+    lines = InlineReport([pair, other, gpu]).cost_lines()
     assert lines == ["  gtir_tmp_148 -> map_1: column buffer; saves 2.6e+07 B, a column of 640 B per iteration, "
                      "recomputes nothing",
-                     "  x -> m: keep; something_new 3, target gpu"]
+                     "  x -> m: keep; something_new 3, target gpu",
+                     "  gtir_tmp_154 -> map_1: keep; saves 2.6e+07 B, a column of 1.28e+03 B per iteration; on the "
+                     "GPU a local array per thread, 320 threads per SM hold 400 of the L1's 256 KiB, recomputes nothing"]
 
 
 def test_explain_shows_the_stock_crash_and_the_library_taking_the_node():
