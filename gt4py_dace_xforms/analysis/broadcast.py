@@ -57,4 +57,5 @@ def gt4py_replacement_fails(sdfg, cand) -> bool:
     if cand.concat is None:
         return False
     rank = len(sdfg.arrays[cand.intermediate.data].shape)
-    return any(b.source is not None and len(sdfg.arrays[b.source.data].shape) < rank for b in cand.concat.branches)
+    # Every writer: gt4py's replacement takes the node, not the reads.
+    return any(b.source is not None and len(sdfg.arrays[b.source.data].shape) < rank for b in cand.concat.writers)

@@ -23,6 +23,7 @@ from gt4py_dace_xforms.analysis.concat import (
     analyse_concat,
     eager_verdict,
     index_symbol,
+    only_branches_read,
     prove_union_covers,
     read_box,
 )
@@ -105,7 +106,9 @@ class InlineCandidate:
             the producer's dataflow for it are removed.
         concat: in concat mode (several writers), their branches; each copy then
             selects, per index, the branch whose region holds it and evaluates only
-            that one (lazy).
+            that one (lazy). Its `branches` are the writers some read reaches (the
+            copies evaluate those and receive only their inputs); its `writers`, every
+            writer (what the checks and the cost model look at).
         eager: concat mode only: evaluating every branch everywhere is proven memory
             safe (`analysis.concat.eager_verdict`), so copies may evaluate all and select.
         lazy_reason: why eager evaluation is not proven sound, if it is not.
@@ -516,6 +519,18 @@ def _evaluation_mode(p: _Proof) -> Optional[Decline]:
     return None
 
 
+def _branches_read(p: _Proof) -> Optional[Decline]:
+    """Concat mode: the copies evaluate only the writers some read reaches, and receive
+    only their inputs (`only_branches_read`). Last, and only for the build: every check
+    above took every writer (their inputs, symbols, eager bounds), and the cost model
+    prices every writer too (`ConcatAnalysis.writers`), so on the same graph a candidate
+    is taken or declined as before; only the copy built is smaller. Never declines."""
+    if p.concat is not None and p.selected is None:
+        p.concat = only_branches_read(p.concat, p.boxes, p.facts)
+        p.parts = [(p.pstate, p.concat)]
+    return None
+
+
 #: The obligations, in the order they are proven (a new rewrite kind adds a step).
 _PROOF_STEPS = (
     _intermediate_is_local_storage,
@@ -526,6 +541,7 @@ _PROOF_STEPS = (
     _inputs_unchanged,
     _reads_are_covered,
     _evaluation_mode,
+    _branches_read,
 )
 
 

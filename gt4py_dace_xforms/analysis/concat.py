@@ -67,9 +67,24 @@ class Branch:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class ConcatAnalysis:
+    #: The branches a copy evaluates: every writer of the node, or, once the reads are
+    #: known, only those whose region some read reaches (`only_branches_read`).
     branches: tuple[Branch, ...]
     #: The dimensions tested at run time to select a branch (set once the reads are known).
     split_dims: tuple[int, ...] = ()
+    #: Every writer of the node, in its order, where `branches` leaves some out (else empty).
+    all_writers: tuple[Branch, ...] = ()
+
+    @property
+    def writers(self) -> tuple[Branch, ...]:
+        """Every writer of the node, read or not: what gt4py's own passes see of it, what
+        the soundness checks and the cost model look at."""
+        return self.all_writers or self.branches
+
+    @property
+    def unread(self) -> tuple[Branch, ...]:
+        """The writers no read reaches: a copy neither evaluates them nor receives their inputs."""
+        return tuple(b for b in self.writers if b not in self.branches)
 
 
 def _region_of_slice(prod: ProducerSlice) -> Optional[tuple]:
@@ -188,6 +203,29 @@ def prove_union_covers(
     return cover.reason, cover.select_dims
 
 
+def only_branches_read(concat: ConcatAnalysis, read_boxes, facts=()) -> ConcatAnalysis:
+    """`concat` evaluating only the branches whose region is not provably disjoint from
+    every box in `read_boxes`; `concat` itself where every branch is reached, or none.
+
+    A lazy copy selects the branch whose region holds the index asked for, so a branch
+    no read reaches is never selected, yet the copy would receive each of its inputs
+    whole through new connectors of the consumer. Where such an input is a transient
+    gt4py splits by its writers and fuses into its readers, that read of all of it keeps
+    it whole (icon4py's `compute_advection_in_corrector_vertical_momentum`: gtir_tmp_129,
+    docs/concat_mode.md). The regions are disjoint and cover every read
+    (`analyse_concat`, `prove_union_covers`), and in every dimension outside
+    `split_dims` each region spans the reads (`boxes.prove_cover`), so each read index
+    lies in exactly one kept branch and the box tests along `split_dims` still select it.
+    `writers` keeps every writer, in the node's order."""
+    if not read_boxes:
+        return concat
+    read = tuple(b for b in concat.branches
+                 if not all(boxes.disjoint(b.region, tuple(box), facts) for box in read_boxes))
+    if not read or len(read) == len(concat.branches):
+        return concat
+    return dataclasses.replace(concat, branches=read, all_writers=concat.writers)
+
+
 def read_box(terms: list[IndexTerm], cranges) -> list[tuple[sympy.Expr, sympy.Expr]]:
     """Per dimension, the lowest and highest index a read takes over the consumer Map."""
     box = []
@@ -207,7 +245,7 @@ class EagerVerdict:
 
     Attributes:
         reason: why eager evaluation is not proven sound; `None` if it is.
-        branch: the branch (index into `ConcatAnalysis.branches`) whose access fails.
+        branch: the branch (index into `ConcatAnalysis.writers`) whose access fails.
         data: the array it reads.
         dim: the dimension of `data` in which the access is not proven in bounds.
         index: the index read in that dimension, in `index_symbol(d)`.
@@ -273,10 +311,12 @@ def eager_verdict(sdfg, state, data: str, concat: ConcatAnalysis, boxes, facts) 
         if recorded.get("kind") == "concat":
             return EagerVerdict("the concat annotation from GTIR was recorded for another shape of this node")
         return EagerVerdict("no concat annotation from GTIR for this node")
-    data_read = {i.data for b in concat.branches for i in b.inputs}
+    # Every writer, also one no read reaches (`only_branches_read`): proven for all of
+    # them, eager evaluation of any subset is memory safe too.
+    data_read = {i.data for b in concat.writers for i in b.inputs}
     facts = list(facts) + annotations.field_facts(sdfg, data_read)
-    ann_branches = annotations.concat_branches(ann, concat.branches)
-    for n, br in enumerate(concat.branches):
+    ann_branches = annotations.concat_branches(ann, concat.writers)
+    for n, br in enumerate(concat.writers):
         accesses = _branch_accesses(sdfg, state, br)
         if isinstance(accesses, str):
             return EagerVerdict(f"branch {n}: {accesses}", branch=n)

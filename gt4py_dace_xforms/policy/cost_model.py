@@ -583,12 +583,13 @@ class CostModel(InlinePolicy):
         """Hard limits, independent of the estimate."""
         # (gt4py's concat_where replacement does not see through an if/else: not for selected.)
         if cand.concat is not None and cand.selected is None:
-            if all(b.slice is None for b in cand.concat.branches) and not gt4py_replacement_fails(sdfg, cand):
+            # (Every writer of the node: gt4py's replacement takes the node, not the reads.)
+            if all(b.slice is None for b in cand.concat.writers) and not gt4py_replacement_fails(sdfg, cand):
                 # Nothing to recompute: gt4py's own concat_where replacement turns every
                 # point read of such a node (at any shift) into a select in the consumer,
                 # cheaper than a nested SDFG. (Not a node it raises on: we take that one.)
                 return Decision(False, "copy-fed concat: left to gt4py's concat_where replacement")
-            nested = next((b.source.data for b in cand.concat.branches
+            nested = next((b.source.data for b in cand.concat.writers
                            if b.source is not None and _concat_node(sdfg, b.source.source)), None)
             if nested is not None:
                 # A nested SDFG reading the inner concat node hides it from gt4py's
@@ -631,7 +632,12 @@ class CostModel(InlinePolicy):
         copies = cand.copies
 
         saved = (2 * volume if cand.removes_intermediate else points) * item
-        slices = [cand.producer] if cand.concat is None else [b.slice for b in cand.concat.branches if b.slice]
+        # A concat node is priced with every writer, also one no read reaches, which its
+        # copies neither evaluate nor load (`ConcatAnalysis.writers`, docs/concat_mode.md):
+        # priced with the branches read, icon4py's perturbed-quantities program took a
+        # group that kept gtir_tmp_63 (a price on the safe side, decisions as before).
+        writers = cand.concat.writers if cand.concat is not None else ()
+        slices = [cand.producer] if cand.concat is None else [b.slice for b in writers if b.slice]
         work = [_work(sdfg, s) for s in slices] or [(0.0, 0.0)]
         branch_ops = [w[0] for w in work]
         # Loads through a neighbor table (a tasklet indexing a row itself) are repeated by
@@ -641,7 +647,7 @@ class CostModel(InlinePolicy):
             # An if/else on a scalar: every thread takes the same branch (no divergence,
             # CPU or GPU); within a branch that is a concat, as for a lazy concat below.
             ops = max(self._lazy_ops(sdfg, sb.writers.branches) for sb in cand.selected.branches) + self.branch_ops
-        elif cand.concat is None or len(cand.concat.branches) == 1:
+        elif cand.concat is None or len(writers) == 1:
             ops = branch_ops[0]
         elif cand.eager or self.target == "gpu":
             ops = sum(branch_ops) + (1.0 if cand.eager else 4.0 * self.branch_ops)
@@ -663,7 +669,7 @@ class CostModel(InlinePolicy):
         consumer_reads = {e.src.data for e in cand.state.in_edges(cand.consumer) if isinstance(e.src, dn.AccessNode)}
         inputs = {i.data for s in slices for i in s.inputs}
         if cand.concat is not None:
-            inputs |= {b.source.data for b in cand.concat.branches if b.source is not None}
+            inputs |= {b.source.data for b in writers if b.source is not None}
         repeats = copies - 1 if removed_producers else copies
         gather_bytes = (gathers * repeats + (kept_gathers if removed_producers else 0.0)) * points * item
         if cand.indirect:
