@@ -142,18 +142,16 @@ def gt_fuse_sweep_pairs(sdfg: dace.SDFG, names: Optional[list[str]] = None, vali
     each plan (None: every plan); `report`: an `InlineReport` that gets one record per
     buffer (mode "sweep_pair") and per declined plan. Returns the number of fusions (one
     per reader Map)."""
-    if narrow_columns and not keep_narrowed:
+    records: list[InlineRecord] = []
+    if narrow_columns and not keep_narrowed and _column_candidates(sdfg):
+        # (Without candidates narrowing changes nothing: no copy needed.)
         trial = copy.deepcopy(sdfg)
-        records: list[InlineRecord] = []
         _fuse_all(trial, names, True, policy, records)
         taken = sorted({r.intermediate for r in records if r.removed_intermediate})
         count = _fuse_all(sdfg, taken, True, policy, None) if taken else 0
-        if report is not None:
-            for r in records:
-                report.add(r)
     else:
-        records = []
-        count = _fuse_all(sdfg, names, narrow_columns, policy, records if report is not None else None)
+        count = _fuse_all(sdfg, names, narrow_columns, policy, records)
+    if report is not None:
         for r in records:
             report.add(r)
     if count and validate:
