@@ -528,6 +528,61 @@ def test_multi_output_producer_keeps_the_work_its_other_outputs_need():
     assert not _model().decide(shared, _candidate(shared)).accept
 
 
+def _shared_slice_producer(name: str, offsets: int) -> dace.SDFG:
+    """A producer Map writing `tmp = a * 0.5 + b` and `out2 = (a * 0.5) * 3` (the product
+    shared, as gt4py's multi-output Maps share a slice); a consumer reading `tmp` at
+    `offsets` levels k, k + 1, ... into `out`. Cheap enough that inlining `tmp` is priced
+    as a gain at any offset count here."""
+    sdfg = dace.SDFG(name)
+    for arr in ("a", "b", "out", "out2"):
+        sdfg.add_array(arr, ("N", "K"), dace.float64)
+    sdfg.add_array("tmp", ("N", "K"), dace.float64, transient=True)
+    sdfg.add_scalar("s", dace.float64, transient=True)
+    st = sdfg.add_state("main")
+    me, mx = st.add_map("producer", {"i": "0:N", "k": "0:K"})
+    a, b, tmp, out2 = st.add_access("a"), st.add_access("b"), st.add_access("tmp"), st.add_access("out2")
+    f = st.add_tasklet("f", {"__a"}, {"__s"}, "__s = __a * 0.5")
+    st.add_memlet_path(a, me, f, dst_conn="__a", memlet=dace.Memlet("a[i, k]"))
+    s = st.add_access("s")
+    st.add_edge(f, "__s", s, None, dace.Memlet("s[0]"))
+    g = st.add_tasklet("g", {"__s", "__b"}, {"__t"}, "__t = __s + __b")
+    st.add_edge(s, None, g, "__s", dace.Memlet("s[0]"))
+    st.add_memlet_path(b, me, g, dst_conn="__b", memlet=dace.Memlet("b[i, k]"))
+    st.add_memlet_path(g, mx, tmp, src_conn="__t", memlet=dace.Memlet("tmp[i, k]"))
+    h = st.add_tasklet("h", {"__x"}, {"__o"}, "__o = 3.0 * __x")
+    st.add_edge(s, None, h, "__x", dace.Memlet("s[0]"))
+    st.add_memlet_path(h, mx, out2, src_conn="__o", memlet=dace.Memlet("out2[i, k]"))
+    reads = {f"__t{d}": dace.Memlet(f"tmp[i, k + {d}]") for d in range(offsets)}
+    st.add_mapped_tasklet("consumer", {"i": "0:N", "k": f"0:K-{offsets - 1}"}, inputs=reads,
+                          code="__o = " + " - ".join(reads), outputs={"__o": dace.Memlet("out[i, k]")},
+                          external_edges=True, input_nodes={"tmp": tmp})
+    sdfg.validate()
+    return sdfg
+
+
+def test_a_producer_that_stays_is_not_repeated_at_several_offsets_on_the_cpu():
+    """The producer Map stays for `out2` and keeps computing the shared product: a copy at
+    one offset is taken, copies at two offsets repeat that work twice more and are declined
+    on the CPU although the estimate says gain (`shared_producer_max_offsets`; icon4py's
+    static target, `gtir_tmp_15_split_2`: the build with those copies ran 1.004-1.037 of
+    stock, without them 0.917-0.933, lam-decomposed with fresh pages). The GPU model, and a
+    CPU model allowed two offsets, take both; a decline leaves the SDFG as it was."""
+    one, two = _shared_slice_producer("shared_one", 1), _shared_slice_producer("shared_two", 2)
+    taken = _model().decide(one, _candidate(one))
+    assert taken.accept and taken.figures["kept_ops_per_point"] > 0, taken.reason
+    declined = _model().decide(two, _candidate(two))
+    assert not declined.accept and declined.figures["gain_bytes"] > 0
+    assert declined.reason.startswith("consumer_map reads tmp at 2 offsets, and its producer stays for other outputs, "
+                                      "still computing 1 of a copy's 2 operations: more than "
+                                      "shared_producer_max_offsets=1"), declined.reason
+    assert _model(target="gpu").decide(two, _candidate(two)).accept
+    assert _model(shared_producer_max_offsets=2).decide(two, _candidate(two)).accept
+    before = two.hash_sdfg()
+    report = gx.gt_inline_fusion(two, cost_model=_model())
+    assert not report.applied and "tmp" in two.arrays and two.hash_sdfg() == before, report.table()
+    assert gx.gt_inline_fusion(one, cost_model=_model()).applied
+
+
 def test_multi_output_producer_is_not_windowed_where_the_sweep_repeats_its_kept_work():
     """The window's sweep evaluates the slice once per level, but the multi-output Map
     still computes and loads what its other write needs (the static predictor solver's

@@ -133,13 +133,16 @@ def test_a_static_switch_removes_the_if(upwind):
 @pytest.mark.icon4py
 @pytest.mark.skipif(not target.available(), reason="icon4py is not installed")
 @pytest.mark.parametrize("layout", ["global", "lam-decomposed"])
-def test_static_target_library_keeps_none_of_stocks_transients(layout):
+def test_static_target_library_keeps_one_of_stocks_transients(layout):
     """Structure only (no compile), R2B4 size, one rank of a global grid and a decomposed
     limited-area rank (the other two layouts are compiled below at 512 cells): stock's static build keeps
-    gtir_tmp_15_split_2 and gtir_tmp_63; the library removes both and keeps nothing else.
+    gtir_tmp_15_split_2 and gtir_tmp_63; the library removes gtir_tmp_63 and keeps nothing else.
     With a halo both are split in Cell as well as K (issue 47: the coverage proof took one
     dimension, and the split consumers needed a window each). Before the hook fused
-    states first, it kept gtir_tmp_12, which stock's own passes remove (issue 40)."""
+    states first, it kept gtir_tmp_12, which stock's own passes remove (issue 40).
+    gtir_tmp_15_split_2 stays: its readers read it at two levels and its producer stays for
+    another output, keeping 5 of a copy's 7 operations (`shared_producer_max_offsets`;
+    removed, the build ran 1.004-1.037 of stock, kept 0.917-0.933, lam-decomposed)."""
     from gt4py_dace_xforms.tools.layouts import layout as named_layout
 
     args = target.make_args(20480, 80)
@@ -149,7 +152,7 @@ def test_static_target_library_keeps_none_of_stocks_transients(layout):
     library = capture_stages(target.program(), [POST], offset_provider={}, static_args=static,
                              optimization_hooks=optimization_hooks())[POST]
     assert two_d_transients(stock) == ["gtir_tmp_15_split_2", "gtir_tmp_63"]
-    assert two_d_transients(library) == []
+    assert two_d_transients(library) == ["gtir_tmp_15_split_2"]
     # No if/else of igradp_method is left in either: the switch is a constant.
     assert all(type(b).__name__ != "ConditionalBlock" for b in library.all_control_flow_blocks())
 
