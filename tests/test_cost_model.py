@@ -475,13 +475,17 @@ def test_readers_in_branches_inlined_equal_untransformed(flag):
     compare_before_after(sdfg, after, arrays, syms, outputs=("out", "out2"))
 
 
-def _multi_output_producer(name: str, *, shared: bool, shifted: bool = False) -> dace.SDFG:
+def _multi_output_producer(name: str, *, shared: bool, shifted: bool = False, cheap: bool = False,
+                           offsets: int = 0) -> dace.SDFG:
     """A producer Map writing `tmp` and the output `out2` (gt4py's multi-output Maps):
-    `s = f(a)` (8 divisions, reading `a` through its own index), `tmp = s + b`,
-    `out2 = (s if shared else a) * 2`; a consumer
-    Map reads `tmp[i, k]` into `out`. With `shared`, removing `tmp` leaves `s` to compute
+    `s = f(a)`, `tmp = s + b`, `out2 = (s if shared else a) * 2`; a consumer Map reads
+    `tmp` at levels k, k + 1, ... (`offsets` of them; 2 with `shifted`, a vertical
+    window's case, else 1) into `out`. With `shared`, removing `tmp` leaves `s` to compute
     for `out2`: the copy repeats it, and its loads of `a`, which the producer still reads.
-    `shifted`: the consumer reads `tmp[i, k] + tmp[i, k + 1]` (a vertical window's case)."""
+    `f`: 8 divisions reading `a` through its own index (a gather), or with `cheap` one
+    product `a[i, k] * 0.5`, cheap enough that inlining `tmp` is priced as a gain at two
+    offsets."""
+    offsets = offsets or (2 if shifted else 1)
     sdfg = dace.SDFG(name)
     for arr in ("a", "b", "out", "out2"):
         sdfg.add_array(arr, ("N", "K"), dace.float64)
@@ -490,10 +494,15 @@ def _multi_output_producer(name: str, *, shared: bool, shifted: bool = False) ->
     st = sdfg.add_state("main")
     me, mx = st.add_map("producer", {"i": "0:N", "k": "0:K"})
     a, b, tmp, out2 = st.add_access("a"), st.add_access("b"), st.add_access("tmp"), st.add_access("out2")
-    # `f` indexes a row of `a` itself, as gt4py's neighbor reductions index a field through
-    # a table: the slice gathers, as icon4py's gtir_tmp_273's does
-    f = st.add_tasklet("f", {"__a"}, {"__s"}, "__s = " + " + ".join(f"__a[k] / ({n}.0 + __a[k])" for n in range(8)))
-    st.add_memlet_path(a, me, f, dst_conn="__a", memlet=dace.Memlet("a[i, 0:K]"))
+    if cheap:
+        f = st.add_tasklet("f", {"__a"}, {"__s"}, "__s = __a * 0.5")
+        st.add_memlet_path(a, me, f, dst_conn="__a", memlet=dace.Memlet("a[i, k]"))
+    else:
+        # `f` indexes a row of `a` itself, as gt4py's neighbor reductions index a field
+        # through a table: the slice gathers, as icon4py's gtir_tmp_273's does
+        f = st.add_tasklet("f", {"__a"}, {"__s"},
+                           "__s = " + " + ".join(f"__a[k] / ({n}.0 + __a[k])" for n in range(8)))
+        st.add_memlet_path(a, me, f, dst_conn="__a", memlet=dace.Memlet("a[i, 0:K]"))
     s = st.add_access("s")
     st.add_edge(f, "__s", s, None, dace.Memlet("s[0]"))
     g = st.add_tasklet("g", {"__s", "__b"}, {"__t"}, "__t = __s + __b")
@@ -506,9 +515,9 @@ def _multi_output_producer(name: str, *, shared: bool, shifted: bool = False) ->
     else:
         st.add_memlet_path(a, me, h, dst_conn="__x", memlet=dace.Memlet("a[i, k]"))
     st.add_memlet_path(h, mx, out2, src_conn="__o", memlet=dace.Memlet("out2[i, k]"))
-    reads = {"__t": dace.Memlet("tmp[i, k]")} | ({"__u": dace.Memlet("tmp[i, k + 1]")} if shifted else {})
-    st.add_mapped_tasklet("consumer", {"i": "0:N", "k": "0:K-1" if shifted else "0:K"}, inputs=reads,
-                          code="__o = 3.0 * __t" + (" - __u" if shifted else ""),
+    reads = {f"__t{d}": dace.Memlet(f"tmp[i, k + {d}]" if d else "tmp[i, k]") for d in range(offsets)}
+    st.add_mapped_tasklet("consumer", {"i": "0:N", "k": f"0:K-{offsets - 1}" if offsets > 1 else "0:K"},
+                          inputs=reads, code="__o = 3.0 * " + " - ".join(reads),
                           outputs={"__o": dace.Memlet("out[i, k]")}, external_edges=True, input_nodes={"tmp": tmp})
     sdfg.validate()
     return sdfg
@@ -528,38 +537,6 @@ def test_multi_output_producer_keeps_the_work_its_other_outputs_need():
     assert not _model().decide(shared, _candidate(shared)).accept
 
 
-def _shared_slice_producer(name: str, offsets: int) -> dace.SDFG:
-    """A producer Map writing `tmp = a * 0.5 + b` and `out2 = (a * 0.5) * 3` (the product
-    shared, as gt4py's multi-output Maps share a slice); a consumer reading `tmp` at
-    `offsets` levels k, k + 1, ... into `out`. Cheap enough that inlining `tmp` is priced
-    as a gain at any offset count here."""
-    sdfg = dace.SDFG(name)
-    for arr in ("a", "b", "out", "out2"):
-        sdfg.add_array(arr, ("N", "K"), dace.float64)
-    sdfg.add_array("tmp", ("N", "K"), dace.float64, transient=True)
-    sdfg.add_scalar("s", dace.float64, transient=True)
-    st = sdfg.add_state("main")
-    me, mx = st.add_map("producer", {"i": "0:N", "k": "0:K"})
-    a, b, tmp, out2 = st.add_access("a"), st.add_access("b"), st.add_access("tmp"), st.add_access("out2")
-    f = st.add_tasklet("f", {"__a"}, {"__s"}, "__s = __a * 0.5")
-    st.add_memlet_path(a, me, f, dst_conn="__a", memlet=dace.Memlet("a[i, k]"))
-    s = st.add_access("s")
-    st.add_edge(f, "__s", s, None, dace.Memlet("s[0]"))
-    g = st.add_tasklet("g", {"__s", "__b"}, {"__t"}, "__t = __s + __b")
-    st.add_edge(s, None, g, "__s", dace.Memlet("s[0]"))
-    st.add_memlet_path(b, me, g, dst_conn="__b", memlet=dace.Memlet("b[i, k]"))
-    st.add_memlet_path(g, mx, tmp, src_conn="__t", memlet=dace.Memlet("tmp[i, k]"))
-    h = st.add_tasklet("h", {"__x"}, {"__o"}, "__o = 3.0 * __x")
-    st.add_edge(s, None, h, "__x", dace.Memlet("s[0]"))
-    st.add_memlet_path(h, mx, out2, src_conn="__o", memlet=dace.Memlet("out2[i, k]"))
-    reads = {f"__t{d}": dace.Memlet(f"tmp[i, k + {d}]") for d in range(offsets)}
-    st.add_mapped_tasklet("consumer", {"i": "0:N", "k": f"0:K-{offsets - 1}"}, inputs=reads,
-                          code="__o = " + " - ".join(reads), outputs={"__o": dace.Memlet("out[i, k]")},
-                          external_edges=True, input_nodes={"tmp": tmp})
-    sdfg.validate()
-    return sdfg
-
-
 def test_a_producer_that_stays_is_not_repeated_at_several_offsets_on_the_cpu():
     """The producer Map stays for `out2` and keeps computing the shared product: a copy at
     one offset is taken, copies at two offsets repeat that work twice more and are declined
@@ -567,7 +544,7 @@ def test_a_producer_that_stays_is_not_repeated_at_several_offsets_on_the_cpu():
     static target, `gtir_tmp_15_split_2`: the build with those copies ran 1.004-1.037 of
     stock, without them 0.917-0.933, lam-decomposed with fresh pages). The GPU model, and a
     CPU model allowed two offsets, take both; a decline leaves the SDFG as it was."""
-    one, two = _shared_slice_producer("shared_one", 1), _shared_slice_producer("shared_two", 2)
+    one, two = (_multi_output_producer(f"shared_{n}", shared=True, cheap=True, offsets=n) for n in (1, 2))
     taken = _model().decide(one, _candidate(one))
     assert taken.accept and taken.figures["kept_ops_per_point"] > 0, taken.reason
     declined = _model().decide(two, _candidate(two))
