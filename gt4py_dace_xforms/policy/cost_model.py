@@ -24,7 +24,9 @@ copies (gt4py's `ConcatWhereCopyToMap` turns every point read of it, at any shif
 select, cheaper than a nested SDFG), and a concat branch that reads such a node (the
 nested SDFG would hide the inner node from that replacement; both inlined on icon4py's
 `compute_advection_in_predictor_vertical_momentum` measured 1.35x slower), gain <= 0, more copies
-than `max_distinct_offsets` and more operations per copy than `max_ops_per_copy`.
+than `max_distinct_offsets` and more operations per copy than `max_ops_per_copy`. On the
+CPU also a reader that repeats, at more than `shared_producer_max_offsets` offsets, work of a
+producer Map that stays for its other outputs (measured slower than the estimate says).
 With persistent transients (`persistent_transients`) the CPU model also declines what
 recomputes points or moves work into a scan's loop, and every vertical window: no
 allocation is saved to pay for it. The same holds for a per-call transient whose pages the
