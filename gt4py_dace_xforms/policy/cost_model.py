@@ -61,8 +61,9 @@ from dace.sdfg import nodes as dn
 from dace.sdfg.state import LoopRegion
 
 from gt4py_dace_xforms.analysis.broadcast import gt4py_replacement_fails
-from gt4py_dace_xforms.analysis.candidate import InlineCandidate
+from gt4py_dace_xforms.analysis.candidate import InlineCandidate, analyse_candidate
 from gt4py_dace_xforms.analysis.crossstate import co_executed_sets
+from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.analysis.scan_inputs import scan_input_set
 from gt4py_dace_xforms.analysis.symbolic import to_sympy
 from gt4py_dace_xforms.policy import allocator
@@ -585,6 +586,18 @@ class CostModel(InlinePolicy):
         return Decision(True, f"scan inputs: {what} evaluated in {scan}'s loop, once per level: saves {saved:.3g} B, "
                               f"repeats {duplicated:.3g} shared operations", figures=fig)
 
+    def _moved_into_scan(self, sdfg: dace.SDFG, state: dace.SDFGState, node: dn.AccessNode) -> bool:
+        """Whether `node`'s array is a scan input (one of a `scan_input_set`) that this
+        model moves into the scan's loop, as the graph stands now."""
+        readers = {id(e.dst): e.dst for e in state.out_edges(node)}
+        consumer = next(iter(readers.values()), None)
+        if len(readers) != 1 or not isinstance(consumer, dn.MapEntry) or state.entry_node(consumer) is not None:
+            return False
+        cand = analyse_candidate(sdfg, state, node, consumer)
+        if isinstance(cand, Decline) or scan_input_set(sdfg, cand) is None:
+            return False
+        return self.decide(sdfg, cand).accept
+
     def _repeats_a_kept_producer(self, members: list) -> Optional[str]:
         """Why the CPU declines readers (`(candidate, estimate)` pairs) that recompute, at
         more than `shared_producer_max_offsets` offsets, a slice whose producer Map stays
@@ -638,8 +651,11 @@ class CostModel(InlinePolicy):
         too_many = too_many_copies(cand, self.max_distinct_offsets)
         if too_many:
             return Decision(False, too_many)
-        if self._guards_scans and feeds_scan(sdfg, cand) and scan_input_set(sdfg, cand) is None:
-            # (A scan's inputs moved into its loop together duplicate nothing: not guarded.)
+        if (self._guards_scans and scan_input_set(sdfg, cand) is None
+                and feeds_scan(sdfg, cand, moved=lambda st, node: self._moved_into_scan(sdfg, st, node))):
+            # (A scan's inputs moved into its loop together duplicate nothing: not guarded.
+            # Nor is what reaches a scan only through such inputs: no scan argument is
+            # materialized, and the estimate prices the copies.)
             return Decision(False, "intermediate feeds a scan: it is materialized for the scan anyway (scan_guard)")
         if not cand.removes_intermediate and not partial_ok:
             return Decision(False, "the intermediate stays for other readers (partial inlines are off)")
@@ -962,8 +978,12 @@ def _node_ops(node) -> float:
     return 0.0
 
 
-def feeds_scan(sdfg: dace.SDFG, cand: InlineCandidate) -> bool:
-    """True if data computed from the intermediate reaches a scan (a loop in a nested SDFG)."""
+def feeds_scan(sdfg: dace.SDFG, cand: InlineCandidate, moved=None) -> bool:
+    """True if data computed from the intermediate reaches a scan (a loop in a nested SDFG).
+
+    `moved(state, access_node)`: True where that array is a scan input the policy moves
+    into the scan's loop (`scan_input_set`); what reaches the scan only through such
+    arrays is not counted (no scan argument is materialized on that path)."""
     seen_data: set[str] = set()
     frontier = {cand.intermediate.data}
     while frontier:
@@ -978,19 +998,22 @@ def feeds_scan(sdfg: dace.SDFG, cand: InlineCandidate) -> bool:
                 for reached in _downstream(st, node):
                     if isinstance(reached, dn.NestedSDFG) and _has_loop(reached.sdfg):
                         return True
-                    if isinstance(reached, dn.AccessNode):
+                    if isinstance(reached, dn.AccessNode) and not (moved is not None and moved(st, reached)):
                         frontier.add(reached.data)
     return False
 
 
 def _downstream(state, node):
+    """The nodes reachable from `node` in `state`, not walking past an AccessNode (the
+    caller follows its data)."""
     seen, stack = set(), [node]
     while stack:
         n = stack.pop()
         for e in state.out_edges(n):
             if e.dst not in seen:
                 seen.add(e.dst)
-                stack.append(e.dst)
+                if not isinstance(e.dst, dn.AccessNode):
+                    stack.append(e.dst)
                 yield e.dst
 
 
