@@ -52,12 +52,16 @@ def _scan(squeezed: bool, reads: dict[str, str]) -> dace.SDFG:
     return inner
 
 
-def build(squeezed: bool = True, reads: dict[str, str] | None = None, producer_reads_out: bool = False) -> dace.SDFG:
+def build(squeezed: bool = True, reads: dict[str, str] | None = None, producer_reads_out: bool = False,
+          upstream: bool = False, t1_elsewhere: bool = False) -> dace.SDFG:
     """Coefficients `T0 = w * w + v`, `T1 = w * w * 2 - v` (the square shared) in one Map,
     then the scan over the cells. `producer_reads_out`: the Map also reads `out`, which
-    the scan writes (declined)."""
+    the scan writes (declined). `upstream`: `w` is a transient `W = a + 1` of a Map of its
+    own, which reaches the scan only through the coefficients (a second-level input, as
+    the solvers' `z_alpha`). `t1_elsewhere`: a second Map copies `T1` to `out2`, so the
+    coefficients are not a scan-input set and `T1` stays materialized."""
     reads = reads or ({"t0": "k", "t1": "k"} if squeezed else {"t0": "i, k", "t1": "i, k"})
-    sdfg = dace.SDFG(f"scan_inputs_{abs(hash((squeezed, tuple(reads.items()), producer_reads_out)))}")
+    sdfg = dace.SDFG(f"scan_inputs_{abs(hash((squeezed, tuple(reads.items()), producer_reads_out, upstream, t1_elsewhere)))}")
     for name in ("w", "v", "out"):
         sdfg.add_array(name, (N, K), dace.float64)
     for name in ("T0", "T1"):
@@ -68,7 +72,17 @@ def build(squeezed: bool = True, reads: dict[str, str] | None = None, producer_r
     extra = " + 0.0 * __o" if producer_reads_out else ""
     t0 = st.add_tasklet("coef0", dict.fromkeys(["__q", "__v", *(["__o"] if producer_reads_out else [])]), {"__t"}, f"__t = __q + __v{extra}")
     t1 = st.add_tasklet("coef1", {"__q", "__v"}, {"__t"}, "__t = 2.0 * __q - __v")
-    w, v = st.add_access("w"), st.add_access("v")
+    if upstream:
+        sdfg.arrays["w"].transient = True
+        sdfg.add_array("a", (N, K), dace.float64)
+        w = st.add_access("w")
+        pe, px = st.add_map("upstream", {"i": f"0:{N}", "k": f"0:{K}"})
+        up = st.add_tasklet("plus_one", {"__a"}, {"__w"}, "__w = __a + 1.0")
+        st.add_memlet_path(st.add_access("a"), pe, up, dst_conn="__a", memlet=dace.Memlet("a[i, k]"))
+        st.add_memlet_path(up, px, w, src_conn="__w", memlet=dace.Memlet("w[i, k]"))
+    else:
+        w = st.add_access("w")
+    v = st.add_access("v")
     st.add_memlet_path(w, me, sq, dst_conn="__w", memlet=dace.Memlet("w[i, k]"))
     q = "__q_" + sdfg.label[-6:]
     sdfg.add_scalar(q, dace.float64, transient=True)
@@ -89,6 +103,12 @@ def build(squeezed: bool = True, reads: dict[str, str] | None = None, producer_r
         subset = f"{name.upper()}[i, 0:{K}]" if squeezed else f"{name.upper()}[0:{N}, 0:{K}]"
         st.add_memlet_path(tn[name], se, scan, dst_conn=name, memlet=dace.Memlet(subset))
     st.add_memlet_path(scan, sx, st.add_access("out"), src_conn="r", memlet=dace.Memlet(f"out[i, 0:{K}]"))
+    if t1_elsewhere:
+        sdfg.add_array("out2", (N, K), dace.float64)
+        ce, cx = st.add_map("copy_t1", {"i": f"0:{N}", "k": f"0:{K}"})
+        cp = st.add_tasklet("copy", {"__t"}, {"__o"}, "__o = __t")
+        st.add_memlet_path(tn["t1"], ce, cp, dst_conn="__t", memlet=dace.Memlet("T1[i, k]"))
+        st.add_memlet_path(cp, cx, st.add_access("out2"), src_conn="__o", memlet=dace.Memlet("out2[i, k]"))
     sdfg.validate()
     return sdfg
 
@@ -113,7 +133,10 @@ def _run(sdfg):
     rng = np.random.default_rng(3)
     w, v = rng.random((N, K)), rng.random((N, K))
     out = np.zeros((N, K))
-    sdfg.compile()(w=w.copy(), v=v.copy(), out=out)
+    if "a" in sdfg.arrays:  # `upstream`: w = a + 1 is computed
+        sdfg.compile()(a=w - 1.0, v=v.copy(), out=out)
+    else:
+        sdfg.compile()(w=w.copy(), v=v.copy(), out=out)
     return w, v, out
 
 
@@ -159,6 +182,41 @@ def test_the_gpu_model_takes_a_set_that_duplicates_nothing_and_guards_the_rest()
     assert scan_input_set(shifted, cands["T1"]) is None and scan_input_set(shifted, cands["T0"]) is None
     guarded = gx.CostModel("gpu").decide(shifted, cands["T0"])
     assert not guarded.accept and "scan_guard" in guarded.reason
+
+
+def test_the_gpu_guard_lets_through_what_reaches_the_scan_only_through_moved_inputs():
+    """`w` (a Map's output) reaches the scan only through the coefficients, which the GPU
+    model moves into the scan's loop: no scan argument is materialized on that path, so
+    `scan_guard` leaves `w` to the estimate (the solvers' `z_alpha`, issue 49). Where a
+    coefficient is also read elsewhere it stays materialized, and `w` stays guarded,
+    the SDFG unchanged."""
+    sdfg = build(upstream=True)
+    cands, _ = _candidates(sdfg)
+    decision = gx.CostModel("gpu").decide(sdfg, cands["w"])
+    assert decision.accept, decision
+    kept = build(upstream=True, t1_elsewhere=True)
+    before = kept.hash_sdfg()
+    cands, _ = _candidates(kept)
+    assert scan_input_set(kept, cands["T0"]) is None
+    guarded = gx.CostModel("gpu").decide(kept, cands["w"])
+    assert not guarded.accept and "scan_guard" in guarded.reason, guarded
+    report = gx.gt_inline_fusion(kept, cost_model=gx.CostModel("gpu"))
+    assert "w" not in [r.intermediate for r in report.applied], report.table()
+    assert not report.applied and kept.hash_sdfg() == before, report.table()
+
+
+@pytest.mark.compile
+def test_a_second_level_input_goes_into_the_scans_loop_on_the_gpu_model_and_equals_numpy():
+    """The GPU model (compiled for the CPU here) inlines `w` into the coefficients, then
+    moves them into the scan's loop: no 2-D transient is left."""
+    sdfg = build(upstream=True)
+    w, v, ref = _run(copy.deepcopy(sdfg))
+    report = gx.gt_inline_fusion(sdfg, cost_model=gx.CostModel("gpu"), validate=True)
+    assert sorted(r.intermediate for r in report.applied) == ["T0", "T1", "w"], report.table()
+    assert two_d_transients(sdfg) == []
+    _, _, got = _run(sdfg)
+    np.testing.assert_allclose(got, ref, rtol=1e-14)
+    np.testing.assert_allclose(got, _numpy(w, v), rtol=1e-14)
 
 
 def test_reused_memory_declines_the_set_and_keeps_the_sdfg():
