@@ -591,7 +591,11 @@ class CostModel(InlinePolicy):
         model moves into the scan's loop, as the graph stands now."""
         readers = {id(e.dst): e.dst for e in state.out_edges(node)}
         consumer = next(iter(readers.values()), None)
-        if len(readers) != 1 or not isinstance(consumer, dn.MapEntry) or state.entry_node(consumer) is not None:
+        if len(readers) != 1 or not isinstance(consumer, dn.MapEntry):
+            return False
+        # Cheap first: a scan input is read by a nested SDFG with a loop, and by nothing else.
+        ends = [state.memlet_path(e)[-1].dst for e in state.out_edges(node)]
+        if not all(isinstance(d, dn.NestedSDFG) and _has_loop(d.sdfg) for d in ends):
             return False
         cand = analyse_candidate(sdfg, state, node, consumer)
         if isinstance(cand, Decline) or scan_input_set(sdfg, cand) is None:
@@ -986,6 +990,18 @@ def feeds_scan(sdfg: dace.SDFG, cand: InlineCandidate, moved=None) -> bool:
     arrays is not counted (no scan argument is materialized on that path)."""
     seen_data: set[str] = set()
     frontier = {cand.intermediate.data}
+    scopes: dict[int, dict] = {}
+    answers: dict[int, bool] = {}
+
+    def is_moved(st, node) -> bool:
+        # Only a top-level array can be a scan input (scalars inside Maps never are).
+        if moved is None or not isinstance(sdfg.arrays.get(node.data), dace.data.Array):
+            return False
+        if id(node) not in answers:
+            scope = scopes.setdefault(id(st), st.scope_dict())
+            answers[id(node)] = scope.get(node) is None and moved(st, node)
+        return answers[id(node)]
+
     while frontier:
         name = frontier.pop()
         if name in seen_data:
@@ -998,7 +1014,7 @@ def feeds_scan(sdfg: dace.SDFG, cand: InlineCandidate, moved=None) -> bool:
                 for reached in _downstream(st, node):
                     if isinstance(reached, dn.NestedSDFG) and _has_loop(reached.sdfg):
                         return True
-                    if isinstance(reached, dn.AccessNode) and not (moved is not None and moved(st, reached)):
+                    if isinstance(reached, dn.AccessNode) and reached.data not in seen_data and not is_moved(st, reached):
                         frontier.add(reached.data)
     return False
 
