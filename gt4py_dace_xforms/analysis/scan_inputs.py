@@ -29,7 +29,8 @@ from gt4py_dace_xforms.analysis.candidate import InlineCandidate, analyse_candid
 from gt4py_dace_xforms.analysis.producer import Decline
 
 
-def _in_loop(nsdfg: dace.SDFG) -> bool:
+def has_loop(nsdfg: dace.SDFG) -> bool:
+    """Whether `nsdfg` (a nested SDFG) has a loop: how a scan is told from other nested SDFGs."""
     return any(isinstance(r, LoopRegion) for r in nsdfg.all_control_flow_regions())
 
 
@@ -41,7 +42,7 @@ def is_scan_read(cand: InlineCandidate) -> bool:
     if cand.concat is not None or cand.selected is not None or cand.producer is None:
         return False
     nodes = {id(r.node) for r in cand.nested}
-    return len(nodes) == 1 and _in_loop(cand.nested[0].node.sdfg) and cand.copies == 1
+    return len(nodes) == 1 and has_loop(cand.nested[0].node.sdfg) and cand.copies == 1
 
 
 def scan_input_set(sdfg: dace.SDFG, cand: InlineCandidate) -> Optional[list[InlineCandidate]]:

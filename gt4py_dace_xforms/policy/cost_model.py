@@ -58,13 +58,12 @@ from typing import Optional
 
 import dace
 from dace.sdfg import nodes as dn
-from dace.sdfg.state import LoopRegion
 
 from gt4py_dace_xforms.analysis.broadcast import gt4py_replacement_fails
 from gt4py_dace_xforms.analysis.candidate import InlineCandidate, analyse_candidate
 from gt4py_dace_xforms.analysis.crossstate import co_executed_sets
 from gt4py_dace_xforms.analysis.producer import Decline
-from gt4py_dace_xforms.analysis.scan_inputs import scan_input_set
+from gt4py_dace_xforms.analysis.scan_inputs import has_loop, scan_input_set
 from gt4py_dace_xforms.analysis.symbolic import to_sympy
 from gt4py_dace_xforms.policy import allocator
 from gt4py_dace_xforms.policy.default import Decision, InlinePolicy, too_many_copies
@@ -595,7 +594,7 @@ class CostModel(InlinePolicy):
             return False
         # Cheap first: a scan input is read by a nested SDFG with a loop, and by nothing else.
         ends = [state.memlet_path(e)[-1].dst for e in state.out_edges(node)]
-        if not all(isinstance(d, dn.NestedSDFG) and _has_loop(d.sdfg) for d in ends):
+        if not all(isinstance(d, dn.NestedSDFG) and has_loop(d.sdfg) for d in ends):
             return False
         cand = analyse_candidate(sdfg, state, node, consumer)
         if isinstance(cand, Decline) or scan_input_set(sdfg, cand) is None:
@@ -681,7 +680,7 @@ class CostModel(InlinePolicy):
         item = desc.dtype.bytes
         volume = self._points(desc.shape, sdfg, assumed)
         points = self._points(_extents(cand.consumer.map), sdfg, assumed, params=cand.consumer.map.params)
-        in_scan = any(_has_loop(n.node.sdfg) for n in cand.nested)
+        in_scan = any(has_loop(n.node.sdfg) for n in cand.nested)
         if in_scan:
             # A scan's loop reads (and a copy evaluates) one element per level and column:
             # the Map over the columns alone undercounts by the levels.
@@ -1012,7 +1011,7 @@ def feeds_scan(sdfg: dace.SDFG, cand: InlineCandidate, moved=None) -> bool:
                 if node.data != name:
                     continue
                 for reached in _downstream(st, node):
-                    if isinstance(reached, dn.NestedSDFG) and _has_loop(reached.sdfg):
+                    if isinstance(reached, dn.NestedSDFG) and has_loop(reached.sdfg):
                         return True
                     if isinstance(reached, dn.AccessNode) and reached.data not in seen_data and not is_moved(st, reached):
                         frontier.add(reached.data)
@@ -1031,10 +1030,6 @@ def _downstream(state, node):
                 if not isinstance(e.dst, dn.AccessNode):
                     stack.append(e.dst)
                 yield e.dst
-
-
-def _has_loop(sdfg: dace.SDFG) -> bool:
-    return any(isinstance(r, LoopRegion) for r in sdfg.all_control_flow_regions())
 
 
 #: The cost model's on/off switches (its boolean fields), each one rewrite or behaviour:
