@@ -1,7 +1,7 @@
 """gt4py_dace_xforms: DaCe SDFG transformations for GT4Py.
 
 Importing the package registers `InlineFuser`, `VerticalWindow`, `WriteBackToMap`, `WriteBackRetarget`, `OutputAsBuffer`,
-`NestedColumnRead`, `SweepPairFusion`, `InPlaceUpdate` and `ProvenCopyChainRemover` with DaCe's pattern matcher, so that `SDFGOptimizer` (and the DaCe VS Code viewer) list them. Backends: `gt4py_dace_xforms.backends`.
+`NestedColumnRead`, `SweepPairFusion`, `InPlaceUpdate`, `CopyIntoReaders` and `ProvenCopyChainRemover` with DaCe's pattern matcher, so that `SDFGOptimizer` (and the DaCe VS Code viewer) list them. Backends: `gt4py_dace_xforms.backends`.
 """
 
 from gt4py_dace_xforms.integration.hooks import optimization_hooks
@@ -9,6 +9,7 @@ from gt4py_dace_xforms.integration.install import install, uninstall
 from gt4py_dace_xforms.policy import CostModel, Decision, InlinePolicy, InlineWhereSound
 from gt4py_dace_xforms.report import InlineRecord, InlineReport
 from gt4py_dace_xforms.transformations import (
+    CopyIntoReaders,
     InPlaceUpdate,
     InlineFuser,
     NestedColumnRead,
@@ -18,6 +19,7 @@ from gt4py_dace_xforms.transformations import (
     VerticalWindow,
     WriteBackRetarget,
     WriteBackToMap,
+    gt_copies_into_readers,
     gt_inline_fusion,
     gt_narrow_column_reads,
     gt_outputs_as_buffers,
@@ -29,6 +31,7 @@ from gt4py_dace_xforms.transformations import (
 )
 
 __all__ = [
+    "CopyIntoReaders",
     "CostModel",
     "Decision",
     "InPlaceUpdate",
@@ -41,6 +44,7 @@ __all__ = [
     "OutputAsBuffer",
     "ProvenCopyChainRemover",
     "SweepPairFusion",
+    "gt_copies_into_readers",
     "gt_fuse_sweep_pairs",
     "gt_inline_fusion",
     "gt_narrow_column_reads",

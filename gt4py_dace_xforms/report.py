@@ -7,6 +7,10 @@ import json
 from typing import Optional
 
 
+#: Record modes of rewrites that make no producer copies (the rest inline one per shift).
+NO_COPY_MODES = ("window", "output_buffer", "sweep_pair", "in_place", "sibling_tail", "copy_into_readers")
+
+
 @dataclasses.dataclass(frozen=True)
 class InlineRecord:
     """One decision about one (intermediate, consumer Map) pair."""
@@ -26,7 +30,9 @@ class InlineRecord:
     #: `SweepPairFusion`; no copies), "in_place" (folded into the array it is that array
     #: updated pointwise, `InPlaceUpdate`; the consumer is that array), "sibling_tail" (its
     #: last operations split off its Map to read another output of it, so that its readers
-    #: inline only those, `gt_split_sibling_tails`; the consumer is the Map); empty if declined.
+    #: inline only those, `gt_split_sibling_tails`; the consumer is the Map), "copy_into_readers"
+    #: (a copy into this array written by the Maps reading its source, `CopyIntoReaders`; the
+    #: consumer names those Maps); empty if declined.
     mode: str = ""
 
     def to_json(self) -> dict:
@@ -70,7 +76,7 @@ class InlineReport:
     @property
     def inlined(self) -> list[InlineRecord]:
         """The applied records that inlined copies (not the vertical windows)."""
-        return [r for r in self.applied if r.mode not in ("window", "output_buffer", "sweep_pair", "in_place", "sibling_tail")]
+        return [r for r in self.applied if r.mode not in NO_COPY_MODES]
 
     @property
     def copies(self) -> int:

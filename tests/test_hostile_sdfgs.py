@@ -86,7 +86,8 @@ def check(
     (c) the same for DaCe's own loop (`apply_transformations_repeated`, the viewer's
     path), which also reaches nested SDFGs; compiled only if it differs from (b);
     (d) `VerticalWindow` through DaCe's loop: unchanged, or the same results; (e) and
-    (f) the same for `OutputAsBuffer` and `NestedColumnRead`; (g) for `InPlaceUpdate`.
+    (f) the same for `OutputAsBuffer` and `NestedColumnRead`; (g) for `InPlaceUpdate` and
+    `CopyIntoReaders`.
     """
     work = copy.deepcopy(sdfg)
     h = work.hash_sdfg()  # stable across a deep copy: test_hash_is_stable_across_deepcopy
@@ -103,12 +104,14 @@ def check(
         assert report.applied or report.writebacks_retargeted or report.column_reads, "declined but changed the SDFG"
         _same_results(sdfg, work, symbols, arrays, reject_uncompilable=reject_uncompilable)
 
-    # (d)-(g) Vertical windows, outputs as buffers, column reads, in-place updates, each
+    # (d)-(g) Vertical windows, outputs as buffers, column reads, in-place updates, copies
+    # into their readers, each
     # through DaCe's loop as the viewer applies them: a decline leaves the SDFG as it was,
     # an applied one computes the same (not run again where it equals the pass's result).
     same = dict(symbols=symbols, arrays=arrays, reject_uncompilable=reject_uncompilable)
     _through_dace_loop(sdfg, gx.VerticalWindow, "window", h, None, **same)
-    for xform, tag in ((gx.OutputAsBuffer, "outbuf"), (gx.NestedColumnRead, "column"), (gx.InPlaceUpdate, "inplace")):
+    for xform, tag in ((gx.OutputAsBuffer, "outbuf"), (gx.NestedColumnRead, "column"), (gx.InPlaceUpdate, "inplace"),
+                       (gx.CopyIntoReaders, "copyreaders")):
         _through_dace_loop(sdfg, xform, tag, h, work.hash_sdfg(), **same)
 
     if not viewer:

@@ -15,6 +15,7 @@ from gt4py_dace_xforms.integration import failsafe
 from gt4py_dace_xforms.policy import CostModel, InlinePolicy
 from gt4py_dace_xforms.report import InlineReport
 from gt4py_dace_xforms.transformations.copy_chain import gt_remove_copy_chains
+from gt4py_dace_xforms.transformations.copy_into_readers import gt_copies_into_readers
 from gt4py_dace_xforms.transformations.inline_fusion_pass import gt_inline_fusion
 from gt4py_dace_xforms.transformations.sweep_pair import gt_fuse_sweep_pairs
 from gt4py_dace_xforms.transformations.vertical_window import gt_vertical_windows
@@ -135,6 +136,34 @@ def make_sweep_pair_hook(cost_model: Optional[InlinePolicy] = None, reports: Opt
     return _sweep_hook
 
 
+def make_copy_hook(cost_model: Optional[InlinePolicy] = None, reports: Optional[list[InlineReport]] = None,
+                   *, gpu: bool = False, transient_memory_mode=None) -> HookFun:
+    """A hook letting reader Maps write the copies of their source (`gt_copies_into_readers`)
+    where the policy takes them (`decide_copy_into_readers`), with the fail-safe of
+    `make_inline_hook`; a report with one record per copy goes to `reports`."""
+    policy = cost_model or default_policy(gpu, transient_memory_mode)
+
+    def _copy_hook(sdfg: dace.SDFG) -> None:
+        if failsafe.has_failed(sdfg) or not policy.copies_into_readers or not _has_copies(sdfg):
+            return
+        if unordered_accesses(sdfg):
+            return
+        report = InlineReport()
+        failure = failsafe.guarded(sdfg, lambda: gt_copies_into_readers(sdfg, policy=policy, report=report))
+        if failure is not None:
+            report = InlineReport(failures=[failure])
+        if reports is not None and (report.records or report.failures):
+            reports.append(report)
+
+    return _copy_hook
+
+
+def _has_copies(sdfg: dace.SDFG) -> bool:
+    """Whether some state holds an AccessNode -> AccessNode edge (else no snapshot is taken)."""
+    return any(isinstance(e.src, dace.nodes.AccessNode) and isinstance(e.dst, dace.nodes.AccessNode)
+               for sd in sdfg.all_sdfgs_recursive() for st in sd.states() for e in st.edges())
+
+
 def fuse_states(sdfg: dace.SDFG) -> int:
     """gt4py's own `GT4PyStateFusion`, to a fixed point: what `gt_simplify` does right
     after this hook. Done first, so that the rewrites see the states gt4py's next round
@@ -204,5 +233,8 @@ def optimization_hooks(
     for stage in INLINE_STAGES:
         hooks[stage] = chain_hooks(inline, hooks.get(stage))
     sweep = make_sweep_pair_hook(cost_model, reports, gpu=gpu, transient_memory_mode=transient_memory_mode)
-    hooks[SWEEP_STAGE] = chain_hooks(sweep, hooks.get(SWEEP_STAGE))
+    # Copies into their readers at the same stage, after the sweep pairs: gt4py's top-level
+    # fusion has made its Maps by then (docs/copy_into_readers.md).
+    copies = make_copy_hook(cost_model, reports, gpu=gpu, transient_memory_mode=transient_memory_mode)
+    hooks[SWEEP_STAGE] = chain_hooks(sweep, copies, hooks.get(SWEEP_STAGE))
     return hooks

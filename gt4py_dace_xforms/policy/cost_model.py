@@ -229,6 +229,9 @@ class CostModel(InlinePolicy):
             columns never leave the SM. Declined where they do not fit: the columns
             would spill to L2 and DRAM as the arrays do, in a kernel with fewer
             resident threads (more registers), no gain known. Unmeasured on a GPU.
+        copies_into_readers: let the Maps that read a copy's source at the copied points
+            write its target (`CopyIntoReaders`, docs/copy_into_readers.md), both targets:
+            the copy's read of the source is saved, nothing is recomputed.
         gpu_shape: the card the GPU model prices local memory for (`GpuShape`, an H100).
     """
 
@@ -253,6 +256,7 @@ class CostModel(InlinePolicy):
     windows: Optional[bool] = None
     fresh_page_bytes: Optional[int] = None
     sweep_pairs: Optional[bool] = None
+    copies_into_readers: bool = True
     gpu_shape: GpuShape = H100
 
     def __post_init__(self):

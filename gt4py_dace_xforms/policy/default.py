@@ -51,6 +51,10 @@ class InlinePolicy:
             transients column by column into the Map that reads each column back (a
             forward and a backward sweep, `SweepPairFusion`, docs/sweep_pair.md): the
             transients become per-iteration column buffers, nothing is recomputed.
+        copies_into_readers: after gt4py's top-level stage, let the Maps that read a copy's
+            source at the copied points write its target in the same iteration
+            (`CopyIntoReaders`, docs/copy_into_readers.md): one read of the source is
+            saved, nothing is recomputed.
     """
 
     writeback_copies: bool = True
@@ -58,6 +62,7 @@ class InlinePolicy:
     output_buffers: bool = False
     column_reads: bool = False
     sweep_pairs: bool = False
+    copies_into_readers: bool = False
 
     def narrows_column_reads(self, sdfg: dace.SDFG) -> bool:
         """Whether the pass narrows scans' column reads (`column_reads`)."""
@@ -113,6 +118,23 @@ class InlinePolicy:
             return Decision(False, f"{', '.join(plan.names)} not among the intermediates to inline")
         return Decision(True, "the columns are written and read back in one iteration, nothing is recomputed")
 
+    def decide_copy_into_readers(self, sdfg: dace.SDFG, plan) -> Decision:
+        """Whether the readers of `plan` (a `CopyReadersPlan`, `analysis.copy_readers`) write
+        its copy's target. The copy's read of the source is saved (they load those points
+        anyway), its write stays, nothing is recomputed: where `copies_into_readers` is on
+        and no decision set is pinned, it is taken."""
+        itemsize = sdfg.arrays[plan.src.data].dtype.bytes
+        saved = itemsize * plan.elements
+        figures = {"copy_into_readers_saved_bytes": float(saved) if saved.is_number else str(saved),
+                   "copy_into_readers_readers": len(plan.pieces)}
+        if not self.copies_into_readers:
+            return Decision(False, f"{type(self).__name__} does not move copies into their readers", figures)
+        if self.pinned is not None:
+            return Decision(False, "a pinned decision set touches only the intermediates it names", figures)
+        src, dst = plan.names
+        return Decision(True, f"{dst} is written where {src} is loaded anyway: the copy's read of {src} is saved, "
+                              "nothing is recomputed", figures)
+
     def decide_window(self, sdfg: dace.SDFG, plan) -> Decision:
         """Whether to sweep `plan`'s consumer in K (a `WindowPlan`, `analysis.window`):
         each level of the intermediate evaluated once, the levels read kept in registers,
@@ -150,6 +172,7 @@ class InlineWhereSound(InlinePolicy):
         output_buffers: as in `InlinePolicy` (on).
         column_reads: as in `InlinePolicy` (on).
         sweep_pairs: as in `InlinePolicy` (on).
+        copies_into_readers: as in `InlinePolicy` (on).
     """
 
     max_distinct_offsets: int = 8
@@ -159,6 +182,7 @@ class InlineWhereSound(InlinePolicy):
     output_buffers: bool = True
     column_reads: bool = True
     sweep_pairs: bool = True
+    copies_into_readers: bool = True
 
     def decide(self, sdfg: dace.SDFG, candidate: InlineCandidate) -> Decision:
         n = len(candidate.groups)

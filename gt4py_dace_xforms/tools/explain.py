@@ -28,7 +28,7 @@ from gt4py_dace_xforms.integration.capture import OPTIMIZED, capture_stages, low
 from gt4py_dace_xforms.tools.compare import two_d_transients
 from gt4py_dace_xforms.integration.hooks import default_policy, fuse_states, optimization_hooks
 from gt4py_dace_xforms.policy import InlinePolicy
-from gt4py_dace_xforms.report import InlineRecord, InlineReport
+from gt4py_dace_xforms.report import NO_COPY_MODES, InlineRecord, InlineReport
 from gt4py_dace_xforms.transformations.inline_fusion_pass import gt_inline_fusion
 
 _STEP = (GT4PyAutoOptHook.TopLevelDataFlowStep, 1)
@@ -61,8 +61,7 @@ class Temporary:
         if not self.stock:
             return "not in the stock build (gt4py's passes took another course after an inline)"
         applied = sorted({r.consumer for r in self.records
-                          if r.applied and r.mode not in ("window", "output_buffer", "sweep_pair", "in_place",
-                                                          "sibling_tail")})
+                          if r.applied and r.mode not in NO_COPY_MODES})
         tails = [r.reason for r in self.records if r.applied and r.mode == "sibling_tail"]
         in_place = sorted({r.consumer for r in self.records if r.applied and r.mode == "in_place"})
         swept = sorted({r.consumer for r in self.records if r.applied and r.mode == "sweep_pair"})

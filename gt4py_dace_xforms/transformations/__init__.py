@@ -1,8 +1,9 @@
 """Transformations: `InlineFuser`, `VerticalWindow`, `WriteBackToMap`, `WriteBackRetarget`,
-`OutputAsBuffer`, `InPlaceUpdate`, `NestedColumnRead`, `ProvenCopyChainRemover`, `SweepPairFusion` and the passes
+`OutputAsBuffer`, `InPlaceUpdate`, `NestedColumnRead`, `ProvenCopyChainRemover`, `SweepPairFusion`, `CopyIntoReaders` and the passes
 that drive them."""
 
 from gt4py_dace_xforms.transformations.column_reads import NestedColumnRead, gt_narrow_column_reads
+from gt4py_dace_xforms.transformations.copy_into_readers import CopyIntoReaders, gt_copies_into_readers
 from gt4py_dace_xforms.transformations.copy_chain import ProvenCopyChainRemover, gt_remove_copy_chains
 from gt4py_dace_xforms.transformations.inline_fuser import InlineFuser
 from gt4py_dace_xforms.transformations.inplace_update import InPlaceUpdate, gt_updates_in_place
@@ -14,6 +15,7 @@ from gt4py_dace_xforms.transformations.vertical_window import VerticalWindow, gt
 from gt4py_dace_xforms.transformations.writeback import WriteBackToMap
 
 __all__ = [
+    "CopyIntoReaders",
     "InPlaceUpdate",
     "InlineFuser",
     "NestedColumnRead",
@@ -26,6 +28,7 @@ __all__ = [
     "find_candidates",
     "gt_inline_fusion",
     "gt_narrow_column_reads",
+    "gt_copies_into_readers",
     "gt_outputs_as_buffers",
     "gt_fuse_sweep_pairs",
     "gt_remove_copy_chains",
