@@ -222,3 +222,158 @@ def test_scan_reading_one_column_at_two_levels_matches_stock_and_numpy():
         np.testing.assert_allclose(got, ref, rtol=1e-13, atol=1e-15)
         assert not build.report.failures, build.report.failures
         assert any(r.shifts and r.shifts[0][0].startswith("scan") for r in build.report.applied), build.report.table()
+
+
+# --- a window: copies at consecutive levels, one evaluation per level -------------------------
+
+
+@gtx.scan_operator(axis=K, forward=False, init=0.0)
+def damped_down(acc: gtx.float64, lower: gtx.float64, upper: gtx.float64, dz: gtx.float64) -> gtx.float64:
+    return 0.75 * acc + (lower - upper) * dz
+
+
+@gtx.scan_operator(axis=K, forward=True, init=0.0)
+def three_levels(acc: gtx.float64, a: gtx.float64, b: gtx.float64, c: gtx.float64) -> gtx.float64:
+    return 0.5 * acc + a - 2.0 * b + c
+
+
+@gtx.field_operator
+def _x_ic(top: F64, wgt: F64, x: F64) -> F64:
+    return concat_where(K < 1, top, wgt * x + (1.0 - wgt) * x(K - 1))
+
+
+@gtx.field_operator
+def _down_at_two_levels(top: F64, wgt: F64, x: F64, dz: F64) -> F64:
+    x_ic = _x_ic(top, wgt, x)
+    return damped_down(x_ic(K + 1), x_ic, dz)
+
+
+@gtx.field_operator
+def _at_three_levels(top: F64, wgt: F64, x: F64, dz: F64) -> F64:
+    x_ic = _x_ic(top, wgt, x)
+    return three_levels(x_ic, x_ic(K + 1), x_ic(K + 2))
+
+
+@gtx.field_operator
+def _two_levels_apart(top: F64, wgt: F64, x: F64, dz: F64) -> F64:
+    x_ic = _x_ic(top, wgt, x)
+    return damped(x_ic(K + 2), x_ic, dz)
+
+
+@gtx.program
+def down_at_two_levels(top: F64, wgt: F64, x: F64, dz: F64, out: F64):
+    _down_at_two_levels(top, wgt, x, dz, out=out, domain={Cell: (0, 17), K: (0, 11)})
+
+
+@gtx.program
+def at_three_levels(top: F64, wgt: F64, x: F64, dz: F64, out: F64):
+    _at_three_levels(top, wgt, x, dz, out=out, domain={Cell: (0, 17), K: (0, 11)})
+
+
+@gtx.program
+def two_levels_apart(top: F64, wgt: F64, x: F64, dz: F64, out: F64):
+    _two_levels_apart(top, wgt, x, dz, out=out, domain={Cell: (0, 17), K: (0, 11)})
+
+
+def _numpy_x_ic(top, wgt, x):
+    x_ic = np.empty_like(x)
+    x_ic[:, 0] = top[:, 0]
+    x_ic[:, 1:] = wgt[:, 1:] * x[:, 1:] + (1.0 - wgt[:, 1:]) * x[:, :-1]
+    return x_ic
+
+
+def _numpy_scan(levels, step, forward=True):
+    out, acc = np.zeros((levels[0].shape[0], 11)), np.zeros(levels[0].shape[0])
+    for k in (range(11) if forward else range(10, -1, -1)):
+        acc = step(acc, k)
+        out[:, k] = acc
+    return out
+
+
+WINDOW_CASES = {
+    # program, window (carried copies, copies left in the loop body) or None, numpy
+    "reads k+1, k; backward": (down_at_two_levels, (1, 1), lambda t, dz: _numpy_scan(
+        [t], lambda acc, k: 0.75 * acc + (t[:, k + 1] - t[:, k]) * dz[:, k], forward=False)),
+    "reads k, k+1, k+2; forward": (at_three_levels, (2, 1), lambda t, dz: _numpy_scan(
+        [t], lambda acc, k: 0.5 * acc + t[:, k] - 2.0 * t[:, k + 1] + t[:, k + 2])),
+    "reads k+2, k; not consecutive": (two_levels_apart, None, lambda t, dz: _numpy_scan(
+        [t], lambda acc, k: 0.75 * acc + (t[:, k + 2] - t[:, k]) * dz[:, k])),
+}
+
+
+def _window_parts(sdfg):
+    """(copies in window fill blocks, copies in the loop bodies' other states) of `sdfg`'s scans."""
+    fill = body = 0
+    for node, parent in sdfg.all_nodes_recursive():
+        if isinstance(node, dace.nodes.NestedSDFG) and node.label.startswith("inline_"):
+            if parent.label.startswith("window_fill_"):
+                fill += 1
+            else:
+                body += 1
+    return fill, body
+
+
+@pytest.mark.parametrize("case", list(WINDOW_CASES), ids=list(WINDOW_CASES))
+def test_a_scan_reading_consecutive_levels_evaluates_one_per_level(case):
+    """gt4py passes `x_ic` to the scan once per level it reads; the copies at consecutive
+    levels keep one in the loop (the level the sweep reaches first: `k` going down, `k + 2`
+    going up) and carry the others from the iterations before, evaluated for the first
+    level before the loop (`transformations/scan_window.py`). Levels two apart are not a
+    window: both copies stay."""
+    program, window, _ = WINDOW_CASES[case]
+    step = capture_stages(program, [(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)], offset_provider={})
+    sdfg = step[(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)]
+    [cand] = _nested(sdfg)
+    copies = CostModel("cpu").estimate(sdfg, cand)["copies"]  # what the rewrite evaluates per level
+    report = gt_inline_fusion(sdfg, cost_model=InlineWhereSound(), validate=True)
+    assert [r.removed_intermediate for r in report.applied] == [True], report.table()
+    fill, body = _window_parts(sdfg)
+    shifts = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.Tasklet)
+              and n.label.startswith("window_shift_")]
+    if window is None:
+        assert (fill, body, shifts, copies) == (0, 2, [], 2), (fill, body, copies)
+    else:
+        assert (fill, body) == window and len(shifts) == 1 and copies == 1
+
+
+@pytest.mark.compile
+def test_windowed_scans_match_stock_and_numpy():
+    nc, nl = 17, 13
+    args = {n: gtx.as_field([Cell, K], RNG.random((nc, nl))) for n in ("top", "wgt", "x", "dz")}
+    t = _numpy_x_ic(*(args[n].asnumpy() for n in ("top", "wgt", "x")))
+    dz = args["dz"].asnumpy()
+    stock, built = stock_build(), inline_build(policy=InlineWhereSound())
+    for case, (program, window, want) in WINDOW_CASES.items():
+        run_args = {**args, "out": gtx.as_field([Cell, K], np.zeros((nc, nl)))}
+        ref = run_out(program, stock, run_args)[:, :11]
+        np.testing.assert_allclose(ref, want(t, dz), rtol=1e-12, err_msg=case)
+        got = run_out(program, built, run_args)[:, :11]
+        np.testing.assert_allclose(got, ref, rtol=1e-13, atol=1e-15, err_msg=case)
+        assert not built.report.failures, built.report.failures
+        shifts = [n for n, _ in built.post_sdfgs[-1].all_nodes_recursive()
+                  if isinstance(n, dace.nodes.Tasklet) and n.label.startswith("window_shift_")]
+        assert bool(shifts) == (window is not None), case
+
+
+@gtx.program
+def at_two_levels_symbolic(top: F64, wgt: F64, x: F64, dz: F64, out: F64, nlev: gtx.int32):
+    _scan_reads_at_two_levels(top, wgt, x, dz, out=out, domain={Cell: (0, 17), K: (0, nlev)})
+
+
+def test_a_window_needs_a_loop_that_provably_runs_its_first_level():
+    """With the levels a symbol (`nlev`), the loop may run no iteration at all, and the
+    carried level, evaluated before the loop, might then read outside what the program
+    reads: no window, both copies stay in the loop (the cost model prices two)."""
+    from gt4py_dace_xforms.analysis.scan_window import scan_window_plan
+
+    step = capture_stages(at_two_levels_symbolic, [(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)], offset_provider={})
+    sdfg = step[(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)]
+    [cand] = _nested(sdfg)
+    assert CostModel("cpu").estimate(sdfg, cand)["copies"] == 2
+    gt_inline_fusion(sdfg, cost_model=InlineWhereSound(), validate=True)
+    assert _window_parts(sdfg) == (0, 2)
+    (scan,) = {n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.NestedSDFG) and n.label.startswith("scan")}
+    (state,) = {st for st in scan.sdfg.all_states() for n in st.nodes() if isinstance(n, dace.nodes.NestedSDFG)}
+    copies = [n for n in state.nodes() if isinstance(n, dace.nodes.NestedSDFG)]
+    decline = scan_window_plan(scan.sdfg, state, copies)
+    assert "cannot be proven to run its first level" in decline.reason, decline

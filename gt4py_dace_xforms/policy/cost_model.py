@@ -64,6 +64,7 @@ from gt4py_dace_xforms.analysis.candidate import InlineCandidate, analyse_candid
 from gt4py_dace_xforms.analysis.crossstate import co_executed_sets
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.analysis.scan_inputs import has_loop, scan_input_set
+from gt4py_dace_xforms.analysis.scan_window import windowed_copies
 from gt4py_dace_xforms.analysis.symbolic import to_sympy
 from gt4py_dace_xforms.policy import allocator
 from gt4py_dace_xforms.policy.default import Decision, InlinePolicy, too_many_copies
@@ -689,7 +690,9 @@ class CostModel(InlinePolicy):
             # A scan's loop reads (and a copy evaluates) one element per level and column:
             # the Map over the columns alone undercounts by the levels.
             points = max(points, volume)
-        copies = cand.copies
+        # Copies a scan's loop evaluates at consecutive levels are windowed by the rewrite:
+        # one evaluation per level, the others carried (analysis/scan_window.py).
+        copies = windowed_copies(cand) if in_scan else cand.copies
 
         saved = (2 * volume if cand.removes_intermediate else points) * item
         # A concat node is priced with every writer, also one no read reaches, which its
@@ -752,6 +755,7 @@ class CostModel(InlinePolicy):
             "target": self.target,
             "points": points,
             "copies": copies,
+            "read_groups": cand.copies,
             "ops_per_copy": ops,
             "saved_bytes": saved,
             "allocation_bytes": allocation,

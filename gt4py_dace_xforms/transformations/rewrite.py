@@ -24,6 +24,7 @@ from gt4py_dace_xforms.analysis.indirect import IndirectRead
 from gt4py_dace_xforms.analysis.nested_reads import NestedRead, receives_whole, whole_source
 from gt4py_dace_xforms.analysis.producer import ProducerSlice, referenced_elsewhere
 from gt4py_dace_xforms.analysis.symbolic import to_sympy
+from gt4py_dace_xforms.transformations.scan_window import gt_window_scan_copies
 
 #: Name of the output of an inlined producer copy, inside its nested SDFG.
 INLINE_OUTPUT = "__inline_out"
@@ -291,8 +292,15 @@ def inline_candidate(sdfg: dace.SDFG, cand: InlineCandidate) -> list[dn.NestedSD
         inserted.append(_insert_copy(sdfg, state, consumer, template, group, bind, in_conns, dtype, cand))
     for read in cand.indirect:
         inserted.append(_insert_indirect_copy(sdfg, state, consumer, template, read, in_conns, cand))
+    per_scan: dict[dn.NestedSDFG, list] = {}
     for read in cand.nested:
-        inserted.extend(_insert_nested_copies(sdfg, state, consumer, template, read, in_conns, cand))
+        copies = _insert_nested_copies(sdfg, state, consumer, template, read, in_conns, cand)
+        per_scan.setdefault(read.node, []).extend(copies)
+        inserted.extend(copies)
+    for node, copies in per_scan.items():
+        # Copies a scan's loop evaluates at consecutive levels: one per iteration, the rest
+        # carried from the iterations before (docs/nested_reads.md, *A window*).
+        gt_window_scan_copies(sdfg, node, copies)
 
     for conn in in_conns.values():
         _drop_unused_entry_connector(state, consumer, conn)  # every copy read it from elsewhere
