@@ -18,6 +18,7 @@ from dace.sdfg import nodes as dn, utils as sdutil
 
 from gt4py_dace_xforms.analysis.copy_readers import CopyReadersPlan, copy_into_readers_plan
 from gt4py_dace_xforms.analysis.producer import Decline
+from gt4py_dace_xforms.transformations.planned import PlannedMatch
 from gt4py_dace_xforms.report import InlineRecord, InlineReport
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ def gt_copies_into_readers(sdfg: dace.SDFG, *, policy: Optional["InlinePolicy"] 
 
 @properties.make_properties
 @transformation.explicit_cf_compatible
-class CopyIntoReaders(transformation.SingleStateTransformation):
+class CopyIntoReaders(PlannedMatch, transformation.SingleStateTransformation):
     """Remove a copy `S[A] -> D[B]` between two AccessNodes of a state by letting the
     top-level Maps that read `S` one point per iteration over `A` write `D[p + B - A]` in
     the same iteration: the copy's read of `S` is saved, nothing is recomputed.
@@ -86,8 +87,8 @@ class CopyIntoReaders(transformation.SingleStateTransformation):
     Restrictions (declined, the SDFG untouched): a WCR, steps, or subsets of different
     shapes; Views, scalars, or arrays of different rank, dtype or storage; `D` read or
     written by anything else in the state, or `S` written in it; the copy inside a scope;
-    reader Maps with more parameters than `S` has dimensions or a read that is not
-    `S[p + c]`; readers whose boxes do not tile `A` exactly (the first disjoint ones in the
+    reader Maps with a parameter that indexes no dimension of `S` over several values, or a
+    read that is not one point per iteration (`S[p + c]`, or a constant in a dimension); readers whose boxes do not tile `A` exactly (the first disjoint ones in the
     state's order are taken); an unordered access of either array. `can_be_applied()`
     never mutates and never raises.
     """
@@ -106,11 +107,5 @@ class CopyIntoReaders(transformation.SingleStateTransformation):
         except Exception as err:  # noqa: BLE001  # a matcher must decline, never abort compilation
             return Decline(f"analysis failed: {type(err).__name__}: {err}")
 
-    def can_be_applied(self, graph: dace.SDFGState, expr_index: int, sdfg: dace.SDFG, permissive: bool = False) -> bool:
-        return not isinstance(self.plan(graph, sdfg), Decline)
-
-    def apply(self, graph: dace.SDFGState, sdfg: dace.SDFG) -> None:
-        plan = self.plan(graph, sdfg)
-        if isinstance(plan, Decline):
-            raise ValueError(f"CopyIntoReaders does not apply: {plan.reason}")
+    def rewrite(self, sdfg: dace.SDFG, plan) -> None:
         copy_into_readers(sdfg, plan)

@@ -18,6 +18,7 @@ from dace.transformation.helpers import replicate_scope
 
 from gt4py_dace_xforms.analysis.output_buffer import OutputBufferPlan, output_buffer_plan
 from gt4py_dace_xforms.analysis.producer import Decline
+from gt4py_dace_xforms.transformations.planned import PlannedMatch
 from gt4py_dace_xforms.report import InlineRecord, InlineReport
 
 if TYPE_CHECKING:
@@ -203,7 +204,7 @@ def gt_outputs_as_buffers(sdfg: dace.SDFG, names: Optional[list[str]] = None, *,
 
 @properties.make_properties
 @transformation.explicit_cf_compatible
-class OutputAsBuffer(transformation.SingleStateTransformation):
+class OutputAsBuffer(PlannedMatch, transformation.SingleStateTransformation):
     """Replace a transient `T` that gt4py copies into global data `G` (`T[A] -> G[B]`) by
     `G` itself, in every state of `T`'s lifetime: every reader and writer of `T` (Maps,
     copies, nested SDFGs, other states and branches) accesses `G` at the copy's shift,
@@ -246,11 +247,5 @@ class OutputAsBuffer(transformation.SingleStateTransformation):
         except Exception as err:  # noqa: BLE001  # a matcher must decline, never abort compilation
             return Decline(f"analysis failed: {type(err).__name__}: {err}")
 
-    def can_be_applied(self, graph: dace.SDFGState, expr_index: int, sdfg: dace.SDFG, permissive: bool = False) -> bool:
-        return not isinstance(self.plan(graph, sdfg), Decline)
-
-    def apply(self, graph: dace.SDFGState, sdfg: dace.SDFG) -> None:
-        plan = self.plan(graph, sdfg)
-        if isinstance(plan, Decline):
-            raise ValueError(f"OutputAsBuffer does not apply: {plan.reason}")
+    def rewrite(self, sdfg: dace.SDFG, plan) -> None:
         use_output_as_buffer(sdfg, plan)

@@ -15,6 +15,7 @@ from dace import properties, subsets as dace_sbs, transformation
 from dace.sdfg import nodes as dn, utils as sdutil
 
 from gt4py_dace_xforms.analysis.producer import Decline
+from gt4py_dace_xforms.transformations.planned import PlannedMatch
 from gt4py_dace_xforms.analysis.retarget import RetargetPlan, retarget_plan
 
 
@@ -79,7 +80,7 @@ def gt_retarget_writebacks(sdfg: dace.SDFG, names: Optional[list[str]] = None) -
 
 @properties.make_properties
 @transformation.explicit_cf_compatible
-class WriteBackRetarget(transformation.SingleStateTransformation):
+class WriteBackRetarget(PlannedMatch, transformation.SingleStateTransformation):
     """Let the writers of a transient `T` that is only copied into global data `G` write
     `G` directly: writer Maps are restricted to the copied points and shifted, writer
     copies clipped, the copy and `T` removed. gt4py's own write-back elimination needs
@@ -115,11 +116,5 @@ class WriteBackRetarget(transformation.SingleStateTransformation):
         except Exception as err:  # noqa: BLE001  # a matcher must decline, never abort compilation
             return Decline(f"analysis failed: {type(err).__name__}: {err}")
 
-    def can_be_applied(self, graph: dace.SDFGState, expr_index: int, sdfg: dace.SDFG, permissive: bool = False) -> bool:
-        return not isinstance(self.plan(graph, sdfg), Decline)
-
-    def apply(self, graph: dace.SDFGState, sdfg: dace.SDFG) -> None:
-        plan = self.plan(graph, sdfg)
-        if isinstance(plan, Decline):
-            raise ValueError(f"WriteBackRetarget does not apply: {plan.reason}")
+    def rewrite(self, sdfg: dace.SDFG, plan) -> None:
         retarget(sdfg, plan)
