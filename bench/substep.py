@@ -37,9 +37,16 @@ from typing import Any, Optional
 
 # Hooks cannot be pickled into gt4py's build process pool; a session cache (one per process)
 # makes every build translate and compile, and no regime's library reuses another's.
+# `--build-cache DIR` (read here, before gt4py is imported) keeps the builds in DIR for a
+# second run of the same version: gt4py's cache key does not see the library's code, so a
+# DIR from another version would time that version's builds.
 os.environ["GT4PY_BUILD_JOBS"] = "0"
-os.environ["GT4PY_BUILD_CACHE_LIFETIME"] = "session"
-os.environ.setdefault("GT4PY_BUILD_CACHE_DIR", f"/tmp/substep_cache_{os.getpid()}")
+if "--build-cache" in sys.argv[:-1]:
+    os.environ["GT4PY_BUILD_CACHE_LIFETIME"] = "persistent"
+    os.environ["GT4PY_BUILD_CACHE_DIR"] = sys.argv[sys.argv.index("--build-cache") + 1]
+else:
+    os.environ["GT4PY_BUILD_CACHE_LIFETIME"] = "session"
+    os.environ.setdefault("GT4PY_BUILD_CACHE_DIR", f"/tmp/substep_cache_{os.getpid()}")
 warnings.filterwarnings("ignore", message="Python is not running in optimized mode")
 warnings.filterwarnings("ignore", message=r"Library .* already loaded, renaming file")
 warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -253,6 +260,44 @@ def _judge(seconds: dict[str, list[float]]) -> dict:
     }
 
 
+def _extend_undecided(opts: argparse.Namespace, seconds: dict, one_round, batch: int, note) -> dict[str, float]:
+    """More rounds, `batch` at a time, for the call sites whose verdict the common rounds
+    leave undecided (`measure.timing.undecided`: the library's interval straddles an edge of
+    the A/A floor, or "no difference" against a floor wider than 5 %), while `may_extend`
+    allows (each site's extra timing within `opts.extend_budget` seconds, at most
+    `opts.extend_cap` rounds in all): the per-program bench's rule, here per call site. The
+    substep rows use the common rounds only. Returns the seconds each extended site spent."""
+    from gt4py_dace_xforms.measure.timing import Timing, may_extend, undecided
+
+    def open_keys() -> list[str]:
+        out = []
+        for key, secs in seconds.items():
+            t = {label: Timing(label, tuple(secs[label]), tuple(secs["stock"])) for label in LABELS}
+            if undecided(t["library"].ratio, t["A/A"].ratio):
+                out.append(key)
+        return out
+
+    spent: dict[str, float] = {}
+    cap = opts.extend_cap if opts.extend_cap is not None else 4 * opts.rounds
+    keys = open_keys()
+    if keys:
+        note(f"undecided after {opts.rounds} rounds: {', '.join(keys)}")
+    while keys:
+        go = [k for k in keys if may_extend(len(seconds[k]["stock"]), batch, opts.rounds, spent_s=spent.get(k, 0.0),
+                                            budget_s=opts.extend_budget, cap_rounds=cap)]
+        if not go:
+            break
+        for k in go:
+            t = time.perf_counter()
+            for _ in range(batch):
+                one_round(len(seconds[k]["stock"]), [k])
+            spent[k] = spent.get(k, 0.0) + time.perf_counter() - t
+        keys = [k for k in open_keys() if k in go]
+    for k, s in spent.items():
+        note(f"  {k}: {len(seconds[k]['stock'])} rounds ({s:.0f} s more)")
+    return spent
+
+
 def build_site(site: Site, labels: tuple[str, ...], mode: str, tag: str, inputs: tuple[dict, dict]) -> dict:
     """Compile every build of `site` (static, as `setup_program` does) and call it once on
     a copy of the inputs: (label -> compiled program, first-call seconds, outputs)."""
@@ -310,16 +355,16 @@ def time_regime(opts: argparse.Namespace, regime: str) -> dict:
                    for key, cs in calls.items()}
         batch = 2 * len(LABELS)
         seconds = {key: {label: [] for label in LABELS} for key in calls}
-        t0 = time.perf_counter()
-        for r in range(opts.rounds):
+
+        def one_round(r: int, keys) -> None:
             if mode == "persistent" and r and r % batch == 0:
                 # every batch on newly allocated persistent transients, touched by an untimed call
-                for key, cs in calls.items():
+                for key in keys:
                     replace_persistent(handles[key])
-                    for c in cs.values():
+                    for c in calls[key].values():
                         c(copy_args(inputs[key][0]))
-            for key, cs in calls.items():
-                args = inputs[key][0]
+            for key in keys:
+                cs, args = calls[key], inputs[key][0]
                 shared = copy_args(args)
                 for label in round_order(list(LABELS), r):
                     reset_fields(shared, args)
@@ -327,8 +372,13 @@ def time_regime(opts: argparse.Namespace, regime: str) -> dict:
                     cs[label](shared)
                     seconds[key][label].append(time.perf_counter() - t)
                 del shared
+
+        t0 = time.perf_counter()
+        for r in range(opts.rounds):
+            one_round(r, list(calls))
             if r == 0 or (r + 1) % max(1, opts.rounds // 6) == 0 or r + 1 == opts.rounds:
                 log(f"{regime} [{mode}]: round {r + 1}/{opts.rounds} ({time.perf_counter() - t0:.0f} s)")
+        extended = _extend_undecided(opts, seconds, one_round, batch, lambda msg: log(f"{regime} [{mode}]: {msg}"))
         span = time.perf_counter() - t0
         rows = []
         for s in sites:
@@ -338,6 +388,7 @@ def time_regime(opts: argparse.Namespace, regime: str) -> dict:
                    "descriptors": b["descriptors"],
                    "library_vs_stock": compare(b["outputs"]["library"], b["outputs"]["stock"]),
                    "aa_vs_stock": compare(b["outputs"]["A/A"], b["outputs"]["stock"]),
+                   "rounds": len(seconds[s.key]["stock"]), "extended_s": extended.get(s.key, 0.0),
                    **_judge(seconds[s.key])}
             rows.append(row)
         substeps = {}
@@ -542,9 +593,10 @@ def timing_table(doc: dict) -> str:
                 cmp = r["library_vs_stock"]
                 out = "equal" if cmp["equal"] else "DIFFER"
                 out += f" {cmp['max_rel_diff']:.1e}"
+                more = f"  ({r['rounds']} rounds)" if r.get("rounds", m["rounds"]) != m["rounds"] else ""
                 lines.append(f"{r['key']:<{w}}  {calls}  {r['median_ms']['stock']:8.2f}  "
                              f"{_iv(r['ratio']['library']):<23}  {_iv(r['ratio']['A/A']):<23}  "
-                             f"±{100 * r['floor']:4.1f}%  {_short(r['verdict']):<15}  {out}")
+                             f"±{100 * r['floor']:4.1f}%  {_short(r['verdict']):<15}  {out}{more}")
             lines.append("-" * len(head))
             for sub, t in m["substeps"].items():
                 label = f"substep ({sub})"
@@ -556,7 +608,9 @@ def timing_table(doc: dict) -> str:
                  "calls of calls x time, per round); library/stock and A/A (second stock / stock): median of "
                  "the per-round ratios [95 % interval]; floor: how far the A/A interval reaches from 1, at least "
                  "3 %; verdict: faster/slower only when the whole interval lies beyond the floor; outputs: the "
-                 "library's against stock's on the same inputs (max relative difference)")
+                 "library's against stock's on the same inputs (max relative difference); (N rounds): a call site "
+                 "whose verdict the common rounds left undecided, timed on alone (--extend-budget; the substep rows "
+                 "use the common rounds)")
     return "\n".join(lines)
 
 
@@ -606,6 +660,14 @@ def parse(argv: Optional[list[str]]) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1, help="OpenMP threads (default 1)")
     p.add_argument("--rounds", type=int, default=12,
                    help="rounds; every build of every call site once per round (default 12, a multiple of 6)")
+    p.add_argument("--build-cache", default=None, metavar="DIR",
+                   help="keep the builds in DIR (persistent) for another run of the same library version; "
+                        "gt4py's cache key does not see the library's code: never share DIR across versions")
+    p.add_argument("--extend-budget", type=float, default=120.0,
+                   help="seconds of extra timing per call site whose verdict the rounds leave undecided (default 120; "
+                        "0: no extension)")
+    p.add_argument("--extend-cap", type=int, default=None,
+                   help="most rounds in all for an extended call site (default 4 x --rounds)")
     p.add_argument("--modes", default="default", help="comma-separated: default (gt4py's per-call transients), "
                                                       "persistent (TransientMemoryMode.PERSISTENT) (default: default)")
     p.add_argument("--allocators", default="fresh,glibc",
