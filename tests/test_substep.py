@@ -191,7 +191,7 @@ def test_bench_substep_runs_and_compares_at_a_tiny_size(tmp_path):
     assert set(rows) == {"compute_exner_from_rhotheta", "update_theta_and_exner_in_halo"}
     for r in rows.values():
         assert r["library_vs_stock"]["equal"] and r["aa_vs_stock"]["equal"]
-        # a call site left undecided by the common rounds is timed on alone, 6 at a time,
+        # a call site whose interval straddles an edge of the floor is timed on alone, 6 at a time,
         # within its budget (1 s) and cap (8 rounds); the others keep the common 2
         assert len(r["times_ms"]["library"]) == r["rounds"] and r["rounds"] in (2, 8) and r["verdict"]
         assert (r["rounds"] == 8) == (r["extended_s"] > 0)
