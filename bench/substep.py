@@ -41,9 +41,19 @@ from typing import Any, Optional
 # second run of the same version: gt4py's cache key does not see the library's code, so a
 # DIR from another version would time that version's builds.
 os.environ["GT4PY_BUILD_JOBS"] = "0"
-if "--build-cache" in sys.argv[:-1]:
+
+
+def _argv_value(flag: str) -> Optional[str]:
+    return sys.argv[sys.argv.index(flag) + 1] if flag in sys.argv[:-1] else None
+
+
+if _argv_value("--build-cache"):
+    # One directory per regime (and --decide-as): the cost model decides by the allocator
+    # regime, which gt4py's cache key does not see either. Runs 12 and 13 shared one, and their
+    # glibc regime timed the fresh-page decisions' builds.
     os.environ["GT4PY_BUILD_CACHE_LIFETIME"] = "persistent"
-    os.environ["GT4PY_BUILD_CACHE_DIR"] = sys.argv[sys.argv.index("--build-cache") + 1]
+    os.environ["GT4PY_BUILD_CACHE_DIR"] = os.path.join(
+        _argv_value("--build-cache"), f"{_argv_value('--allocators') or 'parent'}_as_{_argv_value('--decide-as') or 'itself'}")
 else:
     os.environ["GT4PY_BUILD_CACHE_LIFETIME"] = "session"
     os.environ.setdefault("GT4PY_BUILD_CACHE_DIR", f"/tmp/substep_cache_{os.getpid()}")
