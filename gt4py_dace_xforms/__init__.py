@@ -60,4 +60,4 @@ __all__ = [
     "WriteBackRetarget",
     "WriteBackToMap",
 ]
-__version__ = "0.1.0"
+from gt4py_dace_xforms.version import __version__  # noqa: E402

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import pathlib
+import pickle
+import time
+import uuid
 from typing import Optional
 
 
@@ -175,3 +180,30 @@ class InlineReport:
 
     def __str__(self) -> str:
         return self.table()
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportFolder:
+    """A place for reports that pickles: hooks running in gt4py's build worker processes
+    append each report as a file of its own in `path`, and the process that made the folder
+    reads them back in the order they were written (`read`). Use it where a list would stay
+    behind in the worker (`integration.hooks.LibraryHook.reports`)."""
+
+    path: str
+
+    def append(self, report: "InlineReport") -> None:
+        folder = pathlib.Path(self.path)
+        folder.mkdir(parents=True, exist_ok=True)
+        name = f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        tmp = folder / f".{name}.tmp"
+        tmp.write_bytes(pickle.dumps(report))
+        tmp.rename(folder / f"{name}.report")  # readers never see a partial file
+
+    def read(self) -> list["InlineReport"]:
+        folder = pathlib.Path(self.path)
+        if not folder.is_dir():
+            return []
+        return [pickle.loads(p.read_bytes()) for p in sorted(folder.glob("*.report"))]
+
+    def __len__(self) -> int:
+        return len(self.read())

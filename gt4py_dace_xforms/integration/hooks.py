@@ -5,14 +5,14 @@ from __future__ import annotations
 import dataclasses
 import warnings
 import weakref
-from typing import Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import dace
 from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
 
 from gt4py_dace_xforms.analysis.races import unordered_accesses
-from gt4py_dace_xforms.integration import failsafe
-from gt4py_dace_xforms.policy import CostModel, InlinePolicy
+from gt4py_dace_xforms.integration import failsafe, identity
+from gt4py_dace_xforms.policy import CostModel, InlinePolicy, allocator
 from gt4py_dace_xforms.report import InlineReport
 from gt4py_dace_xforms.transformations.copy_chain import gt_remove_copy_chains
 from gt4py_dace_xforms.transformations.copy_into_readers import gt_copies_into_readers
@@ -50,6 +50,99 @@ def is_persistent(transient_memory_mode) -> bool:
     return str(getattr(transient_memory_mode, "value", transient_memory_mode)).upper() == "PERSISTENT"
 
 
+def _metadata_not_fingerprinted() -> dict:
+    """Field metadata that keeps a field out of gt4py's fingerprint of a hook (where the
+    installed gt4py has the marker): where reports go is not a setting."""
+    try:
+        from gt4py.next.utils import gt4py_metadata
+    except ImportError:  # a gt4py without the marker fingerprints every field
+        return {}
+    return gt4py_metadata(fingerprint=False)
+
+
+def resolve_policy(cost_model: Optional[InlinePolicy], gpu: bool = False, transient_memory_mode=None) -> InlinePolicy:
+    """The policy a hook decides by, with the allocator regime fixed now (`CostModel`'s
+    `fresh_page_bytes`: this process's, `policy.allocator`). A hook pickled into one of
+    gt4py's build worker processes then decides as this process would, whatever that
+    worker's environment, and gt4py's build cache keys the regime with the hook."""
+    policy = cost_model or default_policy(gpu, transient_memory_mode)
+    if isinstance(policy, CostModel) and policy.fresh_page_bytes is None:
+        policy = dataclasses.replace(policy, fresh_page_bytes=allocator.fresh_page_bytes())
+    return policy
+
+
+@dataclasses.dataclass(frozen=True)
+class LibraryHook:
+    """A `gt_auto_optimize` hook of the library: a module-level class whose fields are its
+    settings, so that gt4py's process pool pickles it into its build workers, and gt4py's
+    build cache fingerprints it with the library's build identity: a persistent cache never
+    serves a build made by another version of the library or with other settings.
+
+    Attributes:
+        policy: the policy deciding each sound candidate (`resolve_policy`).
+        reports: where reports go: a list in this process, or a `report.ReportFolder`,
+            which hooks running in build workers write to. Not a setting: neither compared
+            nor fingerprinted, and a list is not pickled (a copy in a worker would be lost).
+        build_identity: `identity.build_identity()` when the hook was made.
+    """
+
+    policy: InlinePolicy
+    reports: Any = dataclasses.field(default=None, compare=False, repr=False, metadata=_metadata_not_fingerprinted())
+    build_identity: str = dataclasses.field(default_factory=lambda: identity.build_identity())
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        if isinstance(state.get("reports"), list):
+            state["reports"] = None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+    def _report(self, report: InlineReport) -> None:
+        if self.reports is not None:
+            self.reports.append(report)
+
+
+@dataclasses.dataclass(frozen=True)
+class InlineHook(LibraryHook):
+    """Runs `gt_inline_fusion` (see `make_inline_hook`)."""
+
+    copy_chains: bool = True
+    windows: Optional[bool] = None
+
+    def __call__(self, sdfg: dace.SDFG) -> None:
+        if failsafe.has_failed(sdfg):
+            return  # left to gt4py for the rest of its `gt_auto_optimize`
+        saved = None if failsafe.strict() else failsafe.snapshot(sdfg)
+        races = []
+        try:
+            fuse_states(sdfg)
+            races = unordered_accesses(sdfg)
+            if races:
+                warn_races(sdfg, races)
+            folded = gt_remove_copy_chains(sdfg) if self.copy_chains else 0
+            # gt_inline_fusion takes the windows its policy accepts; `windows=True` forces
+            # every window first, `windows=False` turns them off.
+            forced = InlineReport()
+            if self.windows:
+                forced.windowed = gt_vertical_windows(sdfg, report=forced)
+            report = gt_inline_fusion(sdfg, cost_model=self.policy, validate=False)
+            report.records[:0] = forced.records
+            report.windowed[:0] = forced.windowed
+        except Exception as exc:
+            if saved is None:
+                raise
+            # Whatever the pass did is undone: gt4py goes on with the SDFG it handed over.
+            failsafe.restore_in_place(sdfg, saved)
+            failsafe.mark_failed(sdfg)
+            report = InlineReport(failures=[failsafe.warn_failure(sdfg, exc)])
+            folded = 0
+        report.copy_chains_removed = folded
+        report.races = [r.reason for r in races]
+        self._report(report)
+
+
 def make_inline_hook(
     cost_model: Optional[InlinePolicy] = None,
     reports: Optional[list[InlineReport]] = None,
@@ -58,9 +151,10 @@ def make_inline_hook(
     copy_chains: bool = True,
     transient_memory_mode=None,
     windows: Optional[bool] = None,
-) -> HookFun:
-    """A hook function running `gt_inline_fusion` with `cost_model` (any policy; default:
-    `default_policy(gpu, transient_memory_mode)`); reports are appended to `reports`. `copy_chains`: first fold
+) -> InlineHook:
+    """A hook running `gt_inline_fusion` with `cost_model` (any policy; default:
+    `default_policy(gpu, transient_memory_mode)`; the allocator regime is fixed now,
+    `resolve_policy`); reports are appended to `reports`. `copy_chains`: first fold
     the copy chains whose coverage gt4py cannot prove (`gt_remove_copy_chains`,
     docs/copy_chains.md): nothing is recomputed, and a branch folded into its concat
     node is a Map writer the inliner takes like any other. `windows`: then sweep the
@@ -74,54 +168,19 @@ def make_inline_hook(
     program alone from then on (`integration.failsafe`; `GT4PY_DACE_XFORMS_STRICT=1`
     lets the exception through). An array gt4py's SDFG accesses in an undefined order
     (`analysis.races`) is left alone by every rewrite, and one `UnorderedAccessWarning`
-    per program names it (docs/races.md)."""
-    policy = cost_model or default_policy(gpu, transient_memory_mode)
+    per program names it (docs/races.md). The hook pickles (`LibraryHook`)."""
+    policy = resolve_policy(cost_model, gpu, transient_memory_mode)
     if windows is False and isinstance(policy, CostModel):
         policy = dataclasses.replace(policy, windows=False)
-
-    def _inline_hook(sdfg: dace.SDFG) -> None:
-        if failsafe.has_failed(sdfg):
-            return  # left to gt4py for the rest of its `gt_auto_optimize`
-        saved = None if failsafe.strict() else failsafe.snapshot(sdfg)
-        races = []
-        try:
-            fuse_states(sdfg)
-            races = unordered_accesses(sdfg)
-            if races:
-                warn_races(sdfg, races)
-            folded = gt_remove_copy_chains(sdfg) if copy_chains else 0
-            # gt_inline_fusion takes the windows its policy accepts; `windows=True` forces
-            # every window first, `windows=False` turns them off.
-            forced = InlineReport()
-            if windows:
-                forced.windowed = gt_vertical_windows(sdfg, report=forced)
-            report = gt_inline_fusion(sdfg, cost_model=policy, validate=False)
-            report.records[:0] = forced.records
-            report.windowed[:0] = forced.windowed
-        except Exception as exc:
-            if saved is None:
-                raise
-            # Whatever the pass did is undone: gt4py goes on with the SDFG it handed over.
-            failsafe.restore_in_place(sdfg, saved)
-            failsafe.mark_failed(sdfg)
-            report = InlineReport(failures=[failsafe.warn_failure(sdfg, exc)])
-            folded = 0
-        report.copy_chains_removed = folded
-        report.races = [r.reason for r in races]
-        if reports is not None:
-            reports.append(report)
-
-    return _inline_hook
+    return InlineHook(policy=policy, reports=reports, copy_chains=copy_chains, windows=windows)
 
 
-def make_sweep_pair_hook(cost_model: Optional[InlinePolicy] = None, reports: Optional[list[InlineReport]] = None,
-                         *, gpu: bool = False, transient_memory_mode=None) -> HookFun:
-    """A hook fusing sweep pairs (`gt_fuse_sweep_pairs`) where the policy asks for them
-    (`fuses_sweep_pairs`, each plan `decide_sweep_pair`), with the fail-safe of
-    `make_inline_hook`; a report with one record per buffer goes to `reports`."""
-    policy = cost_model or default_policy(gpu, transient_memory_mode)
+@dataclasses.dataclass(frozen=True)
+class SweepPairHook(LibraryHook):
+    """Fuses sweep pairs (see `make_sweep_pair_hook`)."""
 
-    def _sweep_hook(sdfg: dace.SDFG) -> None:
+    def __call__(self, sdfg: dace.SDFG) -> None:
+        policy = self.policy
         if failsafe.has_failed(sdfg) or not policy.fuses_sweep_pairs(sdfg) or unordered_accesses(sdfg):
             return
         report = InlineReport()
@@ -130,20 +189,24 @@ def make_sweep_pair_hook(cost_model: Optional[InlinePolicy] = None, reports: Opt
             policy=policy, report=report))
         if failure is not None:
             report = InlineReport(failures=[failure])
-        if reports is not None and (report.records or report.failures):
-            reports.append(report)
-
-    return _sweep_hook
+        if report.records or report.failures:
+            self._report(report)
 
 
-def make_copy_hook(cost_model: Optional[InlinePolicy] = None, reports: Optional[list[InlineReport]] = None,
-                   *, gpu: bool = False, transient_memory_mode=None) -> HookFun:
-    """A hook letting reader Maps write the copies of their source (`gt_copies_into_readers`)
-    where the policy takes them (`decide_copy_into_readers`), with the fail-safe of
-    `make_inline_hook`; a report with one record per copy goes to `reports`."""
-    policy = cost_model or default_policy(gpu, transient_memory_mode)
+def make_sweep_pair_hook(cost_model: Optional[InlinePolicy] = None, reports: Optional[list[InlineReport]] = None,
+                         *, gpu: bool = False, transient_memory_mode=None) -> SweepPairHook:
+    """A hook fusing sweep pairs (`gt_fuse_sweep_pairs`) where the policy asks for them
+    (`fuses_sweep_pairs`, each plan `decide_sweep_pair`), with the fail-safe of
+    `make_inline_hook`; a report with one record per buffer goes to `reports`."""
+    return SweepPairHook(policy=resolve_policy(cost_model, gpu, transient_memory_mode), reports=reports)
 
-    def _copy_hook(sdfg: dace.SDFG) -> None:
+
+@dataclasses.dataclass(frozen=True)
+class CopyHook(LibraryHook):
+    """Lets reader Maps write the copies of their source (see `make_copy_hook`)."""
+
+    def __call__(self, sdfg: dace.SDFG) -> None:
+        policy = self.policy
         if failsafe.has_failed(sdfg) or not policy.copies_into_readers or not _has_copies(sdfg):
             return
         if unordered_accesses(sdfg):
@@ -152,10 +215,16 @@ def make_copy_hook(cost_model: Optional[InlinePolicy] = None, reports: Optional[
         failure = failsafe.guarded(sdfg, lambda: gt_copies_into_readers(sdfg, policy=policy, report=report))
         if failure is not None:
             report = InlineReport(failures=[failure])
-        if reports is not None and (report.records or report.failures):
-            reports.append(report)
+        if report.records or report.failures:
+            self._report(report)
 
-    return _copy_hook
+
+def make_copy_hook(cost_model: Optional[InlinePolicy] = None, reports: Optional[list[InlineReport]] = None,
+                   *, gpu: bool = False, transient_memory_mode=None) -> CopyHook:
+    """A hook letting reader Maps write the copies of their source (`gt_copies_into_readers`)
+    where the policy takes them (`decide_copy_into_readers`), with the fail-safe of
+    `make_inline_hook`; a report with one record per copy goes to `reports`."""
+    return CopyHook(policy=resolve_policy(cost_model, gpu, transient_memory_mode), reports=reports)
 
 
 def _has_copies(sdfg: dace.SDFG) -> bool:
@@ -195,15 +264,20 @@ def warn_races(sdfg: dace.SDFG, races) -> None:
         UnorderedAccessWarning, stacklevel=3)
 
 
-def chain_hooks(*funs: Optional[HookFun]) -> HookFun:
-    """One hook that calls every given hook in order (None entries are skipped)."""
-    present = [f for f in funs if f is not None]
+@dataclasses.dataclass(frozen=True)
+class ChainedHook:
+    """Calls each of `hooks` in order; pickles where they do."""
 
-    def _chained(sdfg: dace.SDFG) -> None:
-        for f in present:
+    hooks: tuple[HookFun, ...]
+
+    def __call__(self, sdfg: dace.SDFG) -> None:
+        for f in self.hooks:
             f(sdfg)
 
-    return _chained
+
+def chain_hooks(*funs: Optional[HookFun]) -> ChainedHook:
+    """One hook that calls every given hook in order (None entries are skipped)."""
+    return ChainedHook(tuple(f for f in funs if f is not None))
 
 
 def optimization_hooks(
