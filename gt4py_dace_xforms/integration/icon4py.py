@@ -1,4 +1,18 @@
-"""icon4py's model run with the library: a backend factory for icon4py's backend descriptors.
+"""icon4py's model run with the library.
+
+Two ways, both keep icon4py's per-program options (`model_options.get_dace_options`: the
+implicit solvers' scan unrolling and copy-removal hook, `use_zero_origin` for
+`compute_rho_theta_pgrad_and_update_vn`, graupel's settings) and work with gt4py's default
+parallel builds:
+
+- `gt4py_dace_xforms.install()` before the model is built, and icon4py's own backends
+  (`backend="dace_cpu"` / `"dace_gpu"`) unchanged: every program the components build
+  through `setup_program` runs the library (`integration.install`);
+- `backend(device)`: a descriptor for `setup_program` / the components' `backend=`, whose
+  factory (`LibraryFactory`) builds the library's toolchain and which icon4py tunes per
+  program as its own, without touching the process.
+
+The rest of this module is the factory itself:
 
 icon4py builds every program of its model through `model_options.setup_program`, which
 turns a *backend descriptor* (a dict) into a backend with its `backend_factory` and then
@@ -23,6 +37,7 @@ icon4py is not imported by this module: it is only needed by the caller.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any, Optional
 
@@ -87,3 +102,53 @@ def descriptor_for(program_name: str, device: Any, **options: Any) -> dict[str, 
         program_name, **{"backend_factory": model_backends.make_custom_dace_backend, "device": device, **options})
     tuned["backend_factory"] = make_custom_dace_backend
     return tuned
+
+
+def _icon4py_factory() -> Any:
+    try:
+        from icon4py.model.common import model_backends
+    except ImportError:
+        return None
+    return model_backends.make_custom_dace_backend
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class LibraryFactory:
+    """An icon4py backend factory (`backend_factory` of a descriptor): icon4py's
+    `make_custom_dace_backend` with the library's hooks (`make_custom_dace_backend` here).
+
+    icon4py's `model_options.get_options` applies its per-program options only to a factory
+    that compares equal (`==`) to its own `make_custom_dace_backend`; this one does, since
+    it takes the same descriptor and builds the same toolchain with the library added.
+
+    Attributes:
+        cost_model: the policy (None: the `CostModel` for the device and memory mode).
+        windows: as for `backends.make_backend`.
+    """
+
+    cost_model: Optional[InlinePolicy] = None
+    windows: Optional[bool] = None
+
+    def __call__(self, **descriptor: Any) -> gtx_backend.DaCeBackend:
+        return make_custom_dace_backend(cost_model=self.cost_model, windows=self.windows, **descriptor)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LibraryFactory):
+            return (self.cost_model, self.windows) == (other.cost_model, other.windows)
+        return other is not None and other is _icon4py_factory()
+
+    def __hash__(self) -> int:
+        return hash((LibraryFactory, self.windows))
+
+
+def backend(device: Any = None, *, cost_model: Optional[InlinePolicy] = None, windows: Optional[bool] = None,
+            **options: Any) -> dict[str, Any]:
+    """A backend descriptor for icon4py (`setup_program(backend=...)`, a component's
+    `backend=`) that builds every program with the library and with icon4py's own
+    per-program options. `device`: icon4py's `model_backends.CPU` (default) or `GPU`;
+    `options`: further descriptor keys (`optimization_args`, `use_metrics`, ...)."""
+    if device is None:
+        from icon4py.model.common import model_backends
+
+        device = model_backends.CPU
+    return {"backend_factory": LibraryFactory(cost_model=cost_model, windows=windows), "device": device, **options}
