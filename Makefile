@@ -6,7 +6,6 @@ STAMP := $(VENV)/.installed
 # python3.12 may be a pyenv shim that refuses to run; take the first one that works.
 PYTHON312 ?= $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3.12 /usr/local/bin/python3.12 /usr/bin/python3.12; do \
 	$$p -c 'import sys; assert sys.version_info[:2] == (3, 12)' >/dev/null 2>&1 && { echo $$p; break; }; done)
-export GT4PY_BUILD_JOBS := 0
 export GT4PY_BUILD_CACHE_DIR ?= $(CURDIR)/.gt4py_cache
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 PYTEST_ARGS ?=

@@ -26,8 +26,9 @@ import warnings
 from collections import defaultdict
 from typing import Any, Optional
 
-# Hooks cannot be pickled into gt4py's build process pool; a session-lifetime cache makes
-# every build really translate and compile (so `gt_auto_optimize` runs and is timed).
+# Serial builds on purpose: `gt_auto_optimize` is timed in this process (below), which a
+# build worker would not report; a session-lifetime cache makes every build really
+# translate and compile. `make bench-substep` builds as users do (a process pool).
 os.environ["GT4PY_BUILD_JOBS"] = "0"
 os.environ["GT4PY_BUILD_CACHE_LIFETIME"] = "session"
 os.environ.setdefault("GT4PY_BUILD_CACHE_DIR", f"/tmp/bench_cache_{os.getpid()}")

@@ -40,7 +40,6 @@ import re
 import sys
 import warnings
 
-os.environ["GT4PY_BUILD_JOBS"] = "0"
 os.environ.setdefault("GT4PY_BUILD_CACHE_DIR", f"/tmp/calibrate_cache_{os.getpid()}")
 warnings.filterwarnings("ignore", message="Python is not running in optimized mode")
 

@@ -32,7 +32,6 @@ from typing import Optional
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-os.environ["GT4PY_BUILD_JOBS"] = "0"
 os.environ["GT4PY_BUILD_CACHE_LIFETIME"] = "session"
 os.environ.setdefault("GT4PY_BUILD_CACHE_DIR", f"/tmp/counts_cache_{os.getpid()}")
 warnings.filterwarnings("ignore")

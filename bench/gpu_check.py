@@ -23,7 +23,6 @@ import sys
 import time
 import warnings
 
-os.environ.setdefault("GT4PY_BUILD_JOBS", "0")  # the process pool cannot pickle hooks
 warnings.filterwarnings("ignore", message="The GT4Py DaCe GPU backend assumes")
 warnings.filterwarnings("ignore", message="Python is not running in optimized mode")
 

@@ -21,7 +21,6 @@ import sys
 import time
 import warnings
 
-os.environ["GT4PY_BUILD_JOBS"] = "0"
 os.environ["GT4PY_BUILD_CACHE_LIFETIME"] = "session"
 os.environ.setdefault("GT4PY_BUILD_CACHE_DIR", f"/tmp/oracle_cache_{os.getpid()}")
 warnings.filterwarnings("ignore", message="Python is not running in optimized mode")

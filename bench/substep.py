@@ -9,7 +9,7 @@ stock against the library, program by program and summed over the substep.
 Every call the substep makes on the layout (`tools.substep`), each program built static
 with its call site's static values (one build per distinct set) three times: stock (icon4py's
 own backend factory with `model_options.get_options`' per-program options), a second stock
-(the A/A pair) and the library (`integration.icon4py.descriptor_for`). Every allocator
+(the A/A pair) and the library (`integration.icon4py.backend`, as a model run builds). Every allocator
 regime runs in a process of its own, pinned before anything is built
 (`timing.pin_allocator`: the library's cost model reads the regime), so the library is
 built once per regime and stock once per regime process. The substep's time is summed per
@@ -35,12 +35,11 @@ import time
 import warnings
 from typing import Any, Optional
 
-# Hooks cannot be pickled into gt4py's build process pool; a session cache (one per process)
-# makes every build translate and compile, and no regime's library reuses another's.
-# `--build-cache DIR` (read here, before gt4py is imported) keeps the builds in DIR for a
-# second run of the same version: gt4py's cache key does not see the library's code, so a
-# DIR from another version would time that version's builds.
-os.environ["GT4PY_BUILD_JOBS"] = "0"
+# gt4py's default build settings (a process pool), as a model run builds. A session cache
+# (one per process) makes every build translate and compile. `--build-cache DIR` (read here,
+# before gt4py is imported) keeps the builds in DIR for a second run; gt4py's cache key sees
+# the library's version, sources and settings (integration.identity), and the allocator
+# regime the cost model decides by, so a DIR never serves another version's builds.
 
 
 def _argv_value(flag: str) -> Optional[str]:
@@ -184,15 +183,14 @@ def stock_descriptor(program_name: str, mode: str) -> dict:
 
 
 def library_descriptor(program_name: str, mode: str, cost_model: Any = None) -> dict:
-    """The library's descriptor with icon4py's per-program options (`descriptor_for`)."""
-    from icon4py.model.common import model_backends
+    """What a model run's `setup_program` makes of the library's descriptor
+    (`integration.icon4py.backend`): icon4py's `get_options` tunes it per program as its own."""
+    from icon4py.model.common import model_backends, model_options
 
-    from gt4py_dace_xforms.integration.icon4py import descriptor_for
+    from gt4py_dace_xforms.integration.icon4py import backend
 
     extra: dict[str, Any] = {"optimization_args": _optimization_args(mode)} if mode != "default" else {}
-    if cost_model is not None:
-        extra["cost_model"] = cost_model
-    return descriptor_for(program_name, model_backends.CPU, **extra)
+    return model_options.get_options(program_name, **backend(model_backends.CPU, cost_model=cost_model, **extra))
 
 
 def backend_from(descriptor: dict, postfix: str) -> Any:

@@ -12,11 +12,8 @@ from __future__ import annotations
 
 import argparse
 import copy
-import os
 import sys
 import warnings
-
-os.environ.setdefault("GT4PY_BUILD_JOBS", "0")
 
 from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Regenerate the SDFG fixtures of this folder.
 
-    GT4PY_BUILD_JOBS=0 .venv/bin/python sdfg_fixtures/generate.py [--only NAME ...] [--list]
+    .venv/bin/python sdfg_fixtures/generate.py [--only NAME ...] [--list]
 
 Nothing is compiled: the gt4py fixtures are captured inside `gt_auto_optimize` and the
 optimizer is stopped there. See `fixture_lib.py` and `README.md`.
@@ -9,7 +9,6 @@ optimizer is stopped there. See `fixture_lib.py` and `README.md`.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -18,7 +17,6 @@ HERE = Path(__file__).resolve().parent
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("GT4PY_BUILD_JOBS", "0")
     sys.path.insert(0, str(HERE))
     import fixture_lib
 

@@ -10,7 +10,11 @@ _ROOT = pathlib.Path(__file__).resolve().parent.parent
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 _BUILD = pathlib.Path(os.environ.get("GT4PY_DACE_XFORMS_TEST_BUILD", _ROOT / ".build")) / _WORKER
 
-os.environ["GT4PY_BUILD_JOBS"] = "0"  # the process pool cannot pickle our hooks
+# gt4py's default build settings, as users have them (GT4PY_BUILD_JOBS unset: a `spawn`
+# process pool): the library's hooks travel into its workers. Tests that patch code in this
+# process before a build ask for `serial_builds`.
+os.environ.pop("GT4PY_BUILD_JOBS", None)
+os.environ.pop("GT4PY_BUILD_JOBS_MODE", None)
 # A failing rewrite must fail its test, not fall back to stock's program (integration.failsafe).
 os.environ.setdefault("GT4PY_DACE_XFORMS_STRICT", "1")
 # The tests' arrays are small; the rewrites they check are the ones a production-size grid
@@ -37,6 +41,23 @@ def _fresh_pages_in_every_test(monkeypatch):
 
     monkeypatch.setattr(allocator, "_set", [])
     monkeypatch.setenv(allocator.ENV, "0")
+
+
+@pytest.fixture
+def serial_builds():
+    """Builds in this process for the test (gt4py's `SerialRunner`): for tests that patch the
+    library in this process (`mock.patch`), which a build worker would not see."""
+    from gt4py.next import config
+    from gt4py.next.otf import runners
+
+    saved = config.BUILD_JOBS
+    runners.reset_default_runner()
+    config.BUILD_JOBS = 0
+    try:
+        yield
+    finally:
+        config.BUILD_JOBS = saved
+        runners.reset_default_runner()
 
 
 @pytest.fixture(scope="session")

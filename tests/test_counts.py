@@ -6,6 +6,7 @@ import pytest
 
 import gt4py.next as gtx
 
+from gt4py_dace_xforms.integration.workers import restart_build_workers
 from gt4py_dace_xforms.cli import demo
 from gt4py_dace_xforms.measure import counts
 from gt4py_dace_xforms.tools.compare import inline_build, stock_build
@@ -27,6 +28,7 @@ def test_parse_callgrind_reads_the_totals():
 @pytest.fixture(scope="module")
 def captured(tmp_path_factory, monkeypatch_module):
     monkeypatch_module.setenv("CXXFLAGS", counts.COUNT_CXXFLAGS)  # valgrind 3.19 cannot decode AVX-512
+    restart_build_workers()  # gt4py's workers compile with the environment they started with
     rng = np.random.default_rng(31)
     x, y = rng.random((64, NLEV)), rng.random((64, NLEV))
     folders = {}

@@ -18,7 +18,7 @@ import icon4py_target as target  # bench/icon4py_target.py
 from gt4py_dace_xforms.cli import demo
 from gt4py_dace_xforms.integration.capture import capture_stages
 from gt4py_dace_xforms.integration.hooks import optimization_hooks
-from gt4py_dace_xforms.tools.compare import inline_build, stock_build, two_d_transients
+from gt4py_dace_xforms.tools.compare import CaptureSDFG, inline_build, stock_build, two_d_transients
 from gt4py_dace_xforms.tools.static import compile_static, static_args
 
 Cell = gtx.Dimension("Cell")
@@ -161,9 +161,9 @@ def test_static_target_library_keeps_one_of_stocks_transients(layout):
 @pytest.mark.icon4py
 @pytest.mark.skipif(not target.available(), reason="icon4py is not installed")
 @pytest.mark.parametrize("layout", ["global", "global-decomposed", "lam", "lam-decomposed"])
-def test_setup_program_with_the_librarys_backend_descriptor(layout):
-    """icon4py's own `setup_program`, with its own factory (stock) and with the library's
-    (`integration.icon4py`), the target's bounds, levels and switch bound as icon4py's
+def test_setup_program_with_the_librarys_backend_descriptor(layout, tmp_path):
+    """icon4py's own `setup_program` with gt4py's default build settings, with icon4py's own
+    factory (stock) and with the library's descriptor (`integration.icon4py.backend`), the target's bounds, levels and switch bound as icon4py's
     `solve_nonhydro.py` binds them, on every layout of a real run (`tools.layouts`: a
     decomposed rank's halo and a limited-area grid's boundary zones split the temporaries
     in Cell too); all nine outputs equal, and the library's build keeps one of stock's two 2-D
@@ -180,12 +180,12 @@ def test_setup_program_with_the_librarys_backend_descriptor(layout):
     args.update({k: named_layout(layout, n_cells).values[k] for k in horizontal})
     vertical = ("nflatlev", "nflat_gradp", "model_top", "surface_level")
     results, post = {}, {}
-    factories = {"stock": model_backends.make_custom_dace_backend, "library": gx_icon4py.make_custom_dace_backend}
-    for name, factory in factories.items():
-        captured = []
-        descriptor = {"backend_factory": factory, "device": model_backends.CPU,
-                      "optimization_args": {"optimization_hooks": {
-                          GT4PyAutoOptHook.TopLevelDataFlowPost: lambda s, c=captured: c.append(two_d_transients(s))}}}
+    descriptors = {"stock": {"backend_factory": model_backends.make_custom_dace_backend, "device": model_backends.CPU},
+                   "library": gx_icon4py.backend(model_backends.CPU)}
+    for name, descriptor in descriptors.items():
+        # A hook that pickles: gt4py builds in its worker processes (its default).
+        captured = CaptureSDFG(str(tmp_path / name))
+        descriptor["optimization_args"] = {"optimization_hooks": {GT4PyAutoOptHook.TopLevelDataFlowPost: captured}}
         run = setup_program(program=target.program(), backend=descriptor,
                             constant_args={"igradp_method": args["igradp_method"]},
                             horizontal_sizes={k: args[k] for k in horizontal},
@@ -193,7 +193,7 @@ def test_setup_program_with_the_librarys_backend_descriptor(layout):
         fresh = target.copy_args({k: v for k, v in args.items() if k not in (*horizontal, *vertical, "igradp_method")})
         run(**fresh)
         results[name] = {k: fresh[k].asnumpy() for k in target.OUTPUTS}
-        post[name] = captured[-1]
+        post[name] = two_d_transients(captured.read()[-1])
     for k in target.OUTPUTS:
         stock = results["stock"][k]
         np.testing.assert_allclose(results["library"][k], stock, rtol=1e-13, atol=1e-14 * np.abs(stock).max(), err_msg=k)

@@ -8,14 +8,11 @@ symbolic (bounds and switches as run-time arguments)."""
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import threading
 import time
 import warnings
 from typing import Any, Iterator, Optional
-
-os.environ.setdefault("GT4PY_BUILD_JOBS", "0")  # the process pool cannot pickle hooks
 
 import gt4py.next as gtx  # noqa: E402
 import numpy as np  # noqa: E402

@@ -15,6 +15,7 @@ from gt4py.next.program_processors.runners.dace.workflow import (
 
 from gt4py_dace_xforms.integration.hooks import optimization_hooks as _library_hooks
 from gt4py_dace_xforms.integration.lowering import record_annotations
+from gt4py_dace_xforms.integration.workers import forwarding
 from gt4py_dace_xforms.policy import InlinePolicy
 
 
@@ -27,7 +28,9 @@ def make_backend(
     transient_memory_mode=None,
     windows: Optional[bool] = None,
 ) -> gtx_backend.DaCeBackend:
-    """A gt4py dace backend (built with `make_dace_toolchain`) that runs the inliner.
+    """A gt4py dace backend (built with `make_dace_toolchain`) that runs the inliner. It
+    pickles into gt4py's build workers, which hand the library's warnings back
+    (`workers.forwarding`).
 
     Args:
         gpu: target the GPU.
@@ -46,12 +49,12 @@ def make_backend(
     """
     hooks = _library_hooks(cost_model, gpu=gpu, user_hooks=optimization_hooks, transient_memory_mode=transient_memory_mode,
                            windows=windows)
-    return gtx_backend.make_dace_toolchain(
+    return forwarding(gtx_backend.make_dace_toolchain(
         gtx_factory.DaCeConfig(gpu=gpu, auto_optimize=True),
         name_postfix=name_postfix,
         translation=functools.partial(annotating_translator,
                                       auto_optimize_args=optimize_args(hooks, transient_memory_mode)),
-    )
+    ))
 
 
 def optimize_args(hooks: dict, transient_memory_mode=None) -> dict:

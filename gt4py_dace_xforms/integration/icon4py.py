@@ -46,6 +46,7 @@ from gt4py.next.program_processors.runners.dace.workflow import backend as gtx_b
 
 from gt4py_dace_xforms.integration.backends import annotating_translator
 from gt4py_dace_xforms.integration.hooks import optimization_hooks
+from gt4py_dace_xforms.integration.workers import forwarding
 from gt4py_dace_xforms.policy import InlinePolicy
 
 
@@ -73,7 +74,7 @@ def make_custom_dace_backend(
     hooks = optimization_hooks(cost_model, gpu=gpu, user_hooks=args.get("optimization_hooks"),
                                transient_memory_mode=args.get("transient_memory_mode"), windows=windows)
     args["optimization_hooks"] = hooks
-    return gtx_backend.make_dace_toolchain(
+    return forwarding(gtx_backend.make_dace_toolchain(
         gtx_factory.DaCeConfig(gpu=gpu, auto_optimize=auto_optimize, unstructured_horizontal_has_unit_stride=True),
         name_postfix="_xforms",
         translation=functools.partial(
@@ -84,7 +85,7 @@ def make_custom_dace_backend(
             disable_field_origin_on_program_arguments=use_zero_origin,
             use_max_domain_range_on_unstructured_shift=use_max_domain_range_on_unstructured_shift,
         ),
-    )
+    ))
 
 
 def descriptor_for(program_name: str, device: Any, **options: Any) -> dict[str, Any]:

@@ -35,20 +35,14 @@ import gc
 import importlib
 import os
 import threading
-import warnings
 from typing import Any, Iterator, Optional
 
 from gt4py.next import config as gtx_config
 from gt4py.next.program_processors.runners.dace import lowering as gtx_lowering, transformations as gtx_transformations
 from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
 
-from gt4py_dace_xforms.integration import failsafe, identity, lowering as xf_lowering
-from gt4py_dace_xforms.integration.hooks import (
-    UnorderedAccessWarning,
-    chain_hooks,
-    default_policy,
-    optimization_hooks,
-)
+from gt4py_dace_xforms.integration import failsafe, identity, lowering as xf_lowering, workers
+from gt4py_dace_xforms.integration.hooks import chain_hooks, default_policy, optimization_hooks
 from gt4py_dace_xforms.policy import CostModel, InlinePolicy, allocator
 
 _LOCK = threading.RLock()
@@ -60,8 +54,7 @@ _STATE: dict = {}
 #: processes add theirs when their artifact arrives.
 RECENT: collections.deque = collections.deque(maxlen=64)
 
-#: The library's warnings, given again in this process when a worker's build arrives.
-_FORWARDED_WARNINGS = (failsafe.LibraryFailureWarning, UnorderedAccessWarning)
+workers.RECORD_SINKS.append(RECENT.extend)  # records of builds in gt4py's workers
 
 _RUNNERS = "gt4py.next.otf.runners"
 _WORKER_ENTRY = "_run_compilation_task_in_worker"
@@ -248,46 +241,25 @@ def _forget_step_fingerprints() -> None:
 
 def _compile_in_worker(settings_: InstallSettings, *args: Any, **kwargs: Any):
     """A gt4py build worker's entry while installed: installs `settings_` for this task
-    alone, runs gt4py's own entry, and returns the artifact wrapped with the library's
-    records and warnings, which unpickling in the parent process hands over (`_arrived`)."""
+    alone, runs gt4py's own entry, and returns the artifact with the library's records and
+    warnings, which unpickling in the parent process hands over (`workers.FromWorker`)."""
     runners = importlib.import_module(_RUNNERS)
     entry = _STATE.get("worker_entry", getattr(runners, _WORKER_ENTRY))
     strict_before = os.environ.get(failsafe.STRICT_ENV)
     os.environ[failsafe.STRICT_ENV] = "1" if settings_.strict else "0"
     RECENT.clear()
+
+    def build():
+        _install(settings_, runner_entry=None, forget_fingerprints=False)
+        try:
+            return entry(*args, **kwargs)
+        finally:
+            _uninstall(forget_fingerprints=False)
+
     try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", _FORWARDED_WARNINGS)
-            _install(settings_, runner_entry=None, forget_fingerprints=False)
-            try:
-                artifact = entry(*args, **kwargs)
-            finally:
-                _uninstall(forget_fingerprints=False)
+        return workers.run_collecting(build, records=lambda: list(RECENT))
     finally:
         if strict_before is None:
             os.environ.pop(failsafe.STRICT_ENV, None)
         else:
             os.environ[failsafe.STRICT_ENV] = strict_before
-    ours = [(w.category, str(w.message)) for w in caught if issubclass(w.category, _FORWARDED_WARNINGS)]
-    return _FromWorker(artifact, list(RECENT), ours)
-
-
-@dataclasses.dataclass
-class _FromWorker:
-    """A worker's artifact with the library's records and warnings; unpickles to the artifact."""
-
-    artifact: Any
-    records: list
-    warned: list
-
-    def __reduce__(self):
-        return _arrived, (self.artifact, self.records, self.warned)
-
-
-def _arrived(artifact: Any, records: list, warned: list) -> Any:
-    """In the parent process: the worker's records join `RECENT`, its warnings are given
-    here (under this process's filters), and gt4py gets its artifact."""
-    RECENT.extend(records)
-    for category, message in warned:
-        warnings.warn(message, category, stacklevel=2)
-    return artifact

@@ -43,6 +43,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Optional
 
 import numpy as np
 
+from gt4py_dace_xforms.integration.workers import restart_build_workers
 from gt4py_dace_xforms.tools.compare import Build, inline_build, stock_build, two_d_transients
 from gt4py_dace_xforms.tools.programs import (
     ICOSAHEDRAL_NEIGHBORS,
@@ -289,10 +290,12 @@ def exact_cxxflags() -> str:
 
 @contextlib.contextmanager
 def _cxxflags(flags: Optional[str]) -> Iterator[None]:
-    """`CXXFLAGS` set to `flags` while the builds compile (None: left as it is)."""
+    """`CXXFLAGS` set to `flags` while the builds compile (None: left as it is); gt4py's
+    build workers start again on each change, so that they compile with it."""
     before = os.environ.get("CXXFLAGS")
     if flags is not None:
         os.environ["CXXFLAGS"] = flags
+        restart_build_workers()
     try:
         yield
     finally:
@@ -301,6 +304,7 @@ def _cxxflags(flags: Optional[str]) -> Iterator[None]:
                 os.environ.pop("CXXFLAGS", None)
             else:
                 os.environ["CXXFLAGS"] = before
+            restart_build_workers()
 
 
 def _make_build(label: str) -> Build:

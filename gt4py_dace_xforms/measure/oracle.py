@@ -171,7 +171,7 @@ class Oracle:
             v.applied = frozenset(r.intermediate for r in v.build.report.applied)
             v.applied_reads = len(v.build.report.applied)
         v.transients = len(two_d_transients(v.build.sdfg))
-        v.build.post_sdfgs = v.build.post_sdfgs[-1:]  # keep memory bounded
+        v.build.keep_last()  # keep memory bounded
         self.variants[label] = v
         if predicted is not None:
             self._by_set[predicted] = v

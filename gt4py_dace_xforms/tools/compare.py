@@ -6,10 +6,16 @@ of gt4py's top-level stage (`TopLevelDataFlowPost`) so their transients can be c
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import itertools
+import os
+import pathlib
+import shutil
+import tempfile
+import time
+import uuid
+import weakref
 from typing import Any, Callable, Optional
 
 import dace
@@ -21,24 +27,72 @@ from gt4py.next.program_processors.runners.dace.workflow import backend as gtx_b
 
 from gt4py_dace_xforms.integration.backends import annotating_translator, optimize_args
 from gt4py_dace_xforms.integration.hooks import optimization_hooks
+from gt4py_dace_xforms.integration.workers import forwarding
 from gt4py_dace_xforms.policy import InlinePolicy
-from gt4py_dace_xforms.report import InlineReport
+from gt4py_dace_xforms.report import InlineReport, ReportFolder
 
 _UNIQUE = itertools.count()
 
 
-@dataclasses.dataclass
-class Build:
-    """A backend plus what its `gt_auto_optimize` runs left behind."""
+@dataclasses.dataclass(frozen=True)
+class CaptureSDFG:
+    """A hook saving the SDFG it is given into `folder`, one compressed file per call. It
+    pickles, so it captures in gt4py's build worker processes as in this one."""
 
-    backend: Any
-    post_sdfgs: list = dataclasses.field(default_factory=list)
-    reports: list = dataclasses.field(default_factory=list)
+    folder: str
+
+    def __call__(self, sdfg: dace.SDFG) -> None:
+        folder = pathlib.Path(self.folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        name = f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        tmp = folder / f".{name}.tmp"
+        sdfg.save(str(tmp), compress=True)
+        tmp.rename(folder / f"{name}.sdfgz")  # readers never see a partial file
+
+    def files(self) -> list[pathlib.Path]:
+        """The saved SDFGs' files, oldest first."""
+        return sorted(pathlib.Path(self.folder).glob("*.sdfgz"))
+
+    def read(self) -> list[dace.SDFG]:
+        """The saved SDFGs, oldest first."""
+        return [dace.SDFG.from_file(str(p)) for p in self.files()]
+
+
+class Build:
+    """A backend plus what its `gt_auto_optimize` runs left behind, in a folder of its own
+    (removed with the object): gt4py may build in worker processes (its default), whose
+    hooks write there (`CaptureSDFG`, `report.ReportFolder`)."""
+
+    def __init__(self, backend: Any = None):
+        self.backend = backend
+        self.folder = tempfile.mkdtemp(prefix="gx_build_")
+        self._finalizer = weakref.finalize(self, shutil.rmtree, self.folder, True)
+        self.report_folder = ReportFolder(os.path.join(self.folder, "reports"))
+        self.capture = CaptureSDFG(os.path.join(self.folder, "post"))
+        self._loaded: dict[str, dace.SDFG] = {}
+
+    @property
+    def post_sdfgs(self) -> list[dace.SDFG]:
+        """The SDFG of every translation, as the top-level stage left it, oldest first."""
+        for path in self.capture.files():
+            if path.name not in self._loaded:
+                self._loaded[path.name] = dace.SDFG.from_file(str(path))
+        return [self._loaded[p.name] for p in self.capture.files()]
+
+    def keep_last(self) -> None:
+        """Forget every captured SDFG but the last (keeps memory and disk bounded)."""
+        for path in self.capture.files()[:-1]:
+            path.unlink()
+            self._loaded.pop(path.name, None)
 
     @property
     def sdfg(self) -> dace.SDFG:
         """The SDFG of the last translation, as the top-level stage left it."""
         return self.post_sdfgs[-1]
+
+    @property
+    def reports(self) -> list[InlineReport]:
+        return self.report_folder.read()
 
     @property
     def report(self) -> InlineReport:
@@ -50,8 +104,8 @@ class Build:
 
 def stock_build(gpu: bool = False, transient_memory_mode: Optional[TransientMemoryMode] = None) -> Build:
     """gt4py's dace backend, unchanged but for a capture hook (and `transient_memory_mode`)."""
-    build = Build(backend=None)
-    hooks = {GT4PyAutoOptHook.TopLevelDataFlowPost: lambda s: build.post_sdfgs.append(copy.deepcopy(s))}
+    build = Build()
+    hooks = {GT4PyAutoOptHook.TopLevelDataFlowPost: build.capture}
     build.backend = gtx_backend.make_dace_toolchain(
         gtx_factory.DaCeConfig(gpu=gpu, auto_optimize=True),
         name_postfix=f"_stock_capture{next(_UNIQUE)}",
@@ -71,19 +125,17 @@ def inline_build(
     """The library's backend as `backends.make_backend` builds it (`policy`: the cost model
     or any policy; default the target's `CostModel`), plus a capture hook (and
     `transient_memory_mode`)."""
-    build = Build(backend=None)
-    capture: dict[GT4PyAutoOptHook, Callable] = {
-        GT4PyAutoOptHook.TopLevelDataFlowPost: lambda s: build.post_sdfgs.append(copy.deepcopy(s))
-    }
-    hooks = optimization_hooks(policy, gpu=gpu, user_hooks=capture, reports=build.reports,
+    build = Build()
+    capture: dict[GT4PyAutoOptHook, Callable] = {GT4PyAutoOptHook.TopLevelDataFlowPost: build.capture}
+    hooks = optimization_hooks(policy, gpu=gpu, user_hooks=capture, reports=build.report_folder,
                                transient_memory_mode=transient_memory_mode, windows=windows)
-    build.backend = gtx_backend.make_dace_toolchain(
+    build.backend = forwarding(gtx_backend.make_dace_toolchain(
         gtx_factory.DaCeConfig(gpu=gpu, auto_optimize=True),
         name_postfix=f"_xforms_capture{next(_UNIQUE)}",
         translation=functools.partial(
             annotating_translator, auto_optimize_args=optimize_args(hooks, transient_memory_mode)
         ),
-    )
+    ))
     return build
 
 

@@ -27,7 +27,6 @@ import warnings
 
 _ROOT = pathlib.Path(__file__).resolve().parents[2]
 _BUILD = pathlib.Path(os.environ.get("GT4PY_DACE_XFORMS_TEST_BUILD", _ROOT / ".build"))
-os.environ["GT4PY_BUILD_JOBS"] = "0"  # as tests/conftest.py: the process pool cannot pickle the hooks
 os.environ.setdefault("GT4PY_BUILD_CACHE_DIR", str(_BUILD / "fuzz-long" / "gt4py"))
 os.environ.setdefault("GT4PY_DACE_XFORMS_STRICT", "1")  # a failing rewrite is a finding, not stock's result
 sys.path.insert(0, str(_ROOT / "tests"))
