@@ -6,6 +6,8 @@ user configures it, and checks what the build removed: the reports that came bac
 worker, and the 2-D transients of the SDFG gt4py compiled, read from its build folder.
 """
 
+import dataclasses
+import functools
 import pickle
 import warnings
 
@@ -243,6 +245,91 @@ def test_hooks_pickle_and_fingerprint_their_settings():
         cost_model=gx.CostModel("cpu", fresh_page_bytes=0), reports=[1])
     assert fp(cost_model=gx.CostModel("cpu", fresh_page_bytes=0)) != fp(cost_model=gx.CostModel("cpu", fresh_page_bytes=1))
     assert GT4PyAutoOptHook.TopLevelDataFlowStep in hooks
+
+
+# --- the fail-safe over the whole optimization, where gt4py builds ----------------------------
+
+
+class LaterStageFailure(RuntimeError):
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class FailWhereTheTemporaryIsGone:
+    """A hook gt4py calls after the library's (it pickles into workers): raises, as a later
+    gt4py stage would, on the SDFG the library's rewrites left (its 2-D temporary removed),
+    and passes stock's."""
+
+    def __call__(self, sdfg) -> None:
+        if not _two_d_transients(sdfg):
+            raise LaterStageFailure("later stage failed")
+
+
+@pytest.fixture
+def lenient_workers(monkeypatch):
+    """The fail-safe as users get it (the suite runs strict), in gt4py's workers too: they
+    read the environment they started with."""
+    from gt4py_dace_xforms.integration import failsafe, workers
+
+    monkeypatch.setenv(failsafe.STRICT_ENV, "0")
+    workers.restart_build_workers()
+    yield
+    monkeypatch.undo()
+    workers.restart_build_workers()
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("build_mode", [DEFAULT], ids=["PROCESS"], indirect=True)
+@pytest.mark.parametrize("way", ["backend", "install"])
+def test_a_later_failure_in_a_worker_builds_stocks_program(build_mode, lenient_workers, way):
+    """gt_auto_optimize raises after the library's hooks returned, in a build worker: the
+    build goes on as stock's from the SDFG the library received (the temporary kept in the
+    compiled SDFG, the result equal to numpy), and one LibraryFailureWarning reaches this
+    process, naming the program, the stage and the exception."""
+    from gt4py_dace_xforms.integration import failsafe
+
+    later = {GT4PyAutoOptHook.TopLevelDataFlowPost: FailWhereTheTemporaryIsGone()}
+    if way == "install":
+        gx.install(gx.InlineWhereSound())
+        backend = gtx_backend.make_dace_toolchain(
+            gtx_factory.DaCeConfig(gpu=False, auto_optimize=True),
+            translation=functools.partial(gtx_factory.make_dace_translator, auto_optimize_args={
+                "optimization_hooks": later}))
+    else:
+        backend = backends.make_backend(False, cost_model=gx.InlineWhereSound(), optimization_hooks=later)
+    with pytest.warns(failsafe.LibraryFailureWarning) as caught:
+        _run(backend)
+    ours = [str(w.message) for w in caught if issubclass(w.category, failsafe.LibraryFailureWarning)]
+    assert len(ours) == 1, ours
+    assert "'seed'" in ours[0] and failsafe.LATER_STAGE in ours[0] and "later stage failed" in ours[0]
+    compiled = _compiled_sdfgs(config.BUILD_CACHE_DIR, "seed")
+    assert compiled and all(len(_two_d_transients(s)) == 1 for s in compiled)
+
+
+@pytest.mark.compile
+def test_a_later_gt4py_stage_failing_builds_stocks_program(serial_builds, monkeypatch):
+    """gt4py's own stage (`gt_apply_concat_where_replacement_on_sdfg`, after the library's
+    hooks) raises on what the library's rewrites left: the backend translates again as
+    stock, the program equals numpy, one warning names the stage; in strict mode the failure
+    is raised."""
+    from gt4py.next.program_processors.runners.dace import transformations as gtx_transformations
+
+    from gt4py_dace_xforms.integration import failsafe
+
+    original = gtx_transformations.gt_apply_concat_where_replacement_on_sdfg
+
+    def failing(sdfg, *args, **kwargs):
+        if not _two_d_transients(sdfg):
+            raise LaterStageFailure("replacement failed")
+        return original(sdfg, *args, **kwargs)
+
+    monkeypatch.setattr(gtx_transformations, "gt_apply_concat_where_replacement_on_sdfg", failing)
+    with pytest.raises(Exception, match="replacement failed"):  # strict: the suite's setting
+        _run(backends.make_backend(False, cost_model=gx.InlineWhereSound(), name_postfix="_strict_later"))
+    monkeypatch.setenv(failsafe.STRICT_ENV, "0")
+    with pytest.warns(failsafe.LibraryFailureWarning, match="replacement failed") as caught:
+        _run(backends.make_backend(False, cost_model=gx.InlineWhereSound(), name_postfix="_lenient_later"))
+    assert len([w for w in caught if issubclass(w.category, failsafe.LibraryFailureWarning)]) == 1
 
 
 # --- icon4py's path -------------------------------------------------------------------------

@@ -13,7 +13,8 @@ from gt4py.next.program_processors.runners.dace.workflow import (
     translation as gtx_translation,
 )
 
-from gt4py_dace_xforms.integration.hooks import optimization_hooks as _library_hooks
+from gt4py_dace_xforms.integration import failsafe
+from gt4py_dace_xforms.integration.hooks import optimization_hooks as _library_hooks, without_library
 from gt4py_dace_xforms.integration.lowering import record_annotations
 from gt4py_dace_xforms.integration.workers import forwarding
 from gt4py_dace_xforms.policy import InlinePolicy
@@ -68,11 +69,33 @@ def optimize_args(hooks: dict, transient_memory_mode=None) -> dict:
 
 @dataclasses.dataclass(frozen=True)
 class AnnotatingTranslator(gtx_translation.DaCeTranslator):
-    """gt4py's translator, lowering with the GTIR annotations (`integration.lowering`)."""
+    """gt4py's translator, lowering with the GTIR annotations (`integration.lowering`).
+
+    The fail-safe over the whole translation: if anything raises while the library is in it
+    (its annotations, its hooks, or a later stage of gt4py's `gt_auto_optimize` on what its
+    rewrites left), the program is translated again as stock's translator would (the
+    caller's hooks kept, the library's taken out), and one `LibraryFailureWarning` names
+    the program, the stage and the exception. A failure stock's translation has too is
+    raised, as stock raises it; `GT4PY_DACE_XFORMS_STRICT=1` raises the first one."""
 
     def generate_sdfg(self, *args, **kwargs):
-        with record_annotations():
-            return super().generate_sdfg(*args, **kwargs)
+        try:
+            with record_annotations():
+                return super().generate_sdfg(*args, **kwargs)
+        except Exception as exc:
+            if failsafe.strict():
+                raise
+            stock = self.as_stock()
+            sdfg = super(AnnotatingTranslator, stock).generate_sdfg(*args, **kwargs)
+            failsafe.warn_failure(sdfg, exc, stage=failsafe.LATER_STAGE)
+            return sdfg
+
+    def as_stock(self) -> "AnnotatingTranslator":
+        """This translator with the library's hooks taken out of `auto_optimize_args`."""
+        args = dict(self.auto_optimize_args or {})
+        if "optimization_hooks" in args:
+            args["optimization_hooks"] = without_library(args["optimization_hooks"])
+        return dataclasses.replace(self, auto_optimize_args=args or None)
 
 
 def annotating_translator(cfg, /, **kwargs) -> AnnotatingTranslator:

@@ -73,20 +73,26 @@ def restore_in_place(sdfg: dace.SDFG, saved: dace.SDFG) -> None:
     sdfg.reset_cfg_list()
 
 
-def failure_message(sdfg: dace.SDFG, exc: BaseException) -> str:
-    """The warning's text: the program, the exception and where it was raised."""
+#: The stage named where gt4py itself failed on what the library's rewrites left.
+LATER_STAGE = "gt4py's gt_auto_optimize, on the SDFG the library's rewrites left"
+
+
+def failure_message(sdfg: dace.SDFG, exc: BaseException, stage: Optional[str] = None) -> str:
+    """The warning's text: the program, the stage (None: the library's own pass), the
+    exception and where it was raised."""
     where = traceback.extract_tb(exc.__traceback__)
     origin = f" at {os.path.basename(where[-1].filename)}:{where[-1].lineno}" if where else ""
+    what = "its pass failed" if stage is None else f"{stage} failed"
     return (
-        f"gt4py_dace_xforms: its pass failed on program '{sdfg.name}' ({type(exc).__name__}: {exc}{origin}); "
+        f"gt4py_dace_xforms: {what} on program '{sdfg.name}' ({type(exc).__name__}: {exc}{origin}); "
         f"gt4py goes on with the SDFG as the library received it (stock behaviour). Please report it with "
         f"this message: docs/failsafe.md says how (set {STRICT_ENV}=1 to get the traceback)."
     )
 
 
-def warn_failure(sdfg: dace.SDFG, exc: BaseException) -> str:
+def warn_failure(sdfg: dace.SDFG, exc: BaseException, stage: Optional[str] = None) -> str:
     """Warn once (`LibraryFailureWarning`); returns the message, for the report."""
-    message = failure_message(sdfg, exc)
+    message = failure_message(sdfg, exc, stage)
     warnings.warn(message, LibraryFailureWarning, stacklevel=3)
     return message
 

@@ -280,6 +280,26 @@ def chain_hooks(*funs: Optional[HookFun]) -> ChainedHook:
     return ChainedHook(tuple(f for f in funs if f is not None))
 
 
+def without_library(hooks: Optional[Mapping[GT4PyAutoOptHook, Callable]]) -> dict[GT4PyAutoOptHook, Callable]:
+    """`hooks` with the library's own taken out and the caller's kept, in their order: what
+    a stock `gt_auto_optimize` call would have been given (the whole-run fail-safe)."""
+    out: dict[GT4PyAutoOptHook, Callable] = {}
+    for stage, hook in (hooks or {}).items():
+        if isinstance(hook, ChainedHook):
+            kept = tuple(h for h in hook.hooks if not isinstance(h, LibraryHook))
+            if not kept:
+                continue
+            hook = kept[0] if len(kept) == 1 else ChainedHook(kept)
+        elif isinstance(hook, LibraryHook):
+            continue
+        out[stage] = hook
+    return out
+
+
+def has_library_hooks(hooks: Optional[Mapping[GT4PyAutoOptHook, Callable]]) -> bool:
+    return without_library(hooks) != dict(hooks or {})
+
+
 def optimization_hooks(
     cost_model: Optional[InlinePolicy] = None,
     *,

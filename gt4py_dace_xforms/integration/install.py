@@ -141,8 +141,19 @@ def _install(settings_: InstallSettings, *, runner_entry, forget_fingerprints: b
             gpu = bool(kwargs.get("gpu", args[0] if args else False))
             tmm = kwargs.get("transient_memory_mode")
             record: dict[str, Any] = {"program": sdfg.name, "reports": [], "transients": None}
-            hooks = _library_hooks(settings_, gpu, dict(optimization_hooks or {}), record, tmm)
-            result = original(sdfg, *args, optimization_hooks=hooks, **kwargs)
+            user = dict(optimization_hooks or {})
+            hooks = _library_hooks(settings_, gpu, user, record, tmm)
+            # The fail-safe over the whole run: a later gt4py stage failing on what the
+            # library left runs again as stock from the SDFG as received.
+            saved = None if failsafe.strict() else failsafe.snapshot(sdfg)
+            try:
+                result = original(sdfg, *args, optimization_hooks=hooks, **kwargs)
+            except Exception as exc:
+                if saved is None:
+                    raise
+                failsafe.restore_in_place(sdfg, saved)
+                record["failure"] = failsafe.warn_failure(sdfg, exc, stage=failsafe.LATER_STAGE)
+                result = original(sdfg, *args, optimization_hooks=user or None, **kwargs)
             RECENT.append(record)
             return result
 
