@@ -5,6 +5,7 @@ unchanged) and gt4py programs through a backend that applies `VerticalWindow` at
 library's stage, compared with stock and numpy."""
 
 import copy
+import dataclasses
 import functools
 
 import dace
@@ -17,6 +18,7 @@ from gt4py.next.program_processors.runners.dace.transformations.auto_optimize im
 from gt4py.next.program_processors.runners.dace.workflow import backend as gtx_backend, factory as gtx_factory
 
 import gt4py_dace_xforms as gx
+from gt4py_dace_xforms.report import ReportFolder
 from gt4py_dace_xforms.analysis.candidate import InlineCandidate, analyse_candidate
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.analysis.window import WindowPlan, analyse_window
@@ -223,33 +225,41 @@ def test_vertical_window_properties_round_trip_through_json():
 # ---- gt4py programs --------------------------------------------------------------------------
 
 
-def _window_backend(reports: list):
+@dataclasses.dataclass(frozen=True)
+class _WindowHook:
+    """`gt_vertical_windows` as a hook that pickles (gt4py builds in worker processes); the
+    windowed names go to `found`."""
+
+    found: ReportFolder
+
+    def __call__(self, sdfg) -> None:
+        self.found.append(gx.gt_vertical_windows(sdfg))
+
+
+def _window_backend(found: ReportFolder):
     """gt4py's dace backend with `gt_vertical_windows` at the library's stage."""
-
-    def hook(sdfg):
-        reports.append(gx.gt_vertical_windows(sdfg))
-
+    hook = _WindowHook(found)
     return gtx_backend.make_dace_toolchain(
-        gtx_factory.DaCeConfig(gpu=False, auto_optimize=True), name_postfix=f"_window_test{id(reports)}",
+        gtx_factory.DaCeConfig(gpu=False, auto_optimize=True), name_postfix=f"_window_test{id(found)}",
         translation=functools.partial(annotating_translator,
                                       auto_optimize_args=optimize_args({GT4PyAutoOptHook.TopLevelDataFlowStep: hook})))
 
 
 @pytest.mark.compile
 @pytest.mark.parametrize("case", [1, 2], ids=["concat_where_computed", "three_level_sum"])
-def test_gt4py_programs_windowed_match_stock_and_numpy(case):
+def test_gt4py_programs_windowed_match_stock_and_numpy(case, tmp_path):
     _, program, reference, short = demo.CASES[case]
     nlev = 12
     x, y = RNG.random((64, nlev)), RNG.random((64, nlev))
     names = ("interior", "surface") if case == 1 else ("a", "b")
     want = reference(x, y, nlev)
-    reports: list = []
+    found = ReportFolder(str(tmp_path / "windowed"))
     results = {}
-    for label, backend in (("stock", stock_build().backend), ("window", _window_backend(reports))):
+    for label, backend in (("stock", stock_build().backend), ("window", _window_backend(found))):
         out = gtx.as_field([demo.Cell, demo.K], np.full((64, nlev), -7.0))
         args = {names[0]: gtx.as_field([demo.Cell, demo.K], x), names[1]: gtx.as_field([demo.Cell, demo.K], y)}
         program.with_backend(backend)(**args, out=out, nlev=np.int32(nlev), offset_provider={})
         results[label] = out.asnumpy()
-    assert sum(len(r) for r in reports) == 1, reports
+    assert sum(len(r) for r in found.read()) == 1, found.read()
     np.testing.assert_allclose(results["window"][:, : nlev - short], want, rtol=1e-14)
     np.testing.assert_array_equal(results["window"], results["stock"])

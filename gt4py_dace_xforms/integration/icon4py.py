@@ -61,17 +61,19 @@ def make_custom_dace_backend(
     use_max_domain_range_on_unstructured_shift: Optional[bool] = None,
     cost_model: Optional[InlinePolicy] = None,
     windows: Optional[bool] = None,
+    reports: Any = None,
     **_: Any,
 ) -> gtx_backend.DaCeBackend:
     """icon4py's `make_custom_dace_backend` (same arguments, same meaning; other keys of
     the descriptor are ignored, as icon4py ignores them) with the library's hooks.
 
-    `cost_model`, `windows`: as for `backends.make_backend`. The cost model is told the
+    `cost_model`, `windows`: as for `backends.make_backend`; `reports`: where the hooks'
+    reports go (a list, or a `report.ReportFolder` for builds in gt4py's workers). The cost model is told the
     `transient_memory_mode` found in `optimization_args` (icon4py's graupel sets
     `make_persistent` instead; both reach `gt_auto_optimize` unchanged)."""
     gpu = device != gtx.DeviceType.CPU
     args = dict(optimization_args or {})
-    hooks = optimization_hooks(cost_model, gpu=gpu, user_hooks=args.get("optimization_hooks"),
+    hooks = optimization_hooks(cost_model, gpu=gpu, user_hooks=args.get("optimization_hooks"), reports=reports,
                                transient_memory_mode=args.get("transient_memory_mode"), windows=windows)
     args["optimization_hooks"] = hooks
     return forwarding(gtx_backend.make_dace_toolchain(

@@ -139,6 +139,29 @@ def inline_build(
     return build
 
 
+def icon4py_build(program_name: str, library: bool, policy: Optional[InlinePolicy] = None) -> Build:
+    """A build as icon4py's model run makes it for `program_name`: its `customize_backend`
+    with icon4py's own `dace_cpu` descriptor (stock) or the library's
+    (`integration.icon4py.backend`), icon4py's per-program options applied to both, plus a
+    capture hook. Needs icon4py."""
+    from icon4py.model.common import model_backends, model_options
+
+    from gt4py_dace_xforms.integration import icon4py as gx_icon4py
+
+    build = Build()
+    args = {"optimization_hooks": {GT4PyAutoOptHook.TopLevelDataFlowPost: build.capture}}
+    descriptor = (gx_icon4py.backend(model_backends.CPU, cost_model=policy, reports=build.report_folder,
+                                     optimization_args=args)
+                  if library else {"backend_factory": model_backends.make_custom_dace_backend,
+                                   "device": model_backends.CPU, "optimization_args": args})
+
+    class _Named:  # customize_backend reads only the program's name
+        __name__ = program_name
+
+    build.backend = model_options.customize_backend(_Named(), descriptor)
+    return build
+
+
 def two_d_transients(sdfg: dace.SDFG) -> list[str]:
     """Transient arrays with two dimensions (Cell x K fields) in the top-level SDFG."""
     return sorted(n for n, d in sdfg.arrays.items() if d.transient and len(d.shape) == 2)
