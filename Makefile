@@ -23,7 +23,7 @@ CUDA_WHEELS := nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==1
 	nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85
 GPU_STAMP := $(VENV)/.gpu-tools-13.0.88
 
-.PHONY: venv demo test test-fast fixtures bench bench-substep counts oracle calibrate fuzz census census-static census-compare clean gpu-tools gpu-check device-wheels device-dry-run
+.PHONY: venv venv-icon4py-pins test-icon4py-pins demo test test-fast fixtures bench bench-substep counts oracle calibrate fuzz census census-static census-compare clean gpu-tools gpu-check device-wheels device-dry-run
 
 venv: $(STAMP)
 
@@ -32,13 +32,33 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON312) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
 	$(PY) -m pip install -q -e '.[test]' 2>&1 | grep -v '^WARNING: Location' || true
-	# icon4py pins gt4py 1.2.1 but runs with 1.2.3: install it without its dependencies.
+	# This environment runs the newest gt4py in range (1.2.3), so icon4py (which pins gt4py
+	# 1.2.1) goes in without its dependencies; make venv-icon4py-pins resolves icon4py's own.
 	$(PY) -m pip install -q --no-deps 'icon4py-common==0.4.1' 'icon4py-atmosphere-dycore==0.4.1' 'icon4py-atmosphere-diffusion==0.4.1' 2>&1 | grep -v '^WARNING: Location' || true
 	# What icon4py's modules import that gt4py does not bring (xarray: its metrics programs;
 	# serialbox4py: its grid package, for the simple test grid that explain/census lower on).
 	$(PY) -m pip install -q 'cattrs>=26.1.0' 'pyyaml>=6.0.3' 'xarray' 'serialbox4py>=2.6.2' 2>&1 | grep -v '^WARNING: Location' || true
 	$(PY) -c 'import gt4py_dace_xforms, gt4py.next, dace, icon4py.model.atmosphere.dycore.stencils.compute_cell_diagnostics_for_dycore'
 	@touch $(STAMP)
+
+# A second environment with icon4py 0.4.1's own pins (gt4py 1.2.1), resolved by pip without
+# --no-deps: the icon4py-path tests and a substep program built stock and with the library.
+PINS_VENV := .venv-icon4py-pins
+PINS_STAMP := $(PINS_VENV)/.installed
+PINS_TESTS ?= tests/test_build_modes.py tests/test_install.py tests/test_integration.py
+venv-icon4py-pins: $(PINS_STAMP)
+
+$(PINS_STAMP): pyproject.toml
+	@test -n "$(PYTHON312)" || { echo "error: no working python3.12 found" >&2; exit 2; }
+	@test -x $(PINS_VENV)/bin/python || $(PYTHON312) -m venv $(PINS_VENV)
+	$(PINS_VENV)/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
+	set -o pipefail; $(PINS_VENV)/bin/python -m pip install -q 'icon4py-atmosphere-dycore==0.4.1' \
+		'icon4py-atmosphere-diffusion==0.4.1' 'xarray' -e '.[test]' 2>&1 | { grep -v '^WARNING: Location' || true; }
+	$(PINS_VENV)/bin/python -c 'import gt4py, icon4py.model.atmosphere.dycore.solve_nonhydro, gt4py_dace_xforms; print("gt4py", gt4py.__version__)'
+	@touch $(PINS_STAMP)
+
+test-icon4py-pins: $(PINS_STAMP)
+	GT4PY_DACE_XFORMS_TEST_BUILD=$(CURDIR)/.build/icon4py-pins $(PINS_VENV)/bin/python -m pytest -q $(PYTEST_ARGS) $(PINS_TESTS)
 
 demo: $(STAMP)
 	$(VENV)/bin/gt4py-dace-xforms demo $(if $(LAYOUT),--layout $(LAYOUT))
@@ -131,4 +151,4 @@ device-dry-run:
 	$(DRY_VENV)/bin/python bench/device/run.py --dry-run
 
 clean:
-	rm -rf $(VENV) .gt4py_cache .dacecache .pytest_cache
+	rm -rf $(VENV) $(PINS_VENV) .gt4py_cache .dacecache .pytest_cache

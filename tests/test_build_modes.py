@@ -20,9 +20,8 @@ from gt4py.next import Dims, config
 from gt4py.next.ffront.experimental import concat_where
 from gt4py.next.otf import runners
 from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
-from gt4py.next.program_processors.runners.dace.workflow import backend as gtx_backend, factory as gtx_factory
 from gt4py_dace_xforms import backends
-from gt4py_dace_xforms.integration import identity, install as inst
+from gt4py_dace_xforms.integration import compat, identity, install as inst
 
 Cell = gtx.Dimension("Cell")
 K = gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)
@@ -54,7 +53,7 @@ def _run(backend, scale=3.0):
 
 def _stock():
     """gt4py's `run_dace_cpu`, made anew so that it caches in the test's build cache."""
-    return gtx_backend.make_dace_toolchain(gtx_factory.DaCeConfig(gpu=False, auto_optimize=True))
+    return compat.make_dace_toolchain(compat.DaCeConfig(gpu=False, auto_optimize=True))
 
 
 @pytest.fixture
@@ -291,9 +290,9 @@ def test_a_later_failure_in_a_worker_builds_stocks_program(build_mode, lenient_w
     later = {GT4PyAutoOptHook.TopLevelDataFlowPost: FailWhereTheTemporaryIsGone()}
     if way == "install":
         gx.install(gx.InlineWhereSound())
-        backend = gtx_backend.make_dace_toolchain(
-            gtx_factory.DaCeConfig(gpu=False, auto_optimize=True),
-            translation=functools.partial(gtx_factory.make_dace_translator, auto_optimize_args={
+        backend = compat.make_dace_toolchain(
+            compat.DaCeConfig(gpu=False, auto_optimize=True),
+            translation=functools.partial(compat.make_dace_translator, auto_optimize_args={
                 "optimization_hooks": later}))
     else:
         backend = backends.make_backend(False, cost_model=gx.InlineWhereSound(), optimization_hooks=later)

@@ -7,9 +7,9 @@ import gt4py.next as gtx
 import gt4py_dace_xforms as gx
 from gt4py.next import Dims
 from gt4py.next.ffront.experimental import concat_where
-from gt4py.next.program_processors.runners.dace import lowering as gtx_lowering, transformations as gtx_transformations
+from gt4py.next.program_processors.runners.dace import transformations as gtx_transformations
 from gt4py.next.program_processors.runners.dace.workflow.backend import run_dace_cpu
-from gt4py_dace_xforms.integration import install as inst
+from gt4py_dace_xforms.integration import compat, install as inst
 
 Cell = gtx.Dimension("Cell")
 K = gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)
@@ -50,7 +50,7 @@ def _run(program):
 
 
 def test_install_twice_then_uninstall_restores_the_originals():
-    original, lower = gtx_transformations.gt_auto_optimize, gtx_lowering.lower_program_to_sdfg
+    original, lower = gtx_transformations.gt_auto_optimize, compat.lowering_entry()
     try:
         gx.install()
         gx.install()
@@ -59,7 +59,7 @@ def test_install_twice_then_uninstall_restores_the_originals():
         gx.uninstall()
     gx.uninstall()
     assert gtx_transformations.gt_auto_optimize is original
-    assert gtx_lowering.lower_program_to_sdfg is lower
+    assert compat.lowering_entry() is lower
 
 
 @pytest.mark.compile

@@ -15,7 +15,6 @@ from dace.sdfg.state import LoopRegion
 
 import gt4py.next as gtx
 from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
-from gt4py.next.program_processors.runners.dace.workflow import backend as gtx_backend, factory as gtx_factory
 
 import gt4py_dace_xforms as gx
 from gt4py_dace_xforms.report import ReportFolder
@@ -23,6 +22,7 @@ from gt4py_dace_xforms.analysis.candidate import InlineCandidate, analyse_candid
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.analysis.window import WindowPlan, analyse_window
 from gt4py_dace_xforms.cli import demo
+from gt4py_dace_xforms.integration import compat
 from gt4py_dace_xforms.integration.backends import annotating_translator, optimize_args
 from gt4py_dace_xforms.tools.compare import stock_build, two_d_transients
 from gt4py_dace_xforms.transformations.inline_fusion_pass import find_candidates
@@ -239,8 +239,8 @@ class _WindowHook:
 def _window_backend(found: ReportFolder):
     """gt4py's dace backend with `gt_vertical_windows` at the library's stage."""
     hook = _WindowHook(found)
-    return gtx_backend.make_dace_toolchain(
-        gtx_factory.DaCeConfig(gpu=False, auto_optimize=True), name_postfix=f"_window_test{id(found)}",
+    return compat.make_dace_toolchain(
+        compat.DaCeConfig(gpu=False, auto_optimize=True), name_postfix=f"_window_test{id(found)}",
         translation=functools.partial(annotating_translator,
                                       auto_optimize_args=optimize_args({GT4PyAutoOptHook.TopLevelDataFlowStep: hook})))
 

@@ -7,13 +7,9 @@ import functools
 from typing import Callable, Mapping, Optional
 
 from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
-from gt4py.next.program_processors.runners.dace.workflow import (
-    backend as gtx_backend,
-    factory as gtx_factory,
-    translation as gtx_translation,
-)
+from gt4py.next.program_processors.runners.dace.workflow import backend as gtx_backend, translation as gtx_translation
 
-from gt4py_dace_xforms.integration import failsafe
+from gt4py_dace_xforms.integration import compat, failsafe
 from gt4py_dace_xforms.integration.hooks import optimization_hooks as _library_hooks, without_library
 from gt4py_dace_xforms.integration.lowering import record_annotations
 from gt4py_dace_xforms.integration.workers import forwarding
@@ -50,8 +46,8 @@ def make_backend(
     """
     hooks = _library_hooks(cost_model, gpu=gpu, user_hooks=optimization_hooks, transient_memory_mode=transient_memory_mode,
                            windows=windows)
-    return forwarding(gtx_backend.make_dace_toolchain(
-        gtx_factory.DaCeConfig(gpu=gpu, auto_optimize=True),
+    return forwarding(compat.make_dace_toolchain(
+        compat.DaCeConfig(gpu=gpu, auto_optimize=True),
         name_postfix=name_postfix,
         translation=functools.partial(annotating_translator,
                                       auto_optimize_args=optimize_args(hooks, transient_memory_mode)),
@@ -100,7 +96,7 @@ class AnnotatingTranslator(gtx_translation.DaCeTranslator):
 
 def annotating_translator(cfg, /, **kwargs) -> AnnotatingTranslator:
     """`make_dace_translator` (same arguments and checks), as an `AnnotatingTranslator`."""
-    stock = gtx_factory.make_dace_translator(cfg, **kwargs)
+    stock = compat.make_dace_translator(cfg, **kwargs)
     return AnnotatingTranslator(**{f.name: getattr(stock, f.name) for f in dataclasses.fields(stock)})
 
 

@@ -24,9 +24,9 @@ import dace
 from gt4py.next import backend as gtx_backend
 from gt4py.next.otf import arguments, stages
 from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
-from gt4py.next.program_processors.runners.dace.workflow import factory as dace_factory
 from gt4py.next.type_system import type_specifications as ts, type_translation
 
+from gt4py_dace_xforms.integration import compat
 from gt4py_dace_xforms.integration.lowering import record_annotations
 
 #: Stage names accepted by `lower_and_capture()` besides the `GT4PyAutoOptHook` members.
@@ -128,7 +128,7 @@ def lower_to_gtir(
     """Run the backend frontend transforms (DSL -> GTIR); `.data` is the `itir.Program`.
     `static_args`: scalar parameters that become constants (`compile_time_args`)."""
     cta = compile_time_args(args, offset_provider, kwargs=kwargs, program=program, static_args=static_args)
-    return gtx_backend.DEFAULT_TRANSFORMS(stages.ConcreteProgramDef(data=program.definition_stage, args=cta))
+    return gtx_backend.DEFAULT_TRANSFORMS(compat.ConcreteProgramDef(data=program.definition_stage, args=cta))
 
 
 def _resolve_stage(stage: Stage) -> Union[GT4PyAutoOptHook, str]:
@@ -193,8 +193,8 @@ def capture_stages(
     for stage in {h for h, _ in wanted}:
         hooks[stage] = make(stage)
     compilable = lower_to_gtir(program, args, offset_provider, kwargs=kwargs, static_args=static_args)
-    translator = dace_factory.make_dace_translator(
-        dace_factory.DaCeConfig(gpu=gpu, auto_optimize=True), auto_optimize_args={"optimization_hooks": hooks}
+    translator = compat.make_dace_translator(
+        compat.DaCeConfig(gpu=gpu, auto_optimize=True), auto_optimize_args={"optimization_hooks": hooks}
     )
     with record_annotations() if annotate else contextlib.nullcontext():
         try:
@@ -244,7 +244,7 @@ def lower_and_capture(
     """
     resolved = _resolve_stage(stage)
     compilable = lower_to_gtir(program, args, offset_provider, kwargs=kwargs, static_args=static_args)
-    cfg = dace_factory.DaCeConfig(gpu=gpu, auto_optimize=(resolved != LOWERED))
+    cfg = compat.DaCeConfig(gpu=gpu, auto_optimize=(resolved != LOWERED))
 
     opt_args = dict(auto_optimize_args or {})
     captured: list[dace.SDFG] = []
@@ -265,7 +265,7 @@ def lower_and_capture(
         hooks[resolved] = _capture
         opt_args["optimization_hooks"] = hooks
 
-    translator = dace_factory.make_dace_translator(cfg, auto_optimize_args=(opt_args if cfg.auto_optimize else None))
+    translator = compat.make_dace_translator(cfg, auto_optimize_args=(opt_args if cfg.auto_optimize else None))
     try:
         sdfg = translator.generate_sdfg(compilable.data, compilable.args.offset_provider, compilable.args.column_axis)
     except _CaptureDone:

@@ -42,8 +42,9 @@ import functools
 from typing import Any, Optional
 
 import gt4py.next as gtx
-from gt4py.next.program_processors.runners.dace.workflow import backend as gtx_backend, factory as gtx_factory
+from gt4py.next.program_processors.runners.dace.workflow import backend as gtx_backend
 
+from gt4py_dace_xforms.integration import compat
 from gt4py_dace_xforms.integration.backends import annotating_translator
 from gt4py_dace_xforms.integration.hooks import optimization_hooks
 from gt4py_dace_xforms.integration.workers import forwarding
@@ -76,8 +77,8 @@ def make_custom_dace_backend(
     hooks = optimization_hooks(cost_model, gpu=gpu, user_hooks=args.get("optimization_hooks"), reports=reports,
                                transient_memory_mode=args.get("transient_memory_mode"), windows=windows)
     args["optimization_hooks"] = hooks
-    return forwarding(gtx_backend.make_dace_toolchain(
-        gtx_factory.DaCeConfig(gpu=gpu, auto_optimize=auto_optimize, unstructured_horizontal_has_unit_stride=True),
+    return forwarding(compat.make_dace_toolchain(
+        compat.DaCeConfig(gpu=gpu, auto_optimize=auto_optimize, unstructured_horizontal_has_unit_stride=True),
         name_postfix="_xforms",
         translation=functools.partial(
             annotating_translator,

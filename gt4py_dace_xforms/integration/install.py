@@ -38,10 +38,10 @@ import threading
 from typing import Any, Iterator, Optional
 
 from gt4py.next import config as gtx_config
-from gt4py.next.program_processors.runners.dace import lowering as gtx_lowering, transformations as gtx_transformations
+from gt4py.next.program_processors.runners.dace import transformations as gtx_transformations
 from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
 
-from gt4py_dace_xforms.integration import failsafe, identity, lowering as xf_lowering, workers
+from gt4py_dace_xforms.integration import compat, failsafe, identity, lowering as xf_lowering, workers
 from gt4py_dace_xforms.integration.hooks import chain_hooks, default_policy, optimization_hooks
 from gt4py_dace_xforms.policy import CostModel, InlinePolicy, allocator
 
@@ -133,7 +133,7 @@ def installed_for(cost_model: Optional[InlinePolicy] = None, *, windows: Optiona
 def _install(settings_: InstallSettings, *, runner_entry, forget_fingerprints: bool) -> None:
     with _LOCK:
         original = _STATE.get("gt_auto_optimize", gtx_transformations.gt_auto_optimize)
-        original_lower = _STATE.get("lower", gtx_lowering.lower_program_to_sdfg)
+        original_lower = _STATE.get("lower", compat.lowering_entry())
         base_version = _STATE.get("version_id", gtx_config.BUILD_CACHE_VERSION_ID)
 
         @functools.wraps(original)
@@ -159,7 +159,7 @@ def _install(settings_: InstallSettings, *, runner_entry, forget_fingerprints: b
 
         _STATE.update(gt_auto_optimize=original, lower=original_lower, version_id=base_version, settings=settings_)
         gtx_transformations.gt_auto_optimize = gt_auto_optimize
-        gtx_lowering.lower_program_to_sdfg = xf_lowering.annotating_lower_program_to_sdfg
+        compat.set_lowering_entry(xf_lowering.annotating_lower_program_to_sdfg)
         gtx_config.BUILD_CACHE_VERSION_ID = settings_.version_id(base_version)
         if runner_entry is not None:
             runners, entry = runner_entry
@@ -198,7 +198,7 @@ def _uninstall(*, forget_fingerprints: bool) -> None:
         if not _STATE:
             return
         gtx_transformations.gt_auto_optimize = _STATE["gt_auto_optimize"]
-        gtx_lowering.lower_program_to_sdfg = _STATE["lower"]
+        compat.set_lowering_entry(_STATE["lower"])
         gtx_config.BUILD_CACHE_VERSION_ID = _STATE["version_id"]
         if "worker_entry" in _STATE:
             setattr(importlib.import_module(_RUNNERS), _WORKER_ENTRY, _STATE["worker_entry"])

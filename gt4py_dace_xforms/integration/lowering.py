@@ -3,7 +3,7 @@
 After lowering, an SDFG no longer knows what gt4py's domain inference knew: on which
 index range each program field is guaranteed to be valid, and where each
 `concat_where` branch is selected. `record_annotations()` wraps gt4py's
-`lower_program_to_sdfg` (no installed file is edited) and stores, on the data
+`lower_program_to_sdfg` (`compat.LOWER_NAME`; no installed file is edited) and stores, on the data
 descriptors, under `desc.location["gt4py_dace_xforms"]` (a JSON string; it survives
 `to_json()/from_json()`, copies and renames, and the DaCe viewer shows it in the
 container's properties):
@@ -34,12 +34,14 @@ import dace
 from gt4py.next.iterator import ir as gtir
 from gt4py.next.iterator.ir_utils import domain_utils
 from gt4py.next.iterator.transforms import infer_domain
-from gt4py.next.program_processors.runners.dace import lowering as gtx_lowering, sdfg_args as gtx_args
-from gt4py.next.program_processors.runners.dace.lowering import gtir_domain, gtir_to_sdfg, gtir_to_sdfg_utils
+from gt4py.next.program_processors.runners.dace import sdfg_args as gtx_args
+from gt4py.next.program_processors.runners.dace.lowering import gtir_domain, gtir_to_sdfg_utils
+
+from gt4py_dace_xforms.integration import compat
 
 KEY = "gt4py_dace_xforms"
 _LOCK = threading.RLock()
-_ORIGINAL_LOWER = gtx_lowering.lower_program_to_sdfg
+_ORIGINAL_LOWER = compat.lowering_entry()
 
 
 def _sym(expr) -> Optional[str]:
@@ -228,14 +230,13 @@ def _branch_reads(node, mask, sdfg: dace.SDFG, offset_provider_type) -> list[dic
 
 def annotating_lower_program_to_sdfg(ir, offset_provider_type, column_axis=None):
     """`lower_program_to_sdfg` plus the annotations described in this module."""
-    translators = gtir_to_sdfg._BUILTIN_TRANSLATORS
-    original = translators["concat_where"]
+    original = compat.concat_where_translator()
     with _LOCK:
-        translators["concat_where"] = _ConcatRecorder(original)
+        compat.set_concat_where_translator(_ConcatRecorder(original))
         try:
             sdfg = _ORIGINAL_LOWER(ir, offset_provider_type, column_axis)
         finally:
-            translators["concat_where"] = original
+            compat.set_concat_where_translator(original)
     try:
         _annotate_fields(sdfg, ir, offset_provider_type)
     except Exception:  # noqa: BLE001  # annotations are optional: lowering must never fail for them
@@ -247,9 +248,9 @@ def annotating_lower_program_to_sdfg(ir, offset_provider_type, column_axis=None)
 def record_annotations():
     """While active, gt4py's dace lowering stores the annotations on the SDFGs it builds."""
     with _LOCK:
-        previous = gtx_lowering.lower_program_to_sdfg
-        gtx_lowering.lower_program_to_sdfg = annotating_lower_program_to_sdfg
+        previous = compat.lowering_entry()
+        compat.set_lowering_entry(annotating_lower_program_to_sdfg)
         try:
             yield
         finally:
-            gtx_lowering.lower_program_to_sdfg = previous
+            compat.set_lowering_entry(previous)

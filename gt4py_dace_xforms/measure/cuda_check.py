@@ -134,10 +134,10 @@ def _compile_time_args(program: Any, args: Mapping[str, Any], offset_provider: M
 def translate(backend: Any, program: Any, args: Mapping[str, Any], offset_provider: Mapping[str, Any]) -> dace.SDFG:
     """The SDFG `backend` hands to its compile step for `program(**args)`: its transforms,
     then its translation step (the library's hooks run in there)."""
-    from gt4py.next.otf import stages
+    from gt4py_dace_xforms.integration import compat
 
     cta = _compile_time_args(program, args, offset_provider)
-    compilable = backend.transforms(stages.ConcreteProgramDef(data=program.definition_stage, args=cta))
+    compilable = backend.transforms(compat.ConcreteProgramDef(data=program.definition_stage, args=cta))
     source = backend.executor.translation(compilable)
     return dace.SDFG.from_json(source.source_code)
 

@@ -23,8 +23,7 @@ from gt4py.next.program_processors.runners.dace.transformations.auto_optimize im
     GT4PyAutoOptHook,
     TransientMemoryMode,
 )
-from gt4py.next.program_processors.runners.dace.workflow import backend as gtx_backend, factory as gtx_factory
-
+from gt4py_dace_xforms.integration import compat
 from gt4py_dace_xforms.integration.backends import annotating_translator, optimize_args
 from gt4py_dace_xforms.integration.hooks import optimization_hooks
 from gt4py_dace_xforms.integration.workers import forwarding
@@ -106,11 +105,11 @@ def stock_build(gpu: bool = False, transient_memory_mode: Optional[TransientMemo
     """gt4py's dace backend, unchanged but for a capture hook (and `transient_memory_mode`)."""
     build = Build()
     hooks = {GT4PyAutoOptHook.TopLevelDataFlowPost: build.capture}
-    build.backend = gtx_backend.make_dace_toolchain(
-        gtx_factory.DaCeConfig(gpu=gpu, auto_optimize=True),
+    build.backend = compat.make_dace_toolchain(
+        compat.DaCeConfig(gpu=gpu, auto_optimize=True),
         name_postfix=f"_stock_capture{next(_UNIQUE)}",
         translation=functools.partial(
-            gtx_factory.make_dace_translator, auto_optimize_args=optimize_args(hooks, transient_memory_mode)
+            compat.make_dace_translator, auto_optimize_args=optimize_args(hooks, transient_memory_mode)
         ),
     )
     return build
@@ -129,8 +128,8 @@ def inline_build(
     capture: dict[GT4PyAutoOptHook, Callable] = {GT4PyAutoOptHook.TopLevelDataFlowPost: build.capture}
     hooks = optimization_hooks(policy, gpu=gpu, user_hooks=capture, reports=build.report_folder,
                                transient_memory_mode=transient_memory_mode, windows=windows)
-    build.backend = forwarding(gtx_backend.make_dace_toolchain(
-        gtx_factory.DaCeConfig(gpu=gpu, auto_optimize=True),
+    build.backend = forwarding(compat.make_dace_toolchain(
+        compat.DaCeConfig(gpu=gpu, auto_optimize=True),
         name_postfix=f"_xforms_capture{next(_UNIQUE)}",
         translation=functools.partial(
             annotating_translator, auto_optimize_args=optimize_args(hooks, transient_memory_mode)

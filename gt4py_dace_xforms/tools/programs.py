@@ -135,7 +135,7 @@ def census_programs(concat_only: bool = False) -> list[ProgramRef]:
 def used_offsets(program: Any) -> list[str]:
     """Names of the horizontal offsets (connectivities) the program's GTIR shifts by."""
     names = {n.value for n in eve.walk_values(program.gtir).if_isinstance(itir.OffsetLiteral)}
-    return sorted(n for n in names if isinstance(n, str))
+    return sorted(str(n) for n in names if isinstance(n, str))  # plain str: gt4py 1.2.1 gives `SymbolRef`s
 
 
 #: Neighbors per element of icon4py's offsets on the icosahedral grid ("...O" tables list

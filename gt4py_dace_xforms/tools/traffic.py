@@ -374,9 +374,9 @@ def library_translator(program_name: str, gpu: bool, post: list, reports: list, 
     """The translator `integration.icon4py.make_custom_dace_backend` builds from
     `descriptor_for(program_name)` (icon4py's per-program options, the library's hooks,
     `policy`), with the library's reports appended to `reports`."""
-    from gt4py.next.program_processors.runners.dace.workflow import factory as gtx_factory
     from icon4py.model.common import model_backends
 
+    from gt4py_dace_xforms.integration import compat
     from gt4py_dace_xforms.integration.backends import annotating_translator
     from gt4py_dace_xforms.integration.hooks import optimization_hooks
     from gt4py_dace_xforms.integration.icon4py import descriptor_for
@@ -388,7 +388,7 @@ def library_translator(program_name: str, gpu: bool, post: list, reports: list, 
                                                     reports=reports,
                                                     transient_memory_mode=args.get("transient_memory_mode"))
     return annotating_translator(
-        gtx_factory.DaCeConfig(gpu=gpu, auto_optimize=True, unstructured_horizontal_has_unit_stride=True),
+        compat.DaCeConfig(gpu=gpu, auto_optimize=True, unstructured_horizontal_has_unit_stride=True),
         auto_optimize_args=args,
         async_sdfg_call=desc.get("async_sdfg_call", True),
         use_metrics=desc.get("use_metrics", True),
