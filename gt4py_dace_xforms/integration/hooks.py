@@ -60,14 +60,16 @@ def _metadata_not_fingerprinted() -> dict:
     return gt4py_metadata(fingerprint=False)
 
 
-def resolve_policy(cost_model: Optional[InlinePolicy], gpu: bool = False, transient_memory_mode=None) -> InlinePolicy:
+def resolve_policy(cost_model: Optional[InlinePolicy], gpu: bool = False, transient_memory_mode=None,
+                   fresh_page_bytes: Optional[int] = None) -> InlinePolicy:
     """The policy a hook decides by, with the allocator regime fixed now (`CostModel`'s
-    `fresh_page_bytes`: this process's, `policy.allocator`). A hook pickled into one of
-    gt4py's build worker processes then decides as this process would, whatever that
-    worker's environment, and gt4py's build cache keys the regime with the hook."""
+    `fresh_page_bytes`: `fresh_page_bytes`, else this process's, `policy.allocator`). A hook
+    pickled into one of gt4py's build worker processes then decides as this process would,
+    whatever that worker's environment, and gt4py's build cache keys the regime with the hook."""
     policy = cost_model or default_policy(gpu, transient_memory_mode)
     if isinstance(policy, CostModel) and policy.fresh_page_bytes is None:
-        policy = dataclasses.replace(policy, fresh_page_bytes=allocator.fresh_page_bytes())
+        regime = allocator.fresh_page_bytes() if fresh_page_bytes is None else fresh_page_bytes
+        policy = dataclasses.replace(policy, fresh_page_bytes=regime)
     return policy
 
 

@@ -42,8 +42,8 @@ from gt4py.next.program_processors.runners.dace import transformations as gtx_tr
 from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
 
 from gt4py_dace_xforms.integration import compat, failsafe, identity, lowering as xf_lowering, workers
-from gt4py_dace_xforms.integration.hooks import chain_hooks, default_policy, optimization_hooks
-from gt4py_dace_xforms.policy import CostModel, InlinePolicy, allocator
+from gt4py_dace_xforms.integration.hooks import chain_hooks, optimization_hooks, resolve_policy
+from gt4py_dace_xforms.policy import InlinePolicy, allocator
 
 _LOCK = threading.RLock()
 _STATE: dict = {}
@@ -85,10 +85,7 @@ class InstallSettings:
 
     def policy(self, gpu: bool, transient_memory_mode=None) -> InlinePolicy:
         """The policy of one `gt_auto_optimize` call, with this install's regime."""
-        policy = self.cost_model or default_policy(gpu, transient_memory_mode)
-        if isinstance(policy, CostModel) and policy.fresh_page_bytes is None:
-            policy = dataclasses.replace(policy, fresh_page_bytes=self.fresh_page_bytes)
-        return policy
+        return resolve_policy(self.cost_model, gpu, transient_memory_mode, self.fresh_page_bytes)
 
     def version_id(self, base: str) -> str:
         """gt4py's `BUILD_CACHE_VERSION_ID` while installed: `base` salted with these settings."""
