@@ -331,6 +331,44 @@ def test_a_later_gt4py_stage_failing_builds_stocks_program(serial_builds, monkey
     assert len([w for w in caught if issubclass(w.category, failsafe.LibraryFailureWarning)]) == 1
 
 
+C2E2CDim = gtx.Dimension("C2E2C", kind=gtx.DimensionKind.LOCAL)
+C2E2C = gtx.FieldOffset("C2E2C", source=Cell, target=(Cell, C2E2CDim))
+
+
+@gtx.field_operator
+def _split_at_run_time(a: F, b: F, nc: gtx.int32) -> F:
+    t = concat_where(Cell >= nc, a * 2.0, b)
+    return t(C2E2C[0]) - t
+
+
+@gtx.program
+def split_at_run_time(a: F, b: F, out: F, nc: gtx.int32):
+    _split_at_run_time(a, b, nc, out=out, domain={Cell: (0, 32), K: (0, 8)})
+
+
+@pytest.mark.compile
+def test_issue_60s_program_builds_as_stock_with_one_warning(lenient_workers):
+    """Issue 60's smallest program (a Cell split at a run-time bound read through C2E2C): a
+    later gt4py stage cannot compare the range the library's rewrite leaves (`Max(0, nc)`),
+    so the library's backend builds stock's program in the worker, equal to numpy, with one
+    warning naming the stage. (Ranges that stage accepts: issue 60, item 1.)"""
+    from gt4py_dace_xforms.integration import failsafe
+
+    rng = np.random.default_rng(0)
+    table = rng.integers(0, 32, size=(32, 3)).astype(np.int32)
+    conn = gtx.as_connectivity([Cell, C2E2CDim], codomain=Cell, data=table)
+    a, b, nc = rng.random((32, 8)), rng.random((32, 8)), 20
+    out = gtx.zeros({Cell: 32, K: 8}, dtype=gtx.float64)
+    with pytest.warns(failsafe.LibraryFailureWarning) as caught:
+        split_at_run_time.with_backend(backends.make_backend(False, name_postfix="_issue60"))(
+            gtx.as_field([Cell, K], a), gtx.as_field([Cell, K], b), out, np.int32(nc),
+            offset_provider={"C2E2C": conn})
+    ours = [str(w.message) for w in caught if issubclass(w.category, failsafe.LibraryFailureWarning)]
+    assert len(ours) == 1 and failsafe.LATER_STAGE in ours[0] and "'split_at_run_time'" in ours[0], ours
+    t = np.where(np.arange(32)[:, None] >= nc, 2 * a, b)
+    np.testing.assert_allclose(out.asnumpy(), t[table[:, 0]] - t, rtol=1e-13)
+
+
 # --- icon4py's path -------------------------------------------------------------------------
 
 

@@ -74,7 +74,7 @@ def restore_in_place(sdfg: dace.SDFG, saved: dace.SDFG) -> None:
 
 
 #: The stage named where gt4py itself failed on what the library's rewrites left.
-LATER_STAGE = "gt4py's gt_auto_optimize, on the SDFG the library's rewrites left"
+LATER_STAGE = "gt4py's gt_auto_optimize (after the library's rewrites)"
 
 
 def failure_message(sdfg: dace.SDFG, exc: BaseException, stage: Optional[str] = None) -> str:
@@ -82,9 +82,10 @@ def failure_message(sdfg: dace.SDFG, exc: BaseException, stage: Optional[str] = 
     exception and where it was raised."""
     where = traceback.extract_tb(exc.__traceback__)
     origin = f" at {os.path.basename(where[-1].filename)}:{where[-1].lineno}" if where else ""
-    what = "its pass failed" if stage is None else f"{stage} failed"
+    what = (f"its pass failed on program '{sdfg.name}'" if stage is None
+            else f"on program '{sdfg.name}', {stage} failed")
     return (
-        f"gt4py_dace_xforms: {what} on program '{sdfg.name}' ({type(exc).__name__}: {exc}{origin}); "
+        f"gt4py_dace_xforms: {what} ({type(exc).__name__}: {exc}{origin}); "
         f"gt4py goes on with the SDFG as the library received it (stock behaviour). Please report it with "
         f"this message: docs/failsafe.md says how (set {STRICT_ENV}=1 to get the traceback)."
     )
