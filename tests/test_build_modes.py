@@ -229,6 +229,26 @@ def test_install_settings_travel_as_plain_data(monkeypatch):
     assert config.BUILD_CACHE_VERSION_ID != settings.version_id(config.BUILD_CACHE_VERSION_ID)
 
 
+def test_installed_for_restores_what_was_in_force():
+    """`installed_for` installs for a block, then puts back the install before it (or none),
+    the cache key's salt included."""
+    base = config.BUILD_CACHE_VERSION_ID
+    try:
+        with inst.installed_for(gx.InlineWhereSound()):
+            assert inst.settings().cost_model == gx.InlineWhereSound()
+            salted = config.BUILD_CACHE_VERSION_ID
+            assert salted != base
+        assert not inst.installed() and config.BUILD_CACHE_VERSION_ID == base
+        gx.install(gx.CostModel("cpu"))
+        outer = config.BUILD_CACHE_VERSION_ID
+        with inst.installed_for(gx.InlineWhereSound()):
+            assert config.BUILD_CACHE_VERSION_ID == salted
+        assert inst.settings().cost_model == gx.CostModel("cpu") and config.BUILD_CACHE_VERSION_ID == outer
+    finally:
+        gx.uninstall()
+    assert config.BUILD_CACHE_VERSION_ID == base
+
+
 def test_hooks_pickle_and_fingerprint_their_settings():
     """Every hook of the library pickles (gt4py ships it to its workers) and gt4py's build
     cache fingerprint sees its settings, not where its reports go."""
