@@ -9,7 +9,7 @@ import pathlib
 import pickle
 import time
 import uuid
-from typing import Optional
+from typing import Any, Callable, Optional
 
 
 #: Record modes of rewrites that make no producer copies (the rest inline one per shift).
@@ -182,6 +182,19 @@ class InlineReport:
         return self.table()
 
 
+def write_new_file(folder: str, suffix: str, write: Callable[[pathlib.Path], Any]) -> pathlib.Path:
+    """A new file in `folder` (made if missing) written by `write(path)`, for several
+    processes at once: named by time, process and a random part, so names sort in the
+    order written; written under a temporary name and renamed, so that readers never see
+    a partial file. Returns its path."""
+    where = pathlib.Path(folder)
+    where.mkdir(parents=True, exist_ok=True)
+    name = f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp = where / f".{name}.tmp"
+    write(tmp)
+    return tmp.rename(where / f"{name}{suffix}")
+
+
 @dataclasses.dataclass(frozen=True)
 class ReportFolder:
     """A place for reports that pickles: hooks running in gt4py's build worker processes
@@ -192,12 +205,7 @@ class ReportFolder:
     path: str
 
     def append(self, report: "InlineReport") -> None:
-        folder = pathlib.Path(self.path)
-        folder.mkdir(parents=True, exist_ok=True)
-        name = f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        tmp = folder / f".{name}.tmp"
-        tmp.write_bytes(pickle.dumps(report))
-        tmp.rename(folder / f"{name}.report")  # readers never see a partial file
+        write_new_file(self.path, ".report", lambda path: path.write_bytes(pickle.dumps(report)))
 
     def read(self) -> list["InlineReport"]:
         folder = pathlib.Path(self.path)

@@ -298,10 +298,6 @@ def without_library(hooks: Optional[Mapping[GT4PyAutoOptHook, Callable]]) -> dic
     return out
 
 
-def has_library_hooks(hooks: Optional[Mapping[GT4PyAutoOptHook, Callable]]) -> bool:
-    return without_library(hooks) != dict(hooks or {})
-
-
 def optimization_hooks(
     cost_model: Optional[InlinePolicy] = None,
     *,

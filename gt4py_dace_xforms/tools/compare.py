@@ -13,8 +13,6 @@ import os
 import pathlib
 import shutil
 import tempfile
-import time
-import uuid
 import weakref
 from typing import Any, Callable, Optional
 
@@ -28,7 +26,7 @@ from gt4py_dace_xforms.integration.backends import annotating_translator, optimi
 from gt4py_dace_xforms.integration.hooks import optimization_hooks
 from gt4py_dace_xforms.integration.workers import forwarding
 from gt4py_dace_xforms.policy import InlinePolicy
-from gt4py_dace_xforms.report import InlineReport, ReportFolder
+from gt4py_dace_xforms.report import InlineReport, ReportFolder, write_new_file
 
 _UNIQUE = itertools.count()
 
@@ -41,12 +39,7 @@ class CaptureSDFG:
     folder: str
 
     def __call__(self, sdfg: dace.SDFG) -> None:
-        folder = pathlib.Path(self.folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        name = f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        tmp = folder / f".{name}.tmp"
-        sdfg.save(str(tmp), compress=True)
-        tmp.rename(folder / f"{name}.sdfgz")  # readers never see a partial file
+        write_new_file(self.folder, ".sdfgz", lambda path: sdfg.save(str(path), compress=True))
 
     def files(self) -> list[pathlib.Path]:
         """The saved SDFGs' files, oldest first."""
@@ -73,10 +66,11 @@ class Build:
     @property
     def post_sdfgs(self) -> list[dace.SDFG]:
         """The SDFG of every translation, as the top-level stage left it, oldest first."""
-        for path in self.capture.files():
+        files = self.capture.files()
+        for path in files:
             if path.name not in self._loaded:
                 self._loaded[path.name] = dace.SDFG.from_file(str(path))
-        return [self._loaded[p.name] for p in self.capture.files()]
+        return [self._loaded[p.name] for p in files]
 
     def keep_last(self) -> None:
         """Forget every captured SDFG but the last (keeps memory and disk bounded)."""
