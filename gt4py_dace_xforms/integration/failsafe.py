@@ -98,11 +98,11 @@ def warn_failure(sdfg: dace.SDFG, exc: BaseException, stage: Optional[str] = Non
     return message
 
 
-def guarded(sdfg: dace.SDFG, rewrite: Callable[[], Any]) -> Optional[str]:
+def guarded(sdfg: dace.SDFG, rewrite: Callable[[], Any], stage: Optional[str] = None) -> Optional[str]:
     """Run `rewrite` (which changes `sdfg`) under the fail-safe: if it raises, `sdfg` is
     restored to what it was, marked failed (left to gt4py from then on), one
-    `LibraryFailureWarning` is given, and the message is returned; None if it succeeded.
-    Under `strict()` the exception goes through."""
+    `LibraryFailureWarning` is given (naming `stage`, None: the library's pass), and the
+    message is returned; None if it succeeded. Under `strict()` the exception goes through."""
     saved = None if strict() else snapshot(sdfg)
     try:
         rewrite()
@@ -111,5 +111,5 @@ def guarded(sdfg: dace.SDFG, rewrite: Callable[[], Any]) -> Optional[str]:
             raise
         restore_in_place(sdfg, saved)
         mark_failed(sdfg)
-        return warn_failure(sdfg, exc)
+        return warn_failure(sdfg, exc, stage)
     return None

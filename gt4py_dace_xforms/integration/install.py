@@ -142,17 +142,15 @@ def _install(settings_: InstallSettings, *, runner_entry, forget_fingerprints: b
             hooks = _library_hooks(settings_, gpu, user, record, tmm)
             # The fail-safe over the whole run: a later gt4py stage failing on what the
             # library left runs again as stock from the SDFG as received.
-            saved = None if failsafe.strict() else failsafe.snapshot(sdfg)
-            try:
-                result = original(sdfg, *args, optimization_hooks=hooks, **kwargs)
-            except Exception as exc:
-                if saved is None:
-                    raise
-                failsafe.restore_in_place(sdfg, saved)
-                record["failure"] = failsafe.warn_failure(sdfg, exc, stage=failsafe.LATER_STAGE)
-                result = original(sdfg, *args, optimization_hooks=user or None, **kwargs)
+            result: list = []
+            failure = failsafe.guarded(
+                sdfg, lambda: result.append(original(sdfg, *args, optimization_hooks=hooks, **kwargs)),
+                stage=failsafe.LATER_STAGE)
+            if failure is not None:
+                record["failure"] = failure
+                result.append(original(sdfg, *args, optimization_hooks=user or None, **kwargs))
             RECENT.append(record)
-            return result
+            return result[-1]
 
         _STATE.update(gt_auto_optimize=original, lower=original_lower, version_id=base_version, settings=settings_)
         gtx_transformations.gt_auto_optimize = gt_auto_optimize
