@@ -10,6 +10,7 @@ from typing import Any, Callable, Mapping, Optional
 import dace
 from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
 
+from gt4py_dace_xforms.analysis.later_stages import split_range_computable
 from gt4py_dace_xforms.analysis.races import unordered_accesses
 from gt4py_dace_xforms.integration import failsafe, identity
 from gt4py_dace_xforms.policy import CostModel, InlinePolicy, allocator
@@ -31,6 +32,10 @@ INLINE_STAGES = (GT4PyAutoOptHook.TopLevelDataFlowStep,)
 #: Stage at which sweep pairs are fused (docs/sweep_pair.md): after gt4py's top-level
 #: rounds, when the library's inlines (the scans' inputs moved into their loops) are done.
 SWEEP_STAGE = GT4PyAutoOptHook.TopLevelDataFlowPost
+#: gt4py's callbacks asked before each split of two Maps (vertical and horizontal split
+#: fusion): the library's `SplitGuard` sits there.
+SPLIT_CALLBACKS = (GT4PyAutoOptHook.TopLevelDataFlowVerticalSplitCallBack,
+                   GT4PyAutoOptHook.TopLevelDataFlowHorizontalSplitCallBack)
 
 
 def default_policy(gpu: bool = False, transient_memory_mode=None) -> InlinePolicy:
@@ -277,6 +282,22 @@ class ChainedHook:
             f(sdfg)
 
 
+@dataclasses.dataclass(frozen=True)
+class SplitGuard:
+    """gt4py's split callback (`SPLIT_CALLBACKS`): declines the split of two Maps whose
+    bounds gt4py cannot compare (`analysis.later_stages`: a Map over `Max(0, nc):32` beside
+    one over `0:32`), where gt4py's split fusion would raise and fail the build; then asks
+    the caller's own callback (`user`), if any. Pickles where `user` does."""
+
+    user: Optional[Callable[..., bool]] = None
+
+    def __call__(self, transformation: Any, first: Any, second: Any, state: Any, sdfg: dace.SDFG) -> bool:
+        # Vertical split fusion passes the Maps, horizontal the MapEntries.
+        if not split_range_computable(getattr(first, "map", first), getattr(second, "map", second)):
+            return False
+        return True if self.user is None else bool(self.user(transformation, first, second, state, sdfg))
+
+
 def chain_hooks(*funs: Optional[HookFun]) -> ChainedHook:
     """One hook that calls every given hook in order (None entries are skipped)."""
     return ChainedHook(tuple(f for f in funs if f is not None))
@@ -294,6 +315,10 @@ def without_library(hooks: Optional[Mapping[GT4PyAutoOptHook, Callable]]) -> dic
             hook = kept[0] if len(kept) == 1 else ChainedHook(kept)
         elif isinstance(hook, LibraryHook):
             continue
+        elif isinstance(hook, SplitGuard):
+            if hook.user is None:
+                continue
+            hook = hook.user
         out[stage] = hook
     return out
 
@@ -316,8 +341,9 @@ def optimization_hooks(
     default cost model prices (`CostModel.persistent_transients`).
 
     Hooks in `user_hooks` are kept: at a stage where the library also runs, the
-    library's hook runs first, then the user's. Callback-type hooks (fusion and split
-    checks) are passed through untouched.
+    library's hook runs first, then the user's. Callback-type hooks are passed through
+    untouched, but for the split checks: the library's `SplitGuard` asks the user's
+    after its own.
     """
     hooks: dict[GT4PyAutoOptHook, Callable] = dict(user_hooks or {})
     inline = make_inline_hook(cost_model, reports, gpu=gpu, copy_chains=copy_chains,
@@ -329,4 +355,6 @@ def optimization_hooks(
     # fusion has made its Maps by then (docs/copy_into_readers.md).
     copies = make_copy_hook(cost_model, reports, gpu=gpu, transient_memory_mode=transient_memory_mode)
     hooks[SWEEP_STAGE] = chain_hooks(sweep, copies, hooks.get(SWEEP_STAGE))
+    for stage in SPLIT_CALLBACKS:
+        hooks[stage] = SplitGuard(hooks.get(stage))
     return hooks

@@ -11,14 +11,17 @@ over `[0 : Max(1, vs, ve) - Max(1, vs)]` without knowing `vs <= ve` (its own TOD
 icon4py the chains stay: `compute_wgtfac_c` keeps 10 two-dimensional temporaries to the
 end, where 2 are left with the proof.
 
-This class changes only that question: a pair gt4py's check accepts is accepted as is;
-otherwise `copy_covers_array` decides. Every other condition and the rewrite itself are
+This class changes only that question: `copy_covers_array` decides, never gt4py's
+`Range.covers`, which approximates `Max`/`Min` bounds and can accept a copy of part of an
+array (issue 60). A `PUSH` fold also needs the copy to be the only writer of `A2`: it hands
+`A2`'s other writers to `A1`, which may be a program input. Every other condition and the rewrite itself are
 gt4py's (top-level AccessNodes of the same rank, neither a view, same storage, one copy
 edge between them, no other path that would become a cycle, the removed array a
 single-use transient).
 
 Restrictions: as gt4py's, plus exact coverage (the copy starts at 0 and ends at the last
-element in every dimension, unit stride, or the array is empty). Single-use data is
+element in every dimension, unit stride, or the array is empty) and, to remove `A2`, the
+copy its only writer. Single-use data is
 computed once per `gt_remove_copy_chains` call (as gt4py's pass does) or, for a
 transformation constructed without it (the viewer, `apply_transformations`), once per
 SDFG it is matched on. `can_be_applied` returns False on anything unexpected.
@@ -62,9 +65,10 @@ class ProvenCopyChainRemover(gt_rar.CopyChainRemover):
             return False
 
     def _get_copy_chain_mode(self, sdfg: dace.SDFG, state) -> Any:
-        mode = super()._get_copy_chain_mode(sdfg, state)
-        if mode != _Mode.NONE:
-            return mode
+        # gt4py's own mode is not asked: `Range.covers` bounds `Max`/`Min` terms by
+        # approximation, and takes `[0 : Max(0, Min(32, nc))]` as all of a 32-element
+        # concat node (issue 60): the fold then wrote the other branch into the input the
+        # copy came from.
         a1, a2 = self.node_a1, self.node_a2
         edges = [e for e in state.out_edges(a1) if isinstance(e.dst, dn.AccessNode) and e.dst.data == a2.data]
         if len(edges) != 1:
@@ -77,7 +81,10 @@ class ProvenCopyChainRemover(gt_rar.CopyChainRemover):
             return _Mode.NONE  # (a race gt4py's SDFG has: left as it is, docs/races.md)
         if d1.transient and self.is_single_use_data(sdfg, a1) and copy_covers_array(src, d1.shape):
             return _Mode.PULL
-        if d2.transient and self.is_single_use_data(sdfg, a2) and copy_covers_array(dst, d2.shape):
+        # PUSH hands `A2`'s other writers to `A1`: sound only where the copy is `A2`'s one
+        # writer (a concat node has one per branch, and `A1` may be a program input).
+        if (d2.transient and self.is_single_use_data(sdfg, a2) and state.in_degree(a2) == 1
+                and copy_covers_array(dst, d2.shape)):
             return _Mode.PUSH
         return _Mode.NONE
 

@@ -1,0 +1,107 @@
+"""What gt4py's later stages meet on the SDFG the library leaves (issue 60): the split guard
+at gt4py's split callbacks, and a copy-chain fold that never writes a program's input.
+Structure only (no compile); the programs built end to end: tests/test_run_time_bounds.py.
+"""
+
+import copy
+import pickle
+
+import dace
+import gt4py.next as gtx
+import numpy as np
+from dace.sdfg import nodes as dn
+from gt4py.next import Dims
+from gt4py.next.ffront.experimental import concat_where
+from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
+
+import gt4py_dace_xforms as gx
+from gt4py_dace_xforms.analysis.later_stages import split_range_computable
+from gt4py_dace_xforms.integration import hooks
+from gt4py_dace_xforms.integration.capture import lower_and_capture
+from gt4py_dace_xforms.transformations.copy_chain import gt_remove_copy_chains
+
+
+def _map(lower: str, upper: str = "32") -> dn.Map:
+    return dn.Map("m", ["i", "k"], dace.subsets.Range.from_string(f"{lower}:{upper}, 0:8"))
+
+
+def test_split_of_run_time_bound_beside_full_range_is_not_computable():
+    nc = dace.symbolic.pystr_to_symbolic("Max(0, nc)")
+    assert str(nc) == "Max(0, nc)"
+    assert not split_range_computable(_map("Max(0, nc)"), _map("0"))
+    assert split_range_computable(_map("0"), _map("0"))      # the same range: no split
+    assert split_range_computable(_map("4"), _map("0"))      # literal bounds: split
+    assert split_range_computable(_map("nc"), _map("0"))     # undecidable in gt4py's try: no split
+
+
+class _Entry:
+    """What horizontal split fusion passes: a MapEntry-like object with `.map`."""
+
+    def __init__(self, m):
+        self.map = m
+
+
+def test_split_guard_declines_what_gt4py_cannot_compute_and_asks_the_users_callback():
+    asked = []
+
+    def user(transformation, first, second, state, sdfg):
+        asked.append((first, second))
+        return False
+
+    guard = hooks.SplitGuard()
+    assert guard(None, _map("Max(0, nc)"), _map("0"), None, None) is False
+    assert guard(None, _Entry(_map("Max(0, nc)")), _Entry(_map("0")), None, None) is False
+    assert guard(None, _map("4"), _map("0"), None, None) is True
+    chained = hooks.SplitGuard(user)
+    assert chained(None, _map("Max(0, nc)"), _map("0"), None, None) is False and not asked
+    assert chained(None, _map("4"), _map("0"), None, None) is False and len(asked) == 1
+
+
+def test_hooks_put_the_guard_at_both_split_callbacks_and_stock_gets_the_users_back():
+    def user(*args):
+        return True
+
+    made = gx.optimization_hooks(user_hooks={GT4PyAutoOptHook.TopLevelDataFlowVerticalSplitCallBack: user})
+    assert made[GT4PyAutoOptHook.TopLevelDataFlowVerticalSplitCallBack] == hooks.SplitGuard(user)
+    assert made[GT4PyAutoOptHook.TopLevelDataFlowHorizontalSplitCallBack] == hooks.SplitGuard(None)
+    stock = hooks.without_library(made)
+    assert stock == {GT4PyAutoOptHook.TopLevelDataFlowVerticalSplitCallBack: user}
+    assert pickle.loads(pickle.dumps(hooks.SplitGuard())) == hooks.SplitGuard()
+
+
+Cell = gtx.Dimension("Cell")
+K = gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)
+F = gtx.Field[Dims[Cell, K], gtx.float64]
+C2E2CDim = gtx.Dimension("C2E2C", kind=gtx.DimensionKind.LOCAL)
+C2E2C = gtx.FieldOffset("C2E2C", source=Cell, target=(Cell, C2E2CDim))
+
+
+@gtx.field_operator
+def _split(a: F, b: F, nc: gtx.int32) -> F:
+    t = concat_where(Cell >= nc, a * 2.0, b)
+    return t(C2E2C[0]) - t
+
+
+@gtx.program
+def split(a: F, b: F, out: F, nc: gtx.int32):
+    _split(a, b, nc, out=out, domain={Cell: (0, 32), K: (0, 8)})
+
+
+def _written(sdfg: dace.SDFG) -> set[str]:
+    return {n.data for st in sdfg.states() for n in st.data_nodes() if st.in_degree(n) > 0}
+
+
+def test_copy_chain_fold_never_writes_the_input_a_concat_node_copies_from():
+    """The concat node of `concat_where(Cell >= nc, a * 2.0, b)` is written by a copy of
+    `b` on `[0 : Max(0, Min(32, nc))]` and by the other branch. gt4py's `Range.covers`
+    takes that copy for all of the node (it bounds `Min` by approximation), and a fold on
+    its word made the branch write `b`. The proof folds the branch's own array only."""
+    conn = gtx.as_connectivity([Cell, C2E2CDim], codomain=Cell, data=np.zeros((32, 3), np.int32))
+    sdfg = lower_and_capture(split, None, {"C2E2C": conn}, stage=GT4PyAutoOptHook.TopLevelDataFlowPre)
+    before = copy.deepcopy(sdfg)
+    hooks.fuse_states(sdfg)
+    assert gt_remove_copy_chains(sdfg) == 1
+    inputs = {name for name, desc in before.arrays.items() if not desc.transient} - {"out"}
+    assert not (_written(sdfg) & inputs), _written(sdfg)
+    assert len([n for n, d in sdfg.arrays.items() if d.transient and len(d.shape) == 2]) == \
+        len([n for n, d in before.arrays.items() if d.transient and len(d.shape) == 2]) - 1
