@@ -26,3 +26,7 @@ settings.register_profile(
     **_COMMON,
 )
 settings.register_profile("fuzz-long", max_examples=10, phases=[Phase.explicit, Phase.reuse, Phase.generate], **_COMMON)
+
+#: The strategy's arguments for the CI draws (tests/test_fuzz_programs.py): two locals, not
+#: three as in `make fuzz` (compiling is the cost).
+CI_PROGRAMS = dict(max_locals=2, max_depth=2)

@@ -36,8 +36,9 @@ SCALAR, CELL, FIELD = 0, 1, 2
 
 
 def kind(prog: Prog, e: Expr) -> int:
-    """Dimensions of `e`: scalar, Cell, or Cell x K (a concat_where is always Cell x K:
-    its condition is on K and one branch must carry Cell)."""
+    """Dimensions of `e`: scalar, Cell, or Cell x K (a valid concat_where is Cell x K: a
+    condition on K needs a branch that carries Cell, one on Cell alone a Cell x K branch,
+    see `valid`)."""
     if isinstance(e, Lit):
         return SCALAR
     if isinstance(e, Read):
@@ -58,13 +59,19 @@ def valid(prog: Prog) -> bool:
         if isinstance(e, Where):
             if any(isinstance(b, Read) and b.name in prog.cells for b in (e.lhs, e.rhs)):
                 return False  # as the strategy: a bare 1-D branch fails in gt4py itself
-            return max(kind(prog, e.lhs), kind(prog, e.rhs)) >= CELL and ok(e.lhs) and ok(e.rhs)
+            # A condition on Cell alone adds no K: one branch must be Cell x K.
+            need = FIELD if _cond_dims(e.cond) == {"Cell"} else CELL
+            return max(kind(prog, e.lhs), kind(prog, e.rhs)) >= need and ok(e.lhs) and ok(e.rhs)
         if isinstance(e, Read) and e.shift and kind(prog, e) != FIELD:
             return False
         return True
 
     exprs = [e for _, e in prog.locals] + list(prog.outputs)
     return all(kind(prog, e) == FIELD and ok(e) for e in exprs)
+
+
+def _cond_dims(c) -> set[str]:
+    return _cond_dims(c.lhs) | _cond_dims(c.rhs) if isinstance(c, Both) else {c.dim}
 
 
 def _subtrees(e: Expr, path=()) -> Iterator[tuple[tuple, Expr]]:
@@ -110,7 +117,7 @@ def _edits(prog: Prog, data_seed: int) -> Iterator[tuple[Prog, int]]:
             if isinstance(e, (Bin, Where, Pick)):
                 return dataclasses.replace(e, lhs=swap(e.lhs), rhs=swap(e.rhs))
             if isinstance(e, Scan):
-                return Scan(swap(e.arg), None if e.arg2 is None else swap(e.arg2))
+                return dataclasses.replace(e, arg=swap(e.arg), arg2=None if e.arg2 is None else swap(e.arg2))
             return e
 
         yield dataclasses.replace(
@@ -133,7 +140,7 @@ def _edits(prog: Prog, data_seed: int) -> Iterator[tuple[Prog, int]]:
         for path, node in _subtrees(root(slot)):
             if isinstance(node, Scan):
                 if node.arg2 is not None:
-                    yield put(slot, _replace(root(slot), path, Scan(node.arg))), data_seed
+                    yield put(slot, _replace(root(slot), path, dataclasses.replace(node, arg2=None))), data_seed
                 yield put(slot, _replace(root(slot), path, node.arg)), data_seed
             if isinstance(node, (Bin, Where, Pick)):
                 for child in (node.lhs, node.rhs):
@@ -145,9 +152,11 @@ def _edits(prog: Prog, data_seed: int) -> Iterator[tuple[Prog, int]]:
                 for leaf in (Read(prog.fields[0]), Lit(2.0)):
                     yield put(slot, _replace(root(slot), path, leaf)), data_seed
     # Conditions: a runtime bound becomes its value, a pair one of its halves, an
-    # operator `<`; shifts move towards +1, then 0.
+    # operator `<`; shifts move towards +1, then 0; a backward scan becomes a forward one.
     for slot in slots:
         for path, node in _subtrees(root(slot)):
+            if isinstance(node, Scan) and not node.forward:
+                yield put(slot, _replace(root(slot), path, dataclasses.replace(node, forward=True))), data_seed
             if isinstance(node, Where):
                 for c in _simpler_conds(node.cond):
                     yield put(slot, _replace(root(slot), path, dataclasses.replace(node, cond=c))), data_seed

@@ -3,6 +3,11 @@
 Reads may go through a Cell-to-Cell neighbor table (`t(C2C[j])`, the fixed `C2C_TABLE`),
 the shape of gt4py's deref tasklets that the library inlines as indirect reads.
 
+One program in two gets a `concat_where` on a run-time bound (`with_run_time_bound`): an
+int32 argument `nc` (Cell) or `nk` (K) of the field operator, on an output domain of
+literals, whose result is read through the neighbor table, at K offsets or by scans
+(issue 60's shapes), or two scans (forward and backward) split at `nc`.
+
 A `Prog` is a field operator (let-bound locals `t0, t1, ...` and one or two returned
 expressions) plus the program that calls it on an output domain. `programs()` is the
 hypothesis strategy, `Prog.source()` the gt4py source text, `evaluate_numpy()` the
@@ -122,14 +127,20 @@ class Pick:
 @dataclasses.dataclass(frozen=True)
 class Scan:
     """`decay(arg)`, a forward scan over K (`state = 0.5 * state + x`, from 0 at the
-    domain's first level), only as a whole output of a float64 program: gt4py passes
-    the computed `arg` column to the scan's nested SDFG (the library's nested reads).
-    With `arg2`, `decay2(arg, arg2)` (`state = 0.5 * state + x - 0.25 * y`): two columns,
-    or one local read at two levels (`decay2(t(K + 1), t)`: two reads of one array in the
-    scan's nested SDFG)."""
+    domain's first level), only in an output of a float64 program (as the whole output,
+    an operand of it, or a branch of a `concat_where` over Cell: its K range is the
+    output's): gt4py passes the computed `arg` column to the scan's nested SDFG (the
+    library's nested reads). With `arg2`, `decay2(arg, arg2)` (`state = 0.5 * state + x -
+    0.25 * y`): two columns, or one local read at two levels (`decay2(t(K + 1), t)`: two
+    reads of one array in the scan's nested SDFG). With `forward=False`, `decay_down` and
+    `decay2_down`: the same, backward (from 0 at the domain's last level)."""
 
     arg: "Expr"
     arg2: Optional["Expr"] = None
+    forward: bool = True
+
+    def func(self) -> str:
+        return ("decay" if self.arg2 is None else "decay2") + ("" if self.forward else "_down")
 
 
 Expr = Union[Read, Lit, Bin, Where, Pick, Scan]
@@ -184,7 +195,8 @@ class Prog:
             if isinstance(e, Lit):
                 return lit(e.value)
             if isinstance(e, Scan):
-                return f"decay({emit(e.arg)})" if e.arg2 is None else f"decay2({emit(e.arg)}, {emit(e.arg2)})"
+                args = emit(e.arg) if e.arg2 is None else f"{emit(e.arg)}, {emit(e.arg2)}"
+                return f"{e.func()}({args})"
             if isinstance(e, Bin):
                 s = f"{emit(e.lhs, False)} {e.op} {emit(e.rhs, False)}"
                 return s if top else f"({s})"
@@ -251,6 +263,18 @@ class Prog:
                     "",
                     "",
                 ] if self.uses_scan() else []),
+                *([
+                    "@gtx.scan_operator(axis=K, forward=False, init=0.0)",
+                    "def decay_down(state: float64, x: float64) -> float64:",
+                    "    return 0.5 * state + x",
+                    "",
+                    "",
+                    "@gtx.scan_operator(axis=K, forward=False, init=0.0)",
+                    "def decay2_down(state: float64, x: float64, y: float64) -> float64:",
+                    "    return 0.5 * state + x - 0.25 * y",
+                    "",
+                    "",
+                ] if any(not s.forward for s in self.scans()) else []),
                 "@gtx.field_operator",
                 f"def fop({', '.join(params)}) -> {ret}:",
                 *body,
@@ -309,7 +333,16 @@ class Prog:
         return any(r.nbr is not None for e in [e for _, e in self.locals] + list(self.outputs) for r in _read_nodes(e))
 
     def uses_scan(self) -> bool:
-        return any(isinstance(e, Scan) for e in self.outputs)
+        return bool(self.scans())
+
+    def scans(self) -> list["Scan"]:
+        return [s for e in self.outputs for s in _scan_nodes(e)]
+
+    def run_time_bounds(self) -> str:
+        """The run-time bounds of `with_run_time_bound` and their values, for the runner's
+        log ("" without)."""
+        names = {n for n in RUN_TIME_BOUNDS.values()}
+        return " ".join(f"{n}={v}" for n, v in self.levels if n in names)
 
     def n_ops(self) -> int:
         def count(e: Expr) -> int:
@@ -390,7 +423,8 @@ def evaluate_numpy(prog: Prog, args: dict, magnitude: bool = False, scan_args: b
                 return x if y is None else x + y  # NaN where either column is undefined
             out = np.full_like(x, np.nan)
             state = np.zeros(x.shape[0], dtype=dt)
-            for level in range(*prog.k_domain):
+            k0, k1 = prog.k_domain
+            for level in (range(k0, k1) if e.forward else range(k1 - 1, k0 - 1, -1)):
                 state = dt(0.5) * state + x[:, PAD + level]
                 if y is not None:
                     state = state + dt(0.25) * y[:, PAD + level] if magnitude else state - dt(0.25) * y[:, PAD + level]
@@ -540,6 +574,14 @@ def _read_nodes(e: Expr) -> list[Read]:
     return _read_nodes(e.lhs) + _read_nodes(e.rhs)
 
 
+def _scan_nodes(e: Expr) -> list[Scan]:
+    if isinstance(e, Scan):
+        return [e]
+    if isinstance(e, (Bin, Where, Pick)):
+        return _scan_nodes(e.lhs) + _scan_nodes(e.rhs)
+    return []
+
+
 def _reads(e: Expr) -> set[str]:
     if isinstance(e, Read):
         return {e.name}
@@ -625,7 +667,9 @@ def programs(draw, max_locals: int = 3, max_depth: int = 3) -> Prog:
                                overwrite=overwrite, static=static)
     # The layout of Cell zones, drawn after everything above (so a choice sequence drawn
     # before it decodes to the same program, without zones): one program in two.
-    return with_layout(draw, gen, prog)
+    prog = with_layout(draw, gen, prog)
+    # A concat_where on a run-time bound, drawn last for the same reason: one program in two.
+    return with_run_time_bound(draw, gen, prog)
 
 
 #: The zone bounds of a layout, in order (`Prog.zones`): lateral boundary [0, z0), nudging
@@ -736,3 +780,91 @@ def _levels(e: Expr) -> set[str]:
     if isinstance(e, Scan):
         return _levels(e.arg) | (set() if e.arg2 is None else _levels(e.arg2))
     return set()
+
+
+#: The int32 arguments `with_run_time_bound` compares with Cell and K (issue 60's names).
+RUN_TIME_BOUNDS = {"Cell": "nc", "K": "nk"}
+
+
+def _bound_value(draw, size: int) -> int:
+    """A run-time bound in [0, size]: one in four at an edge (a branch empty everywhere),
+    else shrinking towards the middle (both branches selected)."""
+    if draw(st.integers(0, 3)) == 3:
+        return draw(st.sampled_from([0, size]))
+    return size // 2 + draw(st.integers(-(size // 2), size - size // 2))
+
+
+def with_run_time_bound(draw, gen: "_Gen", prog: Prog) -> Prog:
+    """`prog`, or (one in two) `prog` with its first output replaced by a reader of a
+    `concat_where` on a run-time bound (issue 60): an int32 argument of the field operator
+    (`nc` for Cell, `nk` for K; in static builds a constant) that splits a new local
+    `t = concat_where(Cell >= nc, <branch>, <branch>)` (branches of inputs and earlier
+    locals) into pieces on ranges `Max(0, nc):...` only known at run time. The reader:
+
+    - "neighbor": `t(C2C[j]) - t` (at a K offset sometimes), issue 60's smallest program;
+    - "vertical": `t(K + s) - t` or `t(K + s) - t(C2C[j])`;
+    - "scan" (float64): `decay(t) - t(C2C[j])`, `decay2(t(K + 1), t)` or `decay(t(C2C[j]) - t)`;
+    - "split-scans" (float64, Cell only): `concat_where(Cell < nc, decay2(x(K + 1), x),
+      decay2_down(x(K + 1), x))` of a local `x`, two scans of opposite direction on the
+      two Cell ranges (issue 60's MapSplitter assertion with the sound policy).
+
+    The K domain shrinks to the levels where the new reads are defined."""
+    if not draw(st.booleans()):
+        return prog
+    shapes = ["neighbor", "vertical"] + (["scan", "split-scans"] if prog.dtype == "float64" else [])
+    shape = draw(st.sampled_from(shapes))
+    dim = "Cell" if shape == "split-scans" else draw(st.sampled_from(["Cell", "K"]))
+    name = RUN_TIME_BOUNDS[dim]
+    value = _bound_value(draw, NC if dim == "Cell" else NL)
+    # No == or !=: a one-element range on K fails gt4py's own lowering (see `programs`).
+    cond = Cond(draw(st.sampled_from([">=", "<", "<=", ">"])), 0, name, dim=dim)
+    names = [n for n, _ in prog.locals]
+    gen.locals = list(names)
+    locals_ = prog.locals
+    nbr = draw(st.integers(0, C2C_NEIGHBORS - 1))
+    op = draw(st.sampled_from(["-", "+", "*"]))
+    if shape == "split-scans":
+        x = draw(st.sampled_from(names[::-1] or list(prog.fields)))
+        shift = draw(st.sampled_from((1, -1, 0)))
+        fwd = Scan(Read(x, shift), Read(x))
+        bwd = Scan(Read(x, shift), Read(x), forward=False)
+        reader = Where(cond, fwd, bwd) if draw(st.booleans()) else Where(cond, bwd, fwd)
+    else:
+        # One branch Cell x K (a Cell condition needs it to make the result Cell x K).
+        field_left = draw(st.booleans())
+        lhs, rhs = _computed_branch(gen, field_left), _computed_branch(gen, not field_left)
+        t = f"t{1 + max((int(n[1:]) for n in names), default=-1)}"
+        locals_ = locals_ + ((t, Where(cond, lhs, rhs)),)
+        if shape == "neighbor":
+            reader = Bin(op, Read(t, draw(st.sampled_from((0, 1, -1))), nbr), Read(t))
+        elif shape == "vertical":
+            other = Read(t, 0, nbr) if draw(st.booleans()) else Read(t)
+            reader = Bin(op, Read(t, draw(st.sampled_from((1, -1, 2)))), other)
+        else:
+            variant = draw(st.integers(0, 2))
+            if variant == 0:
+                reader = Bin(op, Scan(Read(t)), Read(t, 0, nbr))
+            elif variant == 1:
+                reader = Scan(Read(t, 1), Read(t))
+            else:
+                reader = Scan(Bin(op, Read(t, 0, nbr), Read(t)))
+    bounded = prune(dataclasses.replace(
+        prog, fields=gen.fields, cells=gen.cells, scalars=gen.scalars, levels=tuple(gen.levels) + ((name, value),),
+        locals=locals_, outputs=(reader,) + prog.outputs[1:]))
+    # The new reads (shifted, of shifted locals) may leave levels of the domain undefined:
+    # the longest run of defined levels inside it.
+    ok = valid_levels(bounded)
+    k0, k1 = bounded.k_domain
+    ok[:k0] = ok[k1:] = False
+    k0, k1 = longest_run(ok)
+    assume(k1 - k0 >= 2)  # as `programs`: gt4py fails on one-level ranges
+    return dataclasses.replace(bounded, k_domain=(k0, k1), overwrite=bounded.overwrite and k1 - k0 >= 3)
+
+
+def _computed_branch(gen: "_Gen", need_field: bool) -> Expr:
+    """A branch of inputs and locals, one operation deep at most (not a bare 1-D read,
+    which gt4py's concat_where replacement rejects, see `_Gen.branch`)."""
+    e = gen.expr(1, need_field)
+    if isinstance(e, Read) and e.name in gen.cells:
+        e = Bin("*", e, Lit(2.0))
+    return e
