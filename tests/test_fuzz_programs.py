@@ -5,6 +5,7 @@
 import pytest
 from hypothesis import settings
 
+from fuzzing import CI_PROGRAMS
 from fuzzing.runner import ALL_BUILDS, Stats, check, run_property
 from fuzzing.strategy import NC, NL, ZONES, Both, Bin, Cond, Lit, Prog, Read, Scan, Where, programs, valid_levels
 
@@ -15,7 +16,7 @@ def test_generated_programs_agree_with_stock_and_numpy():
     stats = Stats(log=print)
     # Two locals, not three as in `make fuzz`: compiling is the cost, and gt4py's own
     # optimisation takes minutes on some programs with a dozen concat_where.
-    run_property(settings.get_profile("fuzz-ci"), stats, reduce_seconds=600, strategy=programs(max_locals=2, max_depth=2))
+    run_property(settings.get_profile("fuzz-ci"), stats, reduce_seconds=600, strategy=programs(**CI_PROGRAMS))
     print(stats.summary())
     # The property holds trivially if nothing is inlined: most programs must exercise the rewrite.
     assert stats.inlined["sound"] >= stats.programs // 2, stats.summary()
@@ -138,3 +139,49 @@ def test_generated_program_on_a_layout_of_cell_zones_agrees_with_stock_and_numpy
     assert "concat_where(Cell" in prog.source() or "concat_where((Cell" in prog.source()
     outcome = check(prog, 3, ALL_BUILDS)
     assert outcome.applied["sound"] >= 1, outcome.applied
+
+
+# --- run-time bounds (issue 60): `concat_where` on an int32 argument, read through C2C, ----------
+# --- at K offsets and by scans (`strategy.with_run_time_bound`) -----------------------------------
+
+
+def _bounded(t0, out, bound, value, k_domain=(0, NL), static=False, dtype="float64"):
+    return Prog(dtype=dtype, fields=("a", "b"), cells=(), scalars=(), levels=((bound, value),),
+                locals=(("t0", t0),), outputs=(out,), cell_domain=(0, NC), k_domain=k_domain,
+                runtime_k_domain=False, static=static)
+
+
+_CELL_SPLIT = Where(Cond(">=", 0, "nc", dim="Cell"), Bin("*", Read("a"), Lit(2.0)), Read("b"))
+
+RUN_TIME_BOUNDS = {
+    # Issue 60's smallest program: `t0 = concat_where(Cell >= nc, a * 2.0, b); return
+    # t0(C2C[0]) - t0`, symbolic (gt4py's Map ranges `Max(0, nc):5`).
+    "cell-neighbor": _bounded(_CELL_SPLIT, Bin("-", Read("t0", 0, 0), Read("t0")), "nc", 2),
+    # The split in K, both branches computed; float32.
+    "k-neighbor": _bounded(
+        Where(Cond(">=", 0, "nk"), Bin("*", Read("a"), Lit(2.0)), Bin("+", Bin("*", Read("b"), Lit(3.0)), Lit(1.0))),
+        Bin("-", Read("t0", 0, 1), Read("t0")), "nk", 7, dtype="float32"),
+    # A scan reading the split local (`decay(t0) - t0(C2C[2])`); the bound at the edge
+    # (nc = NC: the first branch empty).
+    "cell-scan-edge": _bounded(_CELL_SPLIT, Bin("-", Scan(Read("t0")), Read("t0", 0, 2)), "nc", NC),
+    # Read at K + 1 and through C2C; static (the bound a constant), at the other edge.
+    "cell-vertical-static": _bounded(_CELL_SPLIT, Bin("-", Read("t0", 1), Read("t0", 0, 0)), "nc", 0,
+                                     k_domain=(0, NL - 1), static=True),
+    # Two scans, forward and backward, split at nc (issue 60: gt4py's MapSplitter asserted
+    # on the sound policy's build).
+    "split-scans": _bounded(Bin("+", Bin("*", Read("a"), Lit(2.0)), Read("b")),
+                            Where(Cond("<", 0, "nc", dim="Cell"), Scan(Read("t0", 1), Read("t0")),
+                                  Scan(Read("t0", 1), Read("t0"), forward=False)), "nc", 3, k_domain=(0, NL - 1)),
+}
+
+
+@pytest.mark.parametrize("name", list(RUN_TIME_BOUNDS))
+def test_generated_program_with_a_run_time_bound_agrees_with_stock_and_numpy(name):
+    """The fuzzer's run-time bounds (`with_run_time_bound`), one program per reader: every
+    build (stock, cost model, sound, window) builds it (strict mode: a build that raises
+    fails) and equals stock and numpy, on clean and poisoned inputs."""
+    prog = RUN_TIME_BOUNDS[name]
+    assert valid_levels(prog)[slice(*prog.k_domain)].all()
+    bound = prog.levels[0][0]
+    assert f"def fop(a: F, b: F, {bound}: int32)" in prog.source() and prog.run_time_bounds().startswith(bound)
+    check(prog, 3, ALL_BUILDS)
