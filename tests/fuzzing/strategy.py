@@ -786,12 +786,15 @@ def _levels(e: Expr) -> set[str]:
 RUN_TIME_BOUNDS = {"Cell": "nc", "K": "nk"}
 
 
-def _bound_value(draw, size: int) -> int:
-    """A run-time bound in [0, size]: one in four at an edge (a branch empty everywhere),
-    else shrinking towards the middle (both branches selected)."""
-    if draw(st.integers(0, 3)) == 3:
+def _bound_value(draw, size: int, inside: tuple[int, int]) -> int:
+    """A run-time bound in [0, size]: one in four at an edge of the axis (a branch empty
+    everywhere), else strictly inside the output's range `inside` where it has two cells or
+    levels (both branches selected on it; else inside the axis), shrinking towards its middle."""
+    if draw(st.integers(0, 3)) == 0:
         return draw(st.sampled_from([0, size]))
-    return size // 2 + draw(st.integers(-(size // 2), size - size // 2))
+    lo, hi = (inside[0] + 1, inside[1] - 1) if inside[1] - inside[0] >= 2 else (1, size - 1)
+    mid = (lo + hi) // 2
+    return mid + draw(st.integers(lo - mid, hi - mid))
 
 
 def with_run_time_bound(draw, gen: "_Gen", prog: Prog) -> Prog:
@@ -815,7 +818,8 @@ def with_run_time_bound(draw, gen: "_Gen", prog: Prog) -> Prog:
     shape = draw(st.sampled_from(shapes))
     dim = "Cell" if shape == "split-scans" else draw(st.sampled_from(["Cell", "K"]))
     name = RUN_TIME_BOUNDS[dim]
-    value = _bound_value(draw, NC if dim == "Cell" else NL)
+    cells, levels = prog.out_domains()[0]
+    value = _bound_value(draw, NC if dim == "Cell" else NL, cells if dim == "Cell" else levels)
     # No == or !=: a one-element range on K fails gt4py's own lowering (see `programs`).
     cond = Cond(draw(st.sampled_from([">=", "<", "<=", ">"])), 0, name, dim=dim)
     names = [n for n, _ in prog.locals]
