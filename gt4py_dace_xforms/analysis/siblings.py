@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 import dace
 from dace.sdfg import nodes as dn
@@ -11,11 +11,13 @@ from gt4py_dace_xforms.analysis.candidate import InlineCandidate, analyse_candid
 from gt4py_dace_xforms.analysis.producer import Decline
 
 
-def sibling_candidates(sdfg: dace.SDFG, cand: InlineCandidate, *, retarget=None) -> Optional[list[InlineCandidate]]:
+def sibling_candidates(sdfg: dace.SDFG, cand: InlineCandidate, *, retarget=None,
+                       analyse: Callable = analyse_candidate) -> Optional[list[InlineCandidate]]:
     """Every reader of `cand`'s intermediate as a sound candidate, or None if some reader
     cannot be inlined (or is no Map consumer). `retarget`: a `RetargetPlan` for the
     intermediate; its write-back copies (the writers write the output once the Maps
-    are inlined) are no obstacle."""
+    are inlined) are no obstacle. `analyse`: `analyse_candidate`, or a caller's memo of it
+    on the same, unchanged graph."""
     name = cand.intermediate.data
     group: list[InlineCandidate] = []
     copies = [c.edge for c in retarget.copies] if retarget is not None else []
@@ -30,7 +32,7 @@ def sibling_candidates(sdfg: dace.SDFG, cand: InlineCandidate, *, retarget=None)
                     return None
                 if any(g.consumer is e.dst for g in group):
                     continue
-                other = cand if e.dst is cand.consumer else analyse_candidate(sdfg, st, node, e.dst)
+                other = cand if e.dst is cand.consumer else analyse(sdfg, st, node, e.dst)
                 if isinstance(other, Decline):
                     return None
                 group.append(other)

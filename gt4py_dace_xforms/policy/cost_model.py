@@ -72,7 +72,7 @@ from gt4py_dace_xforms.policy.default import Decision, InlinePolicy, too_many_co
 #: Machine balance, in bytes of DRAM traffic per arithmetic operation: what one saved
 #: byte buys in recomputation; a division counts as 4 operations. GPU (H100/H200 class):
 #: ~4 TB/s vs ~60 Tflop/s fp64, so ~15 operations per byte; we charge 0.06 B/op (a prior).
-#: CPU: fitted (`make calibrate`, docs/cost_model.md, *The fit*): a recomputed operation
+#: CPU: fitted (`make calibrate`, bench/cost_model.md, *The fit*): a recomputed operation
 #: cost as much time as 0.80 (1 thread) / 0.54 (2 threads) allocated bytes of a removed
 #: per-call transient, which `saved` counts as 2 B each: 1.6 / 1.1 B/op. 1.0, the lower
 #: figure rounded down, drops one read on the 56 first-step SDFGs (the target's
@@ -80,7 +80,7 @@ from gt4py_dace_xforms.policy.default import Decision, InlinePolicy, too_many_co
 #: decisions, which no oracle run has timed. The prior was 0.25.
 _BALANCE = {"cpu": 1.0, "gpu": 0.06}
 #: Traffic one byte of a per-call transient's allocation is worth on the CPU, beyond what
-#: `saved` counts. 0: the fit (docs/cost_model.md, *The fit*) finds the time a removed
+#: `saved` counts. 0: the fit (bench/cost_model.md, *The fit*) finds the time a removed
 #: transient saves in its allocation (1.08 ms/MB at 1 thread) and none in its traffic,
 #: and the model's `saved` (twice a removed transient's bytes) already prices exactly that
 #: allocation; a separate weight changed no measured decision for the better.
@@ -139,20 +139,20 @@ class CostModel(InlinePolicy):
             are the fastest set. Unmeasured on the GPU.
         writeback_retarget: a write-back copy whose buffer's writers can write the
             output directly once the Maps reading the buffer are inlined
-            (`WriteBackRetarget`, docs/retarget.md) does not keep the buffer: its Map
+            (`WriteBackRetarget`, docs/writeback.md) does not keep the buffer: its Map
             readers are priced as a group, with the copied points still computed.
         output_buffers: a write-back buffer that other dataflow still reads becomes the
             output it is copied into where that is sound (`OutputAsBuffer`,
-            docs/output_buffer.md). Priced as the copy's read and write saved with nothing
+            docs/writeback.md). Priced as the copy's read and write saved with nothing
             recomputed and no access added, so it is always taken, and before inlining:
             inlining the buffer's readers would recompute what the output now holds.
         column_reads: pass a scan only the column of a transient it reads where that is
-            proven (`NestedColumnRead`, docs/column_reads.md), so that gt4py's Map fusion
+            proven (`NestedColumnRead`, docs/scans.md), so that gt4py's Map fusion
             can fuse the column Map writing it (a vertical window) with the scan: the 2-D
             transient becomes one column per iteration, nothing is recomputed. None: by
             target (`column_reads_on`): on for the CPU (counted on the static predictor
             solver: -10 % simulated last-level misses in one build, no change in another,
-            never a cost; docs/column_reads.md), off on the GPU, where the fused scans would hold every column in each thread's
+            never a cost; docs/scans.md), off on the GPU, where the fused scans would hold every column in each thread's
             local memory (unmeasured); `InlineWhereSound` takes it.
         writeback_max_offsets: such a group is taken only where every reader reads the
             buffer at no more than this many offsets. The producer keeps writing the
@@ -216,7 +216,7 @@ class CostModel(InlinePolicy):
             a global layout (13 MB arrays) with both temporaries windowed ran 1.06x slower
             than stock (issue 48). A size with unknown symbols is assumed fresh, as before.
         sweep_pairs: fuse a forward sweep's column writers into the backward sweep that
-            reads the columns back (`SweepPairFusion`, docs/sweep_pair.md). None: by
+            reads the columns back (`SweepPairFusion`, docs/scans.md). None: by
             target; True: every sound plan; False: none. CPU: on, nothing is recomputed
             or moved into a loop, the arrays' writes and reads go and each iteration's
             column (K values) stays in the core's L1 (640 B at 80 levels). GPU: priced
@@ -310,6 +310,10 @@ class CostModel(InlinePolicy):
     def windows_on(self) -> bool:
         """Whether `decide_window` may accept (see `windows`)."""
         return bool(self.windows)
+
+    @property
+    def takes_windows(self) -> bool:
+        return self.windows_on
 
     @property
     def column_reads_on(self) -> bool:

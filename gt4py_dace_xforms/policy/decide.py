@@ -2,29 +2,33 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import dace
 
-from gt4py_dace_xforms.analysis.candidate import InlineCandidate
+from gt4py_dace_xforms.analysis.candidate import InlineCandidate, analyse_candidate
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.analysis.retarget import retarget_plan
 from gt4py_dace_xforms.analysis.siblings import sibling_candidates
 from gt4py_dace_xforms.policy.default import Decision, InlinePolicy
 
 
-def decide_candidate(sdfg: dace.SDFG, policy: InlinePolicy, cand: InlineCandidate) -> Decision:
+def decide_candidate(sdfg: dace.SDFG, policy: InlinePolicy, cand: InlineCandidate,
+                     analyse: Callable = analyse_candidate) -> Decision:
     """The policy's decision; for a reader that leaves the intermediate in place, judged
     together with the other readers when all of them can be inlined too (then the
     intermediate goes away once the last one is, which a one-by-one view cannot see).
     A write-back copy whose writers can write the output instead (`retarget_plan`) does
     not keep the intermediate: the group is priced with the copied points still
-    computed (`writeback_points`)."""
+    computed (`writeback_points`). `analyse`: how the other readers are analysed
+    (`analyse_candidate`, or the pass's memo of it for the unchanged graph)."""
     if cand.removes_intermediate or not policy.judges_groups:
         return policy.decide(sdfg, cand)
     plan = None
     if policy.writeback_retarget:
         plan = retarget_plan(sdfg, cand.intermediate.data, allow_map_readers=True)
         plan = None if isinstance(plan, Decline) else plan
-    group = sibling_candidates(sdfg, cand, retarget=plan)
+    group = sibling_candidates(sdfg, cand, retarget=plan, analyse=analyse)
     if group is None:
         return policy.decide(sdfg, cand)
     decision = policy.decide_group(sdfg, cand, group,

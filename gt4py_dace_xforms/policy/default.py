@@ -39,17 +39,17 @@ class InlinePolicy:
         writeback_copies: write a write-back copy as a Map where that lets every reader of
             its buffer be inlined (`convert_writeback_copies`, docs/writeback.md).
         writeback_retarget: once a write-back buffer's only reader is its copy, let its
-            writers write the output directly (`WriteBackRetarget`, docs/retarget.md).
+            writers write the output directly (`WriteBackRetarget`, docs/writeback.md).
         output_buffers: let a write-back buffer that other dataflow still reads become the
-            output it is copied into (`OutputAsBuffer`, docs/output_buffer.md), before any
+            output it is copied into (`OutputAsBuffer`, docs/writeback.md), before any
             inlining: nothing is recomputed, so it is preferred where both apply.
         column_reads: after inlining, pass a scan (a nested SDFG in a horizontal Map)
             only the column of a transient it reads (`NestedColumnRead`,
-            docs/column_reads.md), so that gt4py's Map fusion can fuse the Map writing
+            docs/scans.md), so that gt4py's Map fusion can fuse the Map writing
             those columns with the scan: nothing is recomputed.
         sweep_pairs: after gt4py's top-level stage, fuse the Maps that write 2-D
             transients column by column into the Map that reads each column back (a
-            forward and a backward sweep, `SweepPairFusion`, docs/sweep_pair.md): the
+            forward and a backward sweep, `SweepPairFusion`, docs/scans.md): the
             transients become per-iteration column buffers, nothing is recomputed.
         copies_into_readers: after gt4py's top-level stage, let the Maps that read a copy's
             source at the copied points write its target in the same iteration
@@ -148,6 +148,12 @@ class InlinePolicy:
         return Decision(False, f"{type(self).__name__} does not window")
 
     @property
+    def takes_windows(self) -> bool:
+        """Whether `decide_window` / `decide_window_group` may accept at all (else the pass
+        plans no windows): not this default's, which never windows."""
+        return type(self).decide_window is not InlinePolicy.decide_window
+
+    @property
     def judges_groups(self) -> bool:
         """Whether `decide_group` is this policy's own (else the pass need not form groups)."""
         return type(self).decide_group is not InlinePolicy.decide_group
@@ -167,7 +173,7 @@ class InlineWhereSound(InlinePolicy):
         allow_eager: in concat mode, evaluate all branches and select where that is
             proven memory safe (no control flow: better for vectorization and GPUs).
         writeback_retarget: once a write-back buffer's only reader is its copy, let its
-            writers write the output directly (`WriteBackRetarget`, docs/retarget.md);
+            writers write the output directly (`WriteBackRetarget`, docs/writeback.md);
             where that holds, its copy is not written as a Map.
         output_buffers: as in `InlinePolicy` (on).
         column_reads: as in `InlinePolicy` (on).

@@ -74,6 +74,17 @@ def gt_inline_fusion(
     # An intermediate computed from another output of its Map: its readers inline that
     # tail alone (a split only where the trial says the readers' group is then taken).
     gt_split_sibling_tails(sdfg, chosen, report)
+    # Analyses of the graph as it is: the loop and the policy's group judgement (every
+    # reader of an intermediate, `sibling_candidates`) ask for the same ones. Emptied by
+    # each rewrite.
+    memo: dict[tuple[int, int, int], object] = {}
+
+    def analyse(sdfg_: dace.SDFG, state, node, consumer):
+        key = (id(state), id(node), id(consumer))
+        if key not in memo:
+            memo[key] = analyse_candidate(sdfg_, state, node, consumer)
+        return memo[key]
+
     while True:
         # Declines are re-derived each round; the final round's are the ones reported.
         last_decline: dict[tuple, InlineRecord] = {}
@@ -82,14 +93,14 @@ def gt_inline_fusion(
             if node not in state or consumer not in state:
                 continue  # removed by a rewrite earlier in this round
             key = (state.label, node.data, consumer.map.label)
-            result = analyse_candidate(sdfg, state, node, consumer)
+            result = analyse(sdfg, state, node, consumer)
             if isinstance(result, Decline):
                 last_decline[key] = InlineRecord(state.label, node.data, consumer.map.label, (), False, result.reason)
                 continue
             if node.data in committed:
                 decision = Decision(True, "member of an accepted group of readers")
             else:
-                decision = decide_candidate(sdfg, chosen, result)
+                decision = decide_candidate(sdfg, chosen, result, analyse)
             shifts = tuple(result.shifts)
             if not decision.accept:
                 last_decline[key] = InlineRecord(
@@ -102,6 +113,7 @@ def gt_inline_fusion(
             if decision.force_lazy and result.eager:
                 result = dataclasses.replace(result, eager=False)
             rewrite.inline_candidate(sdfg, result)
+            memo.clear()
             report.add(
                 InlineRecord(
                     state.label, node.data, consumer.map.label, shifts, True, decision.reason,

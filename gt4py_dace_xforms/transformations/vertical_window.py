@@ -108,6 +108,8 @@ def gt_vertical_windows(sdfg: dace.SDFG, *, max_width: int = 8, only=None, valid
     `policy`: an `InlinePolicy` whose `decide_window` chooses per candidate (the cost
     model: on the CPU with per-call transients, docs/cost_model.md); None: every window
     that applies. `report`: an `InlineReport` that gets one record per window taken."""
+    if policy is not None and not policy.takes_windows:
+        return []  # nothing to plan: the policy would refuse every window (windows off)
     done: list[str] = []
     refused: set = set()
     groups_tried: set[str] = set()
