@@ -23,7 +23,7 @@ CUDA_WHEELS := nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==1
 	nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85
 GPU_STAMP := $(VENV)/.gpu-tools-13.0.88
 
-.PHONY: venv venv-icon4py-pins test-icon4py-pins demo test test-fast fixtures bench bench-substep counts oracle calibrate fuzz census census-static census-compare clean gpu-tools gpu-check device-wheels device-dry-run
+.PHONY: venv venv-icon4py-pins test-icon4py-pins demo test test-fast fixtures bench bench-build bench-substep counts oracle calibrate fuzz census census-static census-compare clean gpu-tools gpu-check device-wheels device-dry-run
 
 venv: $(STAMP)
 
@@ -77,6 +77,13 @@ fixtures: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/bench.py $(if $(LAYOUT),--layout $(LAYOUT)) $(BENCH_ARGS)
+
+# What the library costs at build time: the substep's programs as a model run builds them,
+# gt_auto_optimize per program (one at a time) and the build wall time with gt4py's default
+# parallel builds, stock vs library (bench/build_time.py; BUILD_ARGS: see --help).
+BUILD_ARGS ?= --json bench/build/build_time.json
+bench-build: $(STAMP)
+	$(PY) bench/build_time.py $(if $(LAYOUT),--layout $(LAYOUT)) $(BUILD_ARGS)
 
 # One dycore substep (icon4py's SolveNonhydro.time_step), stock vs the library, per program and
 # summed (docs/substep.md; SUBSTEP_ARGS: see bench/substep.py --help, e.g. --counts, --json OUT).

@@ -201,7 +201,47 @@ def backend_from(descriptor: dict, postfix: str) -> Any:
     return dataclasses.replace(backend, name=f"{backend.name}{postfix}")
 
 
+#: The build configuration (`--config`): "icon4py" (icon4py's backend factory and per-program
+#: options, as a model run builds; the default) or "gt4py-default" (gt4py's default dace
+#: backend as stock, the library's `backends.make_backend` as the library: horizontal strides
+#: not assumed unit, no per-program options).
+CONFIGS = ("icon4py", "gt4py-default")
+CONFIG = "icon4py"
+
+
+def gt4py_default_backend(*, transient_memory_mode: Any = None, **_: Any) -> Any:
+    """gt4py's default dace CPU backend (`run_dace_cpu`), with the memory mode asked for."""
+    import functools
+
+    from gt4py_dace_xforms.integration import compat
+
+    if transient_memory_mode is None:
+        return compat.make_dace_toolchain(compat.DaCeConfig(gpu=False, auto_optimize=True))
+    return compat.make_dace_toolchain(
+        compat.DaCeConfig(gpu=False, auto_optimize=True),
+        translation=functools.partial(compat.make_dace_translator,
+                                      auto_optimize_args={"transient_memory_mode": transient_memory_mode}))
+
+
+def library_default_backend(*, transient_memory_mode: Any = None, **_: Any) -> Any:
+    """The library's `backends.make_backend(False)` (`run_dace_cpu`), with the memory mode."""
+    from gt4py_dace_xforms import backends
+
+    return backends.make_backend(False, transient_memory_mode=transient_memory_mode)
+
+
+def _default_config_descriptor(factory: Any, mode: str) -> dict:
+    extra = _optimization_args(mode)
+    return {"backend_factory": factory, **({"transient_memory_mode": extra["transient_memory_mode"]} if extra else {})}
+
+
 def descriptors(label: str, program_name: str, mode: str) -> dict:
+    if CONFIG == "gt4py-default":
+        if label in ("stock", "A/A"):
+            return _default_config_descriptor(gt4py_default_backend, mode)
+        if label == "library":
+            return _default_config_descriptor(library_default_backend, mode)
+        raise ValueError(f"{label}: not built in the gt4py-default configuration")
     if label in ("stock", "A/A"):
         return stock_descriptor(program_name, mode)
     if label == "library":
@@ -700,6 +740,10 @@ def parse(argv: Optional[list[str]]) -> argparse.Namespace:
                    help="build nothing: merge these --counts JSON files (a later file's row replaces an earlier "
                         "one's of the same call site) and print the table with the substep recomputed; --json "
                         "writes the result")
+    p.add_argument("--config", default="icon4py", choices=CONFIGS,
+                   help="icon4py: icon4py's backend factory and per-program options on both sides (a model run's "
+                        "builds; default). gt4py-default: gt4py's default dace backend as stock, the library's "
+                        "run_dace_cpu (horizontal strides not assumed unit)")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)  # internal: one regime, JSON to this path
     opts = p.parse_args(argv)
     opts.modes = _names(opts.modes)
@@ -767,6 +811,8 @@ def _write(doc: dict, text: str, json_path: str) -> None:
 def main(argv: Optional[list[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     opts = parse(argv)
+    global CONFIG
+    CONFIG = opts.config
     if opts.child:
         return child(opts)
     if opts.merge:
@@ -800,7 +846,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     meta = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"), "host": platform.node(),
         "python": platform.python_version(), "cpus": os.cpu_count(), "argv": argv,
-        "layout": opts.layout, "limited_area": lay.limited_area, "cells": opts.cells, "sizes": dict(lay.sizes),
+        "config": opts.config, "layout": opts.layout, "limited_area": lay.limited_area, "cells": opts.cells, "sizes": dict(lay.sizes),
         "levels": opts.levels, "threads": opts.threads, "rounds": opts.rounds, "modes": opts.modes,
         "allocators": opts.allocators, "substeps": opts.substeps, "lprep_adv": opts.lprep_adv,
         "decide_as": opts.decide_as,
