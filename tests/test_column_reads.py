@@ -1,4 +1,4 @@
-"""`NestedColumnRead` (docs/column_reads.md): a scan that reads only the column of its Map
+"""`NestedColumnRead` (docs/scans.md): a scan that reads only the column of its Map
 iteration gets only that column, and gt4py's Map fusion can then fuse the Map writing
 the columns with it. Hand-built SDFGs in gt4py's shape: a column Map (a nested SDFG per
 cell writing `T[i, 0:K]`, as a vertical window does), then a scan Map whose nested SDFG

@@ -101,7 +101,7 @@ def test_translate_names_missing_arguments():
 @pytest.mark.compile
 @needs_nvcc
 def test_the_solvers_sweep_pair_compiles_to_local_arrays():
-    """The GPU model's sweep pair (docs/sweep_pair.md) on icon4py's corrector solver, built
+    """The GPU model's sweep pair (docs/scans.md) on icon4py's corrector solver, built
     static for a limited-area decomposed rank at R2B4 size as `setup_program` builds it:
     the 64-thread blocks of its 18720 columns put 192 threads on an SM, whose columns (2 x
     80 doubles each, 240 KiB) fit the H100's 256 KiB L1, so the GPU model takes it. The
@@ -126,7 +126,7 @@ def test_the_solvers_sweep_pair_compiles_to_local_arrays():
     assert taken[0].figures["gpu_threads_per_sm"] == 192 and taken[0].figures["gpu_column_bytes_per_sm"] == 192 * 1280
     assert not {"gtir_tmp_148", "gtir_tmp_154"} & set(sdfg.arrays)
     # z_alpha reaches the scan only through the coefficients moved into its loop: the
-    # scan guard leaves it to the estimate, which takes it (docs/scan_inputs.md)
+    # scan guard leaves it to the estimate, which takes it (docs/scans.md)
     assert "gtir_tmp_32" not in sdfg.arrays and "gtir_tmp_31" in sdfg.arrays
     columns = {n: d for n, d in sdfg.arrays.items() if n.startswith("__sweep_col_")}
     assert sorted(columns) == ["__sweep_col_gtir_tmp_148", "__sweep_col_gtir_tmp_154"]

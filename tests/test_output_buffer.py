@@ -1,5 +1,5 @@
 """`OutputAsBuffer` (analysis/output_buffer.py, transformations/output_buffer.py,
-docs/output_buffer.md): a write-back buffer that other dataflow reads becomes the output it
+docs/writeback.md): a write-back buffer that other dataflow reads becomes the output it
 is copied into. Hand-built SDFGs in gt4py's shape (a Map writes `T`, Maps, nested SDFGs and
 branches read it in later states, a copy into the output at the end), each compiled and
 compared with the untransformed SDFG and numpy; the hostile variants must decline and leave

@@ -1,4 +1,4 @@
-"""`WriteBackRetarget` (analysis/retarget.py, transformations/retarget.py, docs/retarget.md):
+"""`WriteBackRetarget` (analysis/retarget.py, transformations/retarget.py, docs/writeback.md):
 the writers of a write-back buffer write the program output directly once the copy is the
 buffer's only reader. Hand-built SDFGs in gt4py's shape (a Map writing a transient on
 more levels than the copy takes, a copy into the output in a later state), the hostile

@@ -1,4 +1,4 @@
-"""`SweepPairFusion` (docs/sweep_pair.md): the forward sweep's outputs that the backward
+"""`SweepPairFusion` (docs/scans.md): the forward sweep's outputs that the backward
 sweep reads become a per-column buffer of one fused Map over the cells. Hand-built SDFGs
 in the shape of gt4py's static build of icon4py's implicit solvers: a level-0 writer Map
 (copies of a scalar into level 0 of `T` and `U`, and a side value the forward scan
@@ -321,7 +321,7 @@ def test_the_solvers_sweep_pairs_become_column_buffers(solver, pair, next_w):
     """Stock's static build on a limited-area decomposed rank, at TopLevelDataFlowPost: the
     backward scan gets the forward scan's two arrays whole; narrowed, the level-0 writer's
     copies and the forward scan move into its Map, and both arrays are gone. (Compiled and
-    compared with stock at 512 x 20: docs/sweep_pair.md.) Then `next_w`'s chain: the
+    compared with stock at 512 x 20: docs/scans.md.) Then `next_w`'s chain: the
     Rayleigh damping's concat node is folded into the back substitution's result, updated
     in place, which becomes `next_w` (docs/inplace_update.md; compiled and compared with
     stock at 2048 x 20 by the substep bench: equal within 4e-15)."""

@@ -62,7 +62,7 @@ def test_upstream_match_is_listed_before_its_downstream_one(multi_offset):
     # The first intermediate of the chain is clicked before the one its producer feeds.
     assert clicked.index("gtir_tmp_2") < clicked.index("gtir_tmp_8"), clicked
     # the last one, copied into the output, is retargeted once its Map reader is inlined
-    # (docs/retarget.md)
+    # (docs/writeback.md)
     assert two_d_transients(sdfg) == [] and any(c.startswith("retarget:") for c in clicked), clicked
 
 

@@ -66,7 +66,7 @@ def test_every_reader_inlined_removes_the_temporary(step, policy):
                          ids=["cpu", "gpu", "sound"])  # fmt: skip
 def test_where_the_writers_can_write_the_output_the_copy_is_not_a_map(step, policy):
     """With retargeting (the default), the reader is inlined and the producer writes
-    `t_out` itself (docs/retarget.md): no Map recomputes the producer for the copy.
+    `t_out` itself (docs/writeback.md): no Map recomputes the producer for the copy.
     (The reader reads `t` at two levels: the cost model's default takes one,
     `writeback_max_offsets`, see test_the_default_model_leaves_a_two_offset_group.)"""
     sdfg = copy.deepcopy(step)

@@ -5,7 +5,7 @@ gt4py computes a result into a transient `T`, lets Maps, copies and nested SDFGs
 states, the branches of an `if`) read it, and copies `T[A]` into the program output
 `G[B]` at the end. `WriteBackRetarget` can drop `T` only once the copy is its last reader;
 here every access of `T` is moved to `G` at the copy's shift `B - A` instead, so nothing
-is recomputed and `T` and the copy disappear (`docs/output_buffer.md`).
+is recomputed and `T` and the copy disappear (`docs/writeback.md`).
 
 Pure analysis: `output_buffer_plan` returns a frozen plan or a `Decline`; the mutation is
 in `transformations/output_buffer.py`. Conditions (all checked, none assumed):

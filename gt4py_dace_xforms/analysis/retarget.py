@@ -6,7 +6,7 @@ any more (the inliner took them), the copy is `T`'s only reader, and the writers
 can write `G[B]` directly: each writer Map is restricted to the points inside `A`
 (the rest only fed the readers that are gone), each writer copy is clipped to `A`, and
 both are shifted by `B - A`. `T` and the copy disappear; the writers stay the streaming
-loops gt4py made them (`docs/retarget.md`; the Map form of the copy,
+loops gt4py made them (`docs/writeback.md`; the Map form of the copy,
 `transformations/writeback.py`, instead recomputes the producer per element).
 
 Pure analysis: `retarget_plan` returns a frozen plan or a `Decline`; the mutation is in

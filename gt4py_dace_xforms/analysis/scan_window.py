@@ -1,6 +1,6 @@
 """A scan's window: copies of one producer that a scan's loop evaluates at consecutive
 levels, `f(k + d)` for d = a..b, in one state of its body (a scan reading a computed column
-at several levels: `damped(x_ic(K + 1), x_ic)`; docs/nested_reads.md).
+at several levels: `damped(x_ic(K + 1), x_ic)`; docs/scans.md).
 
 Each iteration evaluated every level it read, so each level was evaluated b - a + 1 times.
 Only the level the sweep reaches first is new: the others were evaluated by an earlier

@@ -1,5 +1,5 @@
 """The sweep pair: 2-D transients that Maps over the cells write column by column and one
-Map over the same cells reads back, each iteration its own column (docs/sweep_pair.md).
+Map over the same cells reads back, each iteration its own column (docs/scans.md).
 
 icon4py's implicit solvers solve a tridiagonal system with two scans. The forward scan
 (a Map over the cells whose nested SDFG loops over K) writes levels 1..K-1 of two 2-D

@@ -29,7 +29,7 @@ HookFun = Callable[[dace.SDFG], None]
 #: (Running at `TopLevelDataFlowPre` too was measured worse on icon4py: inlining the
 #: unfused pointwise dataflow leaves nested SDFGs that gt4py's fusion cannot see into.)
 INLINE_STAGES = (GT4PyAutoOptHook.TopLevelDataFlowStep,)
-#: Stage at which sweep pairs are fused (docs/sweep_pair.md): after gt4py's top-level
+#: Stage at which sweep pairs are fused (docs/scans.md): after gt4py's top-level
 #: rounds, when the library's inlines (the scans' inputs moved into their loops) are done.
 SWEEP_STAGE = GT4PyAutoOptHook.TopLevelDataFlowPost
 #: gt4py's callbacks asked before each split of two Maps (vertical and horizontal split

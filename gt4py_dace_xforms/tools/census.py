@@ -50,16 +50,16 @@ class ProgramCensus:
     sound: int = 0
     applied_sound: int = 0
     applied_model: int = 0
-    #: write-back buffers whose writers now write the output (docs/retarget.md), at the first Step
+    #: write-back buffers whose writers now write the output (docs/writeback.md), at the first Step
     retargeted_sound: int = 0
     retargeted_model: int = 0
-    #: write-back buffers replaced by their output (docs/output_buffer.md), at the first Step
+    #: write-back buffers replaced by their output (docs/writeback.md), at the first Step
     outbuf_sound: int = 0
     outbuf_model: int = 0
     #: intermediates the cost model sweeps in K (vertical windows) at the first Step
     windowed_model: int = 0
     #: intermediates the cost model evaluates in a scan's loop as a scan-input set
-    #: (docs/scan_inputs.md) at the first Step
+    #: (docs/scans.md) at the first Step
     scan_inputs_model: int = 0
     transients_stock: int = 0
     transients_model: int = 0

@@ -47,7 +47,7 @@ class Temporary:
     stock: bool  # kept by the stock build (at Post or in the final SDFG)
     library: bool  # kept by the library's build
     records: list[InlineRecord]  # the library's final decision per consumer
-    retargeted: bool = False  # its writers now write its write-back target (docs/retarget.md)
+    retargeted: bool = False  # its writers now write its write-back target (docs/writeback.md)
 
     @property
     def status(self) -> str:

@@ -1,5 +1,5 @@
 """`NestedColumnRead`: pass a nested SDFG (a scan) only the column of its Map iteration
-that it reads (analysis/column_reads.py says when; docs/column_reads.md).
+that it reads (analysis/column_reads.py says when; docs/scans.md).
 
 `narrow_to_column` is the mutation, driven by a frozen `ColumnReadPlan`;
 `gt_narrow_column_reads` applies it to every such read of a transient, which lets gt4py's

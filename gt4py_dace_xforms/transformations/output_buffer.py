@@ -1,5 +1,5 @@
 """`OutputAsBuffer`: a write-back buffer that other dataflow also reads becomes the output
-it is copied into (analysis/output_buffer.py says when; docs/output_buffer.md).
+it is copied into (analysis/output_buffer.py says when; docs/writeback.md).
 
 `use_output_as_buffer` is the mutation, driven by a frozen `OutputBufferPlan`;
 `gt_outputs_as_buffers` (run by `gt_inline_fusion` before it inlines, where the policy

@@ -1,5 +1,5 @@
 """`WriteBackRetarget`: the writers of a write-back buffer write the program output directly
-(analysis/retarget.py says when; docs/retarget.md).
+(analysis/retarget.py says when; docs/writeback.md).
 
 `retarget` is the mutation, driven by a frozen `RetargetPlan`; `gt_retarget_writebacks`
 (run by `gt_inline_fusion` after its fixed point) applies it to every transient it

@@ -299,7 +299,7 @@ def inline_candidate(sdfg: dace.SDFG, cand: InlineCandidate) -> list[dn.NestedSD
         inserted.extend(copies)
     for node, copies in per_scan.items():
         # Copies a scan's loop evaluates at consecutive levels: one per iteration, the rest
-        # carried from the iterations before (docs/nested_reads.md, *A window*).
+        # carried from the iterations before (docs/scans.md, *Nested reads*, the scan window).
         gt_window_scan_copies(sdfg, node, copies)
 
     for conn in in_conns.values():

@@ -1,6 +1,6 @@
 """The scan window: copies a scan's loop evaluates at consecutive levels become one
 evaluation per iteration and values carried from the iterations before (a k-cache;
-analysis/scan_window.py says when; docs/nested_reads.md).
+analysis/scan_window.py says when; docs/scans.md).
 
 `window_scan_copies` is the mutation of one `ScanWindowPlan`; the inlining rewrite calls
 `gt_window_scan_copies` on the copies it has just put into a scan's nested SDFG

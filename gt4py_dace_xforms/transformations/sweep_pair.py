@@ -1,7 +1,7 @@
 """`SweepPairFusion`: the Maps over the cells that write 2-D intermediates column by
 column, fused into the one Map over the same cells that reads each column back, the
 intermediates becoming a per-iteration column buffer (analysis/sweep_pair.py says when;
-docs/sweep_pair.md).
+docs/scans.md).
 
 `fuse_sweep_pair` is the mutation, driven by a frozen `SweepPairPlan`;
 `gt_fuse_sweep_pairs` applies it to every top-level Map of an SDFG where the plan holds;
@@ -135,7 +135,7 @@ def gt_fuse_sweep_pairs(sdfg: dace.SDFG, names: Optional[list[str]] = None, vali
     transients (`gt_narrow_column_reads`, where its own proof holds), as the library's
     column reads do at the end of `gt_inline_fusion`; gt4py passes a scan the whole
     array. With `keep_narrowed` a narrowed read stays narrowed even where the fusion then
-    declines (it computes the same, docs/column_reads.md); without it (the GPU, whose
+    declines (it computes the same, docs/scans.md); without it (the GPU, whose
     model keeps scans' whole-array reads) the plans are made and decided on a copy, and
     only the taken plans' reads are narrowed and fused in `sdfg`, which a decline leaves
     as it was. `policy`: an `InlinePolicy` whose `decide_sweep_pair` takes or declines
