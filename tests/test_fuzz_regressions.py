@@ -257,3 +257,21 @@ def test_generated_local_split_in_cell_and_k_on_static_zones():
     assert set(stock) - set(library), (stock, library)
     outcome = check(prog, 0, ("stock", "sound", "cost_model"))
     assert outcome.applied["sound"] >= 1 and outcome.applied["cost_model"] >= 1, outcome.applied
+
+
+@pytest.mark.compile
+def test_generated_scan_in_a_cell_split_at_run_time_on_a_run_time_k_domain():
+    """Found by the fuzzer's run-time bounds (issue 60, item 3), reduced from two scans split
+    at `nc` on a K domain passed at run time: `return concat_where(Cell >= nc, decay(b(K + 1)),
+    b)` on K (k_start, k_stop). Stock builds it and equals numpy; the library's builds (cost
+    model, sound, window) raised `InvalidSDFGNodeError: Missing symbols on nested SDFG:
+    ['nc']` (the scan's nested SDFG) in strict mode. With `nc` or the K domain a constant
+    they build."""
+    from fuzzing.runner import ALL_BUILDS, check
+    from fuzzing.strategy import NC, Cond, Prog, Read, Scan, Where
+
+    out = Where(Cond(">=", 0, "nc", dim="Cell"), Scan(Read("b", 1)), Read("b"))
+    prog = Prog(dtype="float64", fields=("b",), cells=(), scalars=(), levels=(("nc", 2),), locals=(),
+                outputs=(out,), cell_domain=(0, NC), k_domain=(1, 16), runtime_k_domain=True)
+    assert "return concat_where(Cell >= nc, decay(b(K + 1)), b)" in prog.source()
+    check(prog, 0, ALL_BUILDS)
