@@ -39,6 +39,8 @@ from gt4py_dace_xforms.analysis.symbolic import prove_any, prove_nonnegative, pr
 
 Interval = tuple[sympy.Expr, sympy.Expr]
 Box = tuple[Interval, ...]
+#: What `contains` and `prove_cover` read as a box: callers pass lists of intervals too.
+BoxLike = Sequence[Interval]
 
 #: Chains tried per dimension and level of the guillotine proof: k distinct intervals
 #: give sum k!/(k-n)! chains (4 -> 64, 5 -> 325); gt4py's pieces have at most a handful.
@@ -74,7 +76,7 @@ def empty(box: Box, facts=()) -> bool:
     return any(_le(hi + 1, lo, facts) for lo, hi in box)
 
 
-def contains(outer: Box, inner: Box, facts=()) -> bool:
+def contains(outer: BoxLike, inner: BoxLike, facts=()) -> bool:
     """Every point of `inner` lies in `outer` (an empty `inner` only where the bounds say
     so: as gt4py's regions, an interval is compared by its bounds)."""
     return all(_le(olo, ilo, facts) and _le(ihi, ohi, facts) for (olo, ohi), (ilo, ihi) in zip(outer, inner))
@@ -123,7 +125,7 @@ class Cover:
         return self.reason is None
 
 
-def prove_cover(read: Box, pieces: Sequence[Box], facts=(), what: str = "pieces") -> Cover:
+def prove_cover(read: BoxLike, pieces: Sequence[Box], facts=(), what: str = "pieces") -> Cover:
     """Every point of `read` lies in some piece (see the module docstring)."""
     read, pieces = as_box(read), [as_box(p) for p in pieces]
     select = tuple(d for d in range(len(read)) if not all(contains((p[d],), (read[d],), facts) for p in pieces))

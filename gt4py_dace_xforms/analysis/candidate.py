@@ -7,7 +7,7 @@ graph it does not understand; it returns an `InlineCandidate` or a `Decline`.
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator, Optional, Union
+from typing import Iterator, Optional, Union, cast
 
 import dace
 import sympy
@@ -205,7 +205,8 @@ class _Proof:
     intermediate: dn.AccessNode
     consumer: dn.MapEntry
     check_remainder: bool = True
-    desc: object = None
+    # the intermediate's descriptor; set by the first step, read by the later ones
+    desc: Optional[dace_data.Data] = None
     users: dict = dataclasses.field(default_factory=dict)
     # the writers: one producer Map, a concat node's writers, or an if/else's branches
     selected: Optional[SelectedWriters] = None
@@ -297,7 +298,7 @@ def _one_writer_set(p: _Proof) -> Optional[Decline]:
 def _producer_evaluable(p: _Proof) -> Optional[Decline]:
     """What a copy evaluates: one producer Map's slice (`analyse_producer`), a concat
     node's writers (`analyse_concat`), or every branch's writers of an if/else."""
-    in_edges = list(p.pstate.in_edges(p.pnode))
+    in_edges = list(cast(SDFGState, p.pstate).in_edges(p.pnode))  # set by _one_writer_set
     if p.selected is not None:
         # For the checks below and the cost model: every writer of every branch.
         p.concat = ConcatAnalysis(tuple(b for sb in p.selected.branches for b in sb.writers.branches))
@@ -347,7 +348,8 @@ def _symbols_mean_the_same(p: _Proof) -> Optional[Decline]:
         concat = p.concat
         p.used |= {str(s) for b in concat.branches for r in b.region for x in r for s in to_sympy(x).free_symbols}
         p.used |= {str(s) for b in concat.branches for x in b.source_index for s in x.free_symbols}
-        p.used -= {str(index_symbol(d)) for d in range(len(p.desc.shape))}
+        ndim = len(cast(dace_data.Data, p.desc).shape)
+        p.used -= {str(index_symbol(d)) for d in range(ndim)}
     shadowed = p.used & set(p.cparams)
     if shadowed:
         return Decline(f"consumer parameters {sorted(shadowed)} shadow symbols the producer uses")
@@ -413,7 +415,7 @@ def _reads_are_covered(p: _Proof) -> Optional[Decline]:
 
 def _nested_read(p: _Proof, e, sub) -> Optional[Decline]:
     """A column passed to a nested SDFG that reads elements of it (`analysis.nested_reads`)."""
-    desc = p.desc
+    desc = cast(dace_data.Data, p.desc)
     found = match_nested_reads(p.state, e, len(desc.shape))
     if isinstance(found, Decline):
         return found
@@ -449,18 +451,21 @@ def _passed_from_producer_input(p: _Proof, found: NestedRead, name: str) -> bool
     if p.prod is None or p.pstate is not p.state:
         return False
     source = whole_source(p.sdfg, p.state, found.node, name)
-    return source is not None and any(e.src is source for e in p.state.in_edges(p.prod.map_entry))
+    # mypy narrows `p.state` to `p.pstate`'s Optional type by the `is` test above
+    state = cast(SDFGState, p.state)
+    return source is not None and any(e.src is source for e in state.in_edges(p.prod.map_entry))
 
 
 def _indirect_read(p: _Proof, e, sub) -> Optional[Decline]:
     """An element at a computed index: a deref tasklet, maybe inside nested Maps
     (`analysis.indirect`); the producer must write the whole array."""
-    desc = p.desc
+    desc = cast(dace_data.Data, p.desc)
+    found: Union[list[IndirectRead], Decline]
     if isinstance(e.dst, dn.MapEntry):
         found = reads_through_inner_maps(p.state, e, len(desc.shape))
     else:
-        found = match_indirect_read(p.state, e, len(desc.shape))
-        found = found if isinstance(found, Decline) else [found]
+        one = match_indirect_read(p.state, e, len(desc.shape))
+        found = one if isinstance(one, Decline) else [one]
     if isinstance(found, Decline):
         return found
     if p.prod is None:
@@ -480,7 +485,7 @@ def _indirect_read(p: _Proof, e, sub) -> Optional[Decline]:
 def _element_read(p: _Proof, e, sub) -> Optional[Decline]:
     """One element, each index `param + c` of the consumer's parameters; reads of one
     element form one group (one copy), and the producer covers every element read."""
-    if len(sub) != len(p.desc.shape):
+    if len(sub) != len(cast(dace_data.Data, p.desc).shape):
         return Decline("read and intermediate have different dimensionality")
     try:
         rterms = [split_index(b, p.cparams) for b, _, _ in sub.ndrange()]
@@ -493,7 +498,8 @@ def _element_read(p: _Proof, e, sub) -> Optional[Decline]:
     if p.prod is not None:
         mapping, shift, reason = _solve_and_cover(rterms, p.prod, p.cranges)
     else:
-        mapping, shift = {}, _concat_shift(rterms, p.concat)
+        # no producer Map: the writers are a concat node's
+        mapping, shift = {}, _concat_shift(rterms, cast(ConcatAnalysis, p.concat))
         box = read_box(rterms, p.cranges)
         reason = _cover_concat(p.parts, box, p.facts, p.split_dims)
         p.boxes.append(box)
@@ -514,7 +520,8 @@ def _evaluation_mode(p: _Proof) -> Optional[Decline]:
         p.lazy_reason = "selected by an if/else: only the branch that ran is evaluated"
     elif p.concat is not None:
         p.concat = dataclasses.replace(p.concat, split_dims=tuple(sorted(p.split_dims[0])))
-        p.verdict = eager_verdict(p.sdfg, p.pstate, p.pnode.data, p.concat, p.boxes, p.facts)
+        pnode = cast(dn.AccessNode, p.pnode)  # set by _one_writer_set
+        p.verdict = eager_verdict(p.sdfg, p.pstate, pnode.data, p.concat, p.boxes, p.facts)
         p.lazy_reason = p.verdict.reason
     return None
 

@@ -64,7 +64,7 @@ class ColumnReadPlan:
             (the array's first point in the Map's domain).
     """
 
-    edge: object
+    edge: dace.sdfg.graph.MultiConnectorEdge
     node: dn.NestedSDFG
     connector: str
     dim: int

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from typing import Optional, Union
+from typing import Optional, Union, cast
 
 import dace
 import sympy
@@ -53,7 +53,7 @@ class Branch:
     """
 
     region: tuple[tuple[sympy.Expr, sympy.Expr], ...]
-    edge: object
+    edge: dace.sdfg.graph.MultiConnectorEdge
     slice: Optional[ProducerSlice] = None
     param_at: tuple[tuple[str, sympy.Expr], ...] = ()
     source: Optional[SliceInput] = None
@@ -62,7 +62,8 @@ class Branch:
 
     @property
     def inputs(self) -> tuple[SliceInput, ...]:
-        return self.slice.inputs if self.slice is not None else (self.source,)
+        # a read branch (no slice) has its source
+        return self.slice.inputs if self.slice is not None else (cast(SliceInput, self.source),)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -87,7 +88,7 @@ class ConcatAnalysis:
         return tuple(b for b in self.writers if b not in self.branches)
 
 
-def _region_of_slice(prod: ProducerSlice) -> Optional[tuple]:
+def _region_of_slice(prod: ProducerSlice) -> boxes.Box:
     """The box a producer writes: per dimension `[first + c, last + c]`."""
     region = []
     for term in prod.write_terms:
@@ -386,8 +387,8 @@ def find_witness(expr, facts, samples: int = 3000, seed: int = 0) -> Optional[di
 
 def _branch_accesses(sdfg, state, br: Branch):
     """(data, index in `index_symbol(d)`) for every element the branch reads."""
-    if br.slice is None:
-        return [(br.source.data, br.source_index)]
+    if br.slice is None:  # a read branch: it has a source
+        return [(cast(SliceInput, br.source).data, br.source_index)]
     if any(not isinstance(n, (dn.Tasklet, dn.AccessNode)) for n in br.slice.nodes):
         return "contains nested scopes or SDFGs"
     mapping = {dace.symbolic.symbol(p): e for p, e in br.param_at}

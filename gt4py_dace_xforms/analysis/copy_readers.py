@@ -62,7 +62,7 @@ class CopyReadersPlan:
     per dimension."""
 
     state: dace.SDFGState
-    edge: object
+    edge: dace.sdfg.graph.MultiConnectorEdge
     src: dn.AccessNode
     dst: dn.AccessNode
     pieces: tuple[ReaderPiece, ...]

@@ -21,6 +21,7 @@ import ast
 import dataclasses
 from typing import Optional, Union
 
+import dace
 import sympy
 from dace.sdfg import nodes as dn
 from dace.sdfg.state import SDFGState
@@ -42,7 +43,7 @@ class IndirectRead:
         out_conn: the tasklet's only output connector (the value read).
     """
 
-    edge: object
+    edge: dace.sdfg.graph.MultiConnectorEdge
     tasklet: dn.Tasklet
     element: tuple[sympy.Expr, ...]
     index_conns: tuple[str, ...]
@@ -128,7 +129,7 @@ def reads_through_inner_maps(state: SDFGState, edge, ndim: int) -> Union[list[In
     it: every edge leaving that Map's connector must end in a deref tasklet (possibly
     through further nested Maps)."""
     found: list[IndirectRead] = []
-    work = [(edge, ())]
+    work: list[tuple[dace.sdfg.graph.MultiConnectorEdge, tuple[dn.MapEntry, ...]]] = [(edge, ())]
     while work:
         e, chain = work.pop()
         if not isinstance(e.dst, dn.MapEntry):

@@ -28,7 +28,7 @@ import dace
 import sympy
 from dace import data as dace_data, subsets as dace_sbs
 from dace.sdfg import nodes as dn
-from dace.sdfg.state import LoopRegion
+from dace.sdfg.state import LoopRegion, SDFGState
 
 from gt4py_dace_xforms.analysis.producer import Decline, interstate_reads, is_single_element
 from gt4py_dace_xforms.analysis.symbolic import canonical, to_sympy
@@ -39,7 +39,7 @@ class NestedReadGroup:
     """The reads of one element (index in the nested SDFG's symbols) in one state."""
 
     key: tuple[str, ...]
-    state: object  # the nested SDFG's state holding the reads
+    state: SDFGState  # the nested SDFG's state holding the reads
     index: tuple[sympy.Expr, ...]
     edges: tuple
 
@@ -62,7 +62,7 @@ class NestedRead:
             receive as symbols of their own name.
     """
 
-    edge: object
+    edge: dace.sdfg.graph.MultiConnectorEdge
     node: dn.NestedSDFG
     connector: str
     offset: tuple[sympy.Expr, ...]

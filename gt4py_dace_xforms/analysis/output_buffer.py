@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import Optional, Union
+from typing import Optional, Union, cast
 
 import dace
 import networkx as nx
@@ -86,7 +86,7 @@ class BufferEdge:
 
     state: SDFGState
     node: dn.AccessNode
-    edge: object
+    edge: dace.sdfg.graph.MultiConnectorEdge
     writes: bool
     #: a copy writer that also writes points outside the copied box, clipped to it (those
     #: points fed nothing: every read lies inside the box)
@@ -282,7 +282,7 @@ def _echoes(sdfg: dace.SDFG, name: str, gname: str, copied: tuple[Box, ...], shi
     lives (`_lifetime_problem`), so `T[p]` is `G[p + shift]` from the copy on: a reader of
     `T[p]` may read `G` there. Returned where every such copy is plain and disjoint from
     `A`; a copy from `G` at another index is a reason."""
-    out = []
+    out: list[BufferEdge] = []
     for st in sdfg.states():
         for node in st.data_nodes():
             if node.data != name:
@@ -502,8 +502,8 @@ def _lifetime_problem(sdfg: dace.SDFG, plan_parts, gname: str, echoes=()) -> Opt
     cstate = copies[0].state
     if cstate.parent_graph is not sdfg:
         return "the write-back copy is inside a control-flow region"
-    blocks: dict[int, object] = {}
-    writer_blocks: dict[int, object] = {}
+    blocks: dict[int, Union[SDFGState, ConditionalBlock]] = {}
+    writer_blocks: dict[int, Union[SDFGState, ConditionalBlock]] = {}
     for a in accesses:
         if in_loop(sdfg, a.state):
             return f"the buffer is accessed inside a loop (state '{a.state.label}')"
@@ -649,6 +649,9 @@ def _plan(sdfg: dace.SDFG, name: str, desc, copies: list[WriteBackCopy]) -> Unio
                         problem = None if (restricted or split) is not None else problem
                     if problem:
                         return Decline(problem)
+                    # a reason (str) declined above: a writer or None is left
+                    restricted = cast(Optional[RetargetWriter], restricted)
+                    split = cast(Optional[SplitWriter], split)
                     views = _nested_views(sdfg, st, e, gdesc, name)
                     if isinstance(views, str):
                         return Decline(views)

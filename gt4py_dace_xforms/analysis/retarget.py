@@ -31,7 +31,7 @@ Pure analysis: `retarget_plan` returns a frozen plan or a `Decline`; the mutatio
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Union
+from typing import Optional, Union, cast
 
 import dace
 import networkx as nx
@@ -42,7 +42,7 @@ from dace.sdfg.state import SDFGState
 
 from gt4py_dace_xforms.analysis.crossstate import states_between
 from gt4py_dace_xforms.analysis.producer import Decline, interstate_reads
-from gt4py_dace_xforms.analysis.races import race_problem
+from gt4py_dace_xforms.analysis.races import UnorderedAccess, race_problem
 from gt4py_dace_xforms.analysis import boxes
 from gt4py_dace_xforms.analysis.symbolic import UnsupportedIndex, free_names, prove_nonnegative, split_index, to_sympy
 from gt4py_dace_xforms.analysis.writeback import WriteBackCopy, writeback_copies
@@ -58,7 +58,7 @@ class RetargetWriter:
     per-dimension parameter offset `c` of its element write `T[p + c]`."""
 
     node: dn.AccessNode
-    edge: object
+    edge: dace.sdfg.graph.MultiConnectorEdge
     box: Box
     entry: Optional[dn.MapEntry] = None
     ranges: tuple[tuple[str, sympy.Expr, sympy.Expr], ...] = ()
@@ -121,7 +121,7 @@ def element_write(state: SDFGState, edge, data: str, params, ndim: int, *,
     inner = [x for x in tree if x is not edge]
     if not inner or {id(x) for x in inner} != {id(leaf) for leaf in tree.leaves()}:
         return f"writes '{data}' through nested scopes"
-    found = None
+    found: Optional[tuple[tuple[Optional[str], sympy.Expr], ...]] = None
     for x in inner:
         m = x.data
         if m.wcr is not None:
@@ -141,7 +141,7 @@ def element_write(state: SDFGState, edge, data: str, params, ndim: int, *,
         if found is not None and key != found:
             return f"writes '{data}' at several offsets"
         found = key
-    return found
+    return cast(tuple, found)  # `inner` is not empty: the loop set it
 
 
 def map_writer(sdfg, state, node, edge, copied: Box) -> Union[RetargetWriter, str]:
@@ -251,8 +251,8 @@ def retarget_plan(sdfg: dace.SDFG, name: str, *, allow_map_readers: bool = False
 
     problem = _ordering_problem(sdfg, writer_state, copies, writers)
     race = race_problem(sdfg, [writer_state], ())
-    if problem or race:
-        return Decline(problem or race.reason)
+    if problem or race:  # no problem: then a race
+        return Decline(problem or cast(UnorderedAccess, race).reason)
     return RetargetPlan(name, writer_state, tuple(copies), copied, shift, tuple(writers))
 
 
@@ -285,7 +285,8 @@ def merge_copies(copies: list[WriteBackCopy]) -> Union[tuple[Box, tuple], str]:
                                        what="copies")
     if reason:
         return f"the write-back copies do not tile one box: {reason}"
-    return tuple((lo, hi + 1) for lo, hi in whole), shifts[0]
+    # no reason: the pieces tile `whole`
+    return tuple((lo, hi + 1) for lo, hi in cast(Box, whole)), shifts[0]
 
 
 def always_reached(sdfg: dace.SDFG, first: SDFGState, second: SDFGState) -> bool:

@@ -19,14 +19,14 @@ output is a set of one: moved into the loop, it too is evaluated once per point.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, cast
 
 import dace
 from dace.sdfg import nodes as dn
 from dace.sdfg.state import LoopRegion
 
 from gt4py_dace_xforms.analysis.candidate import InlineCandidate, analyse_candidate
-from gt4py_dace_xforms.analysis.producer import Decline
+from gt4py_dace_xforms.analysis.producer import Decline, ProducerSlice
 
 
 def has_loop(nsdfg: dace.SDFG) -> bool:
@@ -51,7 +51,8 @@ def scan_input_set(sdfg: dace.SDFG, cand: InlineCandidate) -> Optional[list[Inli
     some output is not."""
     if not is_scan_read(cand):
         return None
-    state, prod = cand.producer_state, cand.producer
+    # a scan read has a producer Map (`is_scan_read`)
+    state, prod = cand.producer_state, cast(ProducerSlice, cand.producer)
     scan = cand.nested[0].node
     members = [cand]
     for e in state.out_edges(prod.map_exit):

@@ -29,7 +29,7 @@ Pure analysis: `scan_window_plan` returns a frozen plan or a `Decline`. Conditio
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence, Union
+from typing import Sequence, Union, cast
 
 import dace
 import sympy
@@ -216,7 +216,7 @@ def _consecutive_levels(members: list) -> bool:
             return False
         if moved:
             dim = moved[0]
-        deltas.append(int(diff[dim]) if moved else 0)
+        deltas.append(int(diff[cast(int, dim)]) if moved else 0)  # moved: dim is set
     if dim is None or v not in base[dim].free_symbols:
         return False
     deltas.sort()

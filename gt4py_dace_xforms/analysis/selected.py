@@ -13,7 +13,7 @@ changing in between) is checked per branch by `analysis.candidate`.
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Union
+from typing import Optional, Union, cast
 
 import dace
 from dace.properties import CodeBlock
@@ -77,9 +77,10 @@ def analyse_selected_writers(
     (data in a condition could change before the consumer); each branch's writers are
     a Map, a copy or a concat `analysis.concat` accepts.
     """
-    placed = [_branch_of(st) for st, _ in writers]
-    if any(p is None for p in placed):
+    where = [_branch_of(st) for st, _ in writers]
+    if any(p is None for p in where):
         return Decline("intermediate is written by several AccessNodes, not all in the branches of one if/else")
+    placed = cast(list[tuple[ConditionalBlock, int]], where)  # none is None
     block = placed[0][0]
     if any(b is not block for b, _ in placed):
         return Decline("intermediate is written in the branches of several if/else blocks")

@@ -46,14 +46,16 @@ class SiblingTail:
     entry: dn.MapEntry
     x_name: str
     y_name: str
-    x_edge: object
-    y_edge: object
+    x_edge: dace.sdfg.graph.MultiConnectorEdge
+    y_edge: dace.sdfg.graph.MultiConnectorEdge
     value: dn.Node
     tail: tuple
     y_node: dn.AccessNode
 
 
-def _inner_write(state: SDFGState, exit_: dn.MapExit, outer) -> Optional[object]:
+def _inner_write(
+    state: SDFGState, exit_: dn.MapExit, outer
+) -> Optional[dace.sdfg.graph.MultiConnectorEdge]:
     if outer.data.wcr is not None or outer.src_conn is None or not outer.src_conn.startswith("OUT_"):
         return None
     inner = list(state.in_edges_by_connector(exit_, "IN_" + outer.src_conn[4:]))

@@ -48,7 +48,7 @@ it reads is written only upstream of its writer, which is upstream of the reader
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Union
+from typing import Optional, Union, cast
 
 import dace
 import sympy
@@ -80,7 +80,7 @@ class ColumnBuffer:
     writes: tuple
     reads: tuple
     outer_in: tuple
-    outer_out: object
+    outer_out: dace.sdfg.graph.MultiConnectorEdge
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -208,7 +208,8 @@ def _buffer(sdfg: dace.SDFG, state: dace.SDFGState, node: dn.AccessNode, reader:
 def _columns(sdfg, state, node, writes, reads, param, outer_in, outer_out) -> Union[ColumnBuffer, str]:
     name, desc = node.data, sdfg.arrays[node.data]
     found = None
-    pieces, wanted = [], []
+    pieces: list[boxes.Box] = []
+    wanted: list[boxes.Box] = []
     for k, (scope, e) in enumerate(writes + reads):
         m = e.data
         is_write = k < len(writes)
@@ -224,16 +225,17 @@ def _columns(sdfg, state, node, writes, reads, param, outer_in, outer_out) -> Un
         if box is None:
             return f"a memlet of '{name}' has a step"
         (pieces if is_write else wanted).append(box)
-    dim, index = found
+    dim, index = cast(tuple[int, sympy.Expr], found)  # set by the loop: `writes` is not empty
     shape = tuple(s for d, s in enumerate(desc.shape) if d != dim)
     for k, (scope, e) in enumerate(writes + reads):
         other, conn = (e.src, e.src_conn) if k < len(writes) else (e.dst, e.dst_conn)
         problem = _endpoint_problem(sdfg, state, other, conn, scope, e.data, dim, shape)
         if problem:
             return problem
-    whole, reason = boxes.prove_tiling(pieces, what=f"the writes of '{name}'")
+    tiled, reason = boxes.prove_tiling(pieces, what=f"the writes of '{name}'")
     if reason:
         return reason
+    whole = cast(boxes.Box, tiled)  # no reason: the pieces tile it
     full = boxes.as_box([(0, to_sympy(s) - 1) for s in shape])
     if not (boxes.contains(whole, full) and boxes.contains(full, whole)):
         return f"the writes of '{name}' tile {boxes.show(whole)}, not the whole column {boxes.show(full)}"
@@ -295,7 +297,8 @@ def sweep_pair_plan(sdfg: dace.SDFG, state: dace.SDFGState, reader: dn.MapEntry,
         return Decline(f"'{reader.map.label}' is not a Map with one parameter")
     if any(not (c or "").startswith("IN_") for c in reader.in_connectors):
         return Decline(f"'{reader.map.label}' has a dynamic range input")
-    bufs, skipped = [], []
+    bufs: list[ColumnBuffer] = []
+    skipped: list[tuple[str, str]] = []
     for e in state.in_edges(reader):
         node = e.src
         if not isinstance(node, dn.AccessNode) or (names is not None and node.data not in names):

@@ -17,7 +17,7 @@ Maps, and only where inlining every reader of `T` is then sound and accepted.
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Union
+from typing import Optional, Union, cast
 
 import dace
 from dace import data as dace_data
@@ -25,7 +25,7 @@ from dace.sdfg import nodes as dn
 from dace.sdfg.state import SDFGState
 
 from gt4py_dace_xforms.analysis.producer import Decline
-from gt4py_dace_xforms.analysis.races import race_problem
+from gt4py_dace_xforms.analysis.races import UnorderedAccess, race_problem
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,7 +35,7 @@ class WriteBackCopy:
     state: SDFGState
     source: dn.AccessNode
     target: dn.AccessNode
-    edge: object
+    edge: dace.sdfg.graph.MultiConnectorEdge
 
 
 def _copy_problem(sdfg: dace.SDFG, state: SDFGState, edge) -> Optional[str]:
@@ -80,8 +80,8 @@ def writeback_copies(sdfg: dace.SDFG, name: str) -> Union[list[WriteBackCopy], D
                     return Decline(f"write-back copy of '{name}' inside a scope")
                 problem = _copy_problem(sdfg, state, e)
                 race = race_problem(sdfg, [state], (name, dst.data))
-                if problem or race:
-                    return Decline(problem or race.reason)
+                if problem or race:  # no problem: then a race
+                    return Decline(problem or cast(UnorderedAccess, race).reason)
                 found.append(WriteBackCopy(state, node, dst, e))
     return found
 
