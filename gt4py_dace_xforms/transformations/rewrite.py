@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Optional
+from typing import Optional, Sequence, cast
 
 import dace
 import sympy
@@ -19,10 +19,11 @@ from dace.sdfg.state import ConditionalBlock, ControlFlowRegion, SDFGState
 
 from gt4py_dace_xforms.analysis import boxes
 from gt4py_dace_xforms.analysis.candidate import InlineCandidate, ReadGroup
-from gt4py_dace_xforms.analysis.concat import index_symbol
+from gt4py_dace_xforms.analysis.concat import ConcatAnalysis, index_symbol
 from gt4py_dace_xforms.analysis.indirect import IndirectRead
 from gt4py_dace_xforms.analysis.nested_reads import NestedRead, receives_whole, whole_source
-from gt4py_dace_xforms.analysis.producer import ProducerSlice, referenced_elsewhere
+from gt4py_dace_xforms.analysis.producer import ProducerSlice, SliceInput, referenced_elsewhere
+from gt4py_dace_xforms.analysis.selected import SelectedWriters
 from gt4py_dace_xforms.analysis.symbolic import to_sympy
 from gt4py_dace_xforms.transformations.scan_window import gt_window_scan_copies
 
@@ -149,8 +150,9 @@ def build_concat_sdfg(sdfg: dace.SDFG, cand: InlineCandidate) -> dace.SDFG:
     name = cand.intermediate.data
     nsdfg = _element_sdfg(sdfg, f"inlined_concat_{name}", cand)
     dtype = sdfg.arrays[name].dtype
+    concat = cast(ConcatAnalysis, cand.concat)  # a concat candidate
 
-    branches = cand.concat.branches
+    branches = concat.branches
     if len(branches) == 1:
         _emit_branch(sdfg, cand, nsdfg, nsdfg.add_state("evaluate", is_start_block=True), branches[0], 0, INLINE_OUTPUT)
     elif cand.eager:
@@ -161,7 +163,7 @@ def build_concat_sdfg(sdfg: dace.SDFG, cand: InlineCandidate) -> dace.SDFG:
             values.append(_emit_branch(sdfg, cand, nsdfg, st, br, n, v))
         code = f"__sel_{len(branches) - 1}"
         for n in reversed(range(len(branches) - 1)):
-            code = f"(__sel_{n} if {_region_condition(branches[n], cand.concat.split_dims)} else {code})"
+            code = f"(__sel_{n} if {_region_condition(branches[n], concat.split_dims)} else {code})"
         select = st.add_tasklet(
             "select_branch", {f"__sel_{n}": None for n in range(len(branches))}, {"__out": None}, f"__out = {code}"
         )
@@ -173,7 +175,7 @@ def build_concat_sdfg(sdfg: dace.SDFG, cand: InlineCandidate) -> dace.SDFG:
         nsdfg.add_node(cond_block, is_start_block=True)
         for n, br in enumerate(branches):
             region = ControlFlowRegion(f"branch_{n}", sdfg=nsdfg)
-            cond_block.add_branch(CodeBlock(_region_condition(br, cand.concat.split_dims)), region)
+            cond_block.add_branch(CodeBlock(_region_condition(br, concat.split_dims)), region)
             _emit_branch(sdfg, cand, nsdfg, region.add_state(f"evaluate_{n}", is_start_block=True), br, n, INLINE_OUTPUT)
     names = set(map(str, nsdfg.free_symbols))
     names |= {str(index_symbol(d)) for d in range(len(sdfg.arrays[name].shape))}
@@ -211,9 +213,10 @@ def build_selected_sdfg(sdfg: dace.SDFG, cand: InlineCandidate) -> dace.SDFG:
     nsdfg = _element_sdfg(sdfg, f"inlined_selected_{name}", cand)
     ndim = len(sdfg.arrays[name].shape)
     index_names = {str(index_symbol(d)) for d in range(ndim)}
+    selected = cast(SelectedWriters, cand.selected)  # an if/else candidate
     cond_block = ConditionalBlock("select_writer")
     nsdfg.add_node(cond_block, is_start_block=True)
-    for n, sb in enumerate(cand.selected.branches):
+    for n, sb in enumerate(selected.branches):
         region = ControlFlowRegion(f"writer_{n}", sdfg=nsdfg)
         cond_block.add_branch(None if sb.condition is None else CodeBlock(sb.condition.as_string), region)
         bstate = region.add_state(f"evaluate_{n}", is_start_block=True)
@@ -231,7 +234,7 @@ def build_selected_sdfg(sdfg: dace.SDFG, cand: InlineCandidate) -> dace.SDFG:
                             dace.Memlet.from_array(data, nsdfg.arrays[data]))
         bstate.add_edge(node, INLINE_OUTPUT, bstate.add_access(INLINE_OUTPUT), None,
                         dace.Memlet(data=INLINE_OUTPUT, subset="0"))
-    _symbol_table(nsdfg, sdfg, set(map(str, nsdfg.free_symbols)) | index_names | set(cand.selected.condition_symbols))
+    _symbol_table(nsdfg, sdfg, set(map(str, nsdfg.free_symbols)) | index_names | set(selected.condition_symbols))
     nsdfg.using_explicit_control_flow = True
     return nsdfg
 
@@ -266,8 +269,9 @@ def _region_condition(br, split_dims) -> str:
 def _inputs(cand: InlineCandidate) -> dict[str, dn.AccessNode]:
     """Data the inlined dataflow reads -> the AccessNode that supplies it (first one wins)."""
     found: dict[str, dn.AccessNode] = {}
-    if cand.concat is None:
-        sources = cand.producer.inputs
+    sources: Sequence[SliceInput]
+    if cand.concat is None:  # then a producer Map
+        sources = cast(ProducerSlice, cand.producer).inputs
     else:
         sources = [i for br in cand.concat.branches for i in br.inputs]
     for inp in sources:
@@ -293,9 +297,9 @@ def inline_candidate(sdfg: dace.SDFG, cand: InlineCandidate) -> list[dn.NestedSD
     for read in cand.indirect:
         inserted.append(_insert_indirect_copy(sdfg, state, consumer, template, read, in_conns, cand))
     per_scan: dict[dn.NestedSDFG, list] = {}
-    for read in cand.nested:
-        copies = _insert_nested_copies(sdfg, state, consumer, template, read, in_conns, cand)
-        per_scan.setdefault(read.node, []).extend(copies)
+    for nread in cand.nested:
+        copies = _insert_nested_copies(sdfg, state, consumer, template, nread, in_conns, cand)
+        per_scan.setdefault(nread.node, []).extend(copies)
         inserted.extend(copies)
     for node, copies in per_scan.items():
         # Copies a scan's loop evaluates at consecutive levels: one per iteration, the rest
@@ -313,8 +317,9 @@ def element_template(sdfg: dace.SDFG, cand: InlineCandidate) -> dace.SDFG:
     slice (its parameters free), a concat node's lazy or eager selection, or an if/else's."""
     if cand.selected is not None:
         return build_selected_sdfg(sdfg, cand)
-    if cand.concat is None:
-        return _producer_template(sdfg, cand.producer_state, cand.producer, cand.intermediate.data)
+    if cand.concat is None:  # then a producer Map
+        prod = cast(ProducerSlice, cand.producer)
+        return _producer_template(sdfg, cand.producer_state, prod, cand.intermediate.data)
     return build_concat_sdfg(sdfg, cand)
 
 
@@ -407,7 +412,8 @@ def build_indirect_sdfg(sdfg: dace.SDFG, state: SDFGState, template: dace.SDFG, 
     subs.update({s: dace.symbolic.symbol(f"__indirect_sym_{s}") for s in outer})
     assignments = {p: dace.symbolic.symstr(to_sympy(v)) for p, v in prod.fixed_params}
     for w, element in zip(prod.write_terms, read.element):
-        assignments[w.param] = dace.symbolic.symstr(element.subs(subs, simultaneous=True) - w.offset)
+        # every write term has a parameter (`covers_whole_array`)
+        assignments[cast(str, w.param)] = dace.symbolic.symstr(element.subs(subs, simultaneous=True) - w.offset)
     nsdfg.add_state_before(nsdfg.start_block, "bind_indirect_index", is_start_block=True, assignments=assignments)
     mapping = {}
     for s in outer:

@@ -67,7 +67,9 @@ def window_scan_copies(inner: dace.SDFG, plan: ScanWindowPlan) -> None:
                       dace.Memlet(data=window[c.delta], subset="0"))
 
     # The shift, after every read of the window in the state.
-    ins, outs, code = {}, {}, []
+    ins: dict[str, str] = {}
+    outs: dict[str, str] = {}
+    code: list[str] = []
     sources = {}
     for j, c in enumerate(plan.carried):
         src = plan.source(c)

@@ -11,7 +11,7 @@ declined group leaves the SDFG unchanged.
 from __future__ import annotations
 
 import copy as _copy
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import dace
 from dace import properties, subsets as dace_sbs, transformation
@@ -53,7 +53,7 @@ def _param_names(sdfg: dace.SDFG, state: dace.SDFGState, copy: WriteBackCopy) ->
                 if all(found) and len(set(found)) == ndim:
                     taken = set(map(str, sdfg.free_symbols)) | set(sdfg.symbols)
                     if not taken & set(found):
-                        return found
+                        return cast(list[str], found)  # all(found): no None
     return names
 
 
@@ -107,7 +107,8 @@ def group_problem(sdfg: dace.SDFG, name: str, policy: InlinePolicy) -> Optional[
         if isinstance(verdict, Decline):
             return f"reader {entry.map.label}: {verdict.reason}"
     trial = _copy.deepcopy(sdfg)
-    tcopies = writeback_copies(trial, name)
+    # the copy of `sdfg`, whose copies were found above
+    tcopies = cast(list[WriteBackCopy], writeback_copies(trial, name))
     entries = [copy_to_map(trial, c, lab) for c, lab in zip(tcopies, writeback_labels(tcopies))]
     cand = analyse_candidate(trial, tcopies[0].state, tcopies[0].source, entries[0])
     if isinstance(cand, Decline):
@@ -186,7 +187,8 @@ class WriteBackToMap(transformation.SingleStateTransformation):
         return self.why_not(graph, sdfg) is None
 
     def apply(self, graph: dace.SDFGState, sdfg: dace.SDFG) -> None:
-        copies = writeback_copies(sdfg, self.source.data)
+        # found by can_be_applied
+        copies = cast(list[WriteBackCopy], writeback_copies(sdfg, self.source.data))
         labels = writeback_labels(copies)
         for c, lab in zip(copies, labels):
             if c.state is graph and c.source is self.source and c.target is self.target:
