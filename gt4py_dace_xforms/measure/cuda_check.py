@@ -32,7 +32,7 @@ import shlex
 import shutil
 import subprocess
 import time
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence, cast
 
 import dace
 
@@ -95,7 +95,7 @@ def find_cuda_toolkit() -> Optional[CudaToolkit]:
         candidates.append((pathlib.Path(os.environ[NVCC_ENV]), f"${NVCC_ENV}"))
     candidates += [(p, "wheel") for p in _wheel_nvccs()]
     if shutil.which("nvcc"):
-        candidates.append((pathlib.Path(shutil.which("nvcc")), "PATH"))
+        candidates.append((pathlib.Path(cast(str, shutil.which("nvcc"))), "PATH"))
     for nvcc, source in candidates:
         if not os.access(nvcc, os.X_OK):
             if source.startswith("$"):
@@ -184,7 +184,7 @@ def generate(sdfg: dace.SDFG, folder: pathlib.Path) -> GeneratedCode:
         sdfg.fill_scope_connectors()
         objects = codegen.generate_code(sdfg, validate=False)
         compiler.generate_program_folder(sdfg, objects, str(folder))
-        settings = dict(
+        settings: dict[str, Any] = dict(  # GeneratedCode's compiler settings
             cpp_standard=str(dace.Config.get("compiler", "cpp_standard")),
             cuda_args=tuple(shlex.split(dace.Config.get("compiler", "cuda", "args") or "")),
             host_args=tuple(shlex.split(compiler_family.cpu_args() or "")),
@@ -329,7 +329,9 @@ def _kernel_name(mangled: str) -> str:
 
 def parse_ptxas(output: str) -> list[KernelResources]:
     """The kernels of `nvcc -Xptxas=-v` output, in the order ptxas compiled them."""
-    found, name, frame = [], None, (0, 0, 0)
+    found: list[KernelResources] = []
+    name: Optional[str] = None
+    frame: tuple[int, ...] = (0, 0, 0)
     for line in output.splitlines():
         if (m := _ENTRY.search(line)) is not None:
             name, frame = _kernel_name(m.group(1)), (0, 0, 0)

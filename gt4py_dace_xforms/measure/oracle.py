@@ -181,7 +181,7 @@ class Oracle:
 
     def time(self, labels: Sequence[str], threads: int, rounds: int) -> dict[str, tuple[float, ...]]:
         """Seconds per round of each distinct build among `labels` (+ stock), at `threads`."""
-        builds = {}
+        builds: dict[str, Variant] = {}
         for label in [STOCK, *labels]:
             v = self.variants[label]
             builds.setdefault(v.label, v)
@@ -318,8 +318,8 @@ def run_oracle(
     o.add(MODEL, CostModel("cpu"), predicted[MODEL])
     o.add(SOUND, InlineWhereSound(), predicted[SOUND])
     singles = sorted(predicted[SOUND])
-    for n in singles:
-        o.add(only_label(frozenset([n])), InlineOnly((n,)), frozenset([n]))
+    for single in singles:  # not `n`: below, `n` is a thread count
+        o.add(only_label(frozenset([single])), InlineOnly((single,)), frozenset([single]))
 
     def built() -> int:
         return len({id(v) for v in o.variants.values()})

@@ -20,7 +20,8 @@ from typing import Any, Mapping
 import dace
 import numpy as np
 
-from gt4py_dace_xforms.analysis import annotations
+# not `annotations`: `from __future__ import annotations` binds that name too
+from gt4py_dace_xforms.analysis import annotations as data_annotations
 from gt4py_dace_xforms.analysis.symbolic import to_sympy
 
 
@@ -29,7 +30,7 @@ def unread_mask(sdfg: dace.SDFG, name: str, field: Any, values: Mapping[str, int
     boolean array, or `None` if `name` is not annotated. A dimension whose range is not
     annotated, or whose bounds depend on a symbol not in `values`, is taken as read whole."""
     desc = sdfg.arrays.get(name)
-    ann = annotations.read(desc) if desc is not None else None
+    ann = data_annotations.read(desc) if desc is not None else None
     if not ann or ann.get("kind") != "field":
         return None
     covers = ann.get("covers", [])
