@@ -110,8 +110,11 @@ def describe_error(error: BaseException) -> tuple[str, str]:
         if pickled:  # the last is the pickling error, the one before what failed
             name, _, message = lines[raised[-2]].partition(": ")
             name = name.rpartition(".")[2]
-        end = (raised[-2] if pickled else raised[-1]) if raised else len(lines)
-        frames = [m for m in (re.match(r'^ *File "(.*)", line (\d+)', ln) for ln in lines[:end]) if m]
+        # That exception's own traceback: the lines after the exception before it (a chained
+        # one; none where the worker's exception arrived without a traceback).
+        k = (len(raised) - 2 if pickled else len(raised) - 1) if raised else None
+        block = lines[(raised[k - 1] + 1 if k else 0) : (raised[k] if k is not None else len(lines))]
+        frames = [m for m in (re.match(r'^ *File "(.*)", line (\d+)', ln) for ln in block) if m]
         if frames:  # the innermost frame of that exception
             where = f"{os.path.basename(frames[-1][1])}:{frames[-1][2]}"
     elif error.__traceback__ is not None:
