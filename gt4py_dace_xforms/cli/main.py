@@ -10,7 +10,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 EXIT_USAGE = 2
 
@@ -216,6 +216,7 @@ def cmd_census(args: argparse.Namespace) -> int:
         name = r.program.rpartition(":")[2]
         print(f"  {name}: {r.seconds:.0f} s" + (f" ERROR {r.error}" if r.error else ""), file=sys.stderr, flush=True)
 
+    dump: Callable[[list[Any]], str]  # the module's to_json
     if args.eager:
         from gt4py_dace_xforms.tools import eager
 
@@ -243,7 +244,7 @@ def _census_layouts(refs, args: argparse.Namespace, progress) -> int:
     from gt4py_dace_xforms.tools import census
     from gt4py_dace_xforms.tools.layouts import LAYOUTS
 
-    runs = {}
+    runs: dict[str, list[census.ProgramCensus]] = {}
     for name in LAYOUTS:
         print(f"layout {name}", file=sys.stderr)
         if runs:

@@ -21,7 +21,7 @@ import multiprocessing
 import re
 import time
 from concurrent import futures
-from typing import Any, Callable, Iterable, Optional, TypeVar
+from typing import Any, Callable, Iterable, Optional, TypeVar, Union
 
 from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
 
@@ -138,7 +138,8 @@ def census_program(ref: ProgramRef, *, grid: Any = None, cost_model: Optional[In
             provider = offset_provider_for(program, grid)
         static_args = result.static or None
         extra = ([_POST] + ([OPTIMIZED] if final else [])) if transients else []
-        taken = capture_stages(program, [_STEP] + extra, offset_provider=provider, static_args=static_args)
+        taken = capture_stages(program, [_STEP, *extra], offset_provider=provider,
+                               static_args=static_args)
         step = taken[_STEP]
         result.racy = [f"{r.data}@{r.state}" for r in unordered_accesses(step)]
         declines: collections.Counter = collections.Counter()
@@ -257,7 +258,7 @@ def table(results: list[ProgramCensus]) -> str:
     """The per-program table, the totals, and the decline histograms."""
     head = ("program", "cand", "sound", "appl sound", "appl model", "win", "scan", "retarget model/sound", "outbuf model/sound",
             "2-D tr Post stock/model/sound", "2-D tr final stock/model/sound", "racy", "s")
-    rows = []
+    rows: list[tuple[Union[str, int], ...]] = []
     for r in results + [totals(results)]:
         if r.error:
             rows.append((r.short_name, "error: " + r.error, "", "", "", "", "", "", "", "", "", "", f"{r.seconds:.0f}"))

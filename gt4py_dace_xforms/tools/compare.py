@@ -151,7 +151,8 @@ def icon4py_build(program_name: str, library: bool, policy: Optional[InlinePolic
     class _Named:  # customize_backend reads only the program's name
         __name__ = program_name
 
-    build.backend = model_options.customize_backend(_Named(), descriptor)
+    # icon4py types the program as a Program or FieldOperator; only its name is read
+    build.backend = model_options.customize_backend(_Named(), descriptor)  # type: ignore[arg-type]
     return build
 
 

@@ -16,7 +16,7 @@ import collections
 import dataclasses
 import json
 import time
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import dace
 from dace.sdfg import nodes as dn
@@ -71,10 +71,11 @@ def concat_nodes(sdfg: dace.SDFG) -> list[tuple[dace.SDFGState, dn.AccessNode]]:
 def _classify(sdfg: dace.SDFG, v: EagerVerdict) -> str:
     if v.sound:
         return EAGER
+    reason = cast(str, v.reason)  # not sound: there is a reason
     if v.data is None:
-        if "another shape" in v.reason:
+        if "another shape" in reason:
             return OTHER_SHAPE
-        return NO_ANNOTATION if "annotation" in v.reason else NOT_SIMPLE
+        return NO_ANNOTATION if "annotation" in reason else NOT_SIMPLE
     if v.bounds is None:
         return NOT_SIMPLE
     if sdfg.arrays[v.data].transient:
@@ -128,7 +129,7 @@ def eager_rows(sdfg: dace.SDFG, program: str = "") -> list[ConcatRow]:
                 row = _row_from_verdict(sdfg, program, node.data, len(reads), result.eager_verdict)
             if worst is None or (worst.verdict == EAGER and row.verdict != EAGER):
                 worst = row
-        rows.append(worst)
+        rows.append(cast(ConcatRow, worst))  # `reads` is not empty: the loop set it
     return rows
 
 

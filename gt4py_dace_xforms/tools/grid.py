@@ -111,6 +111,8 @@ def _natural_tables(nx: int, ny: int) -> dict[str, np.ndarray]:
     2v (up) and 2v + 1 (down), edges 3v (horizontal), 3v + 1 (diagonal), 3v + 2 (vertical);
     C2E[:, k] joins C2V[:, k] and C2V[:, k + 1]; V2E and V2C run counterclockwise from east,
     cell k between edges k and k + 1."""
+    i: np.ndarray  # 2-D, then raveled
+    j: np.ndarray
     i, j = np.meshgrid(np.arange(nx), np.arange(ny))
     i, j = i.ravel(), j.ravel()
 
@@ -147,12 +149,12 @@ def _derived_tables(base: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     c2e2c = _other(e2c[c2e], cells[:, None])
     far = [c2v[e2c[:, s]][(c2v[e2c[:, s]] != e2v[:, :1]) & (c2v[e2c[:, s]] != e2v[:, 1:])] for s in (0, 1)]
     e2c2v = np.column_stack([e2v, far[0], far[1]])
-    e2c2e = []
+    columns = []
     for s in (0, 1):
         cell_edges = c2e[e2c[:, s]]
         k = np.argmax(cell_edges == edges[:, None], axis=1)
-        e2c2e += [cell_edges[edges, (k + 1) % 3], cell_edges[edges, (k + 2) % 3]]
-    e2c2e = np.column_stack(e2c2e)
+        columns += [cell_edges[edges, (k + 1) % 3], cell_edges[edges, (k + 2) % 3]]
+    e2c2e = np.column_stack(columns)
     return {
         "C2E2C": c2e2c,
         "C2E2CO": np.column_stack([cells, c2e2c]),
@@ -337,5 +339,7 @@ def connectivities(grid: Grid, offsets: Mapping[str, Any]) -> dict[str, Any]:
     missing = [n for n in offsets if n not in grid.tables]
     if missing:
         raise ValueError(f"the generated grid has no table for offsets {missing}")
-    return {name: gtx.as_connectivity([off.target[0], off.target[1]], off.source, grid.tables[name])
+    # numpy's stubs do not satisfy gt4py's NDArrayObject protocol
+    return {name: gtx.as_connectivity([off.target[0], off.target[1]], off.source,
+                                      grid.tables[name])  # type: ignore[arg-type]
             for name, off in offsets.items()}  # fmt: skip

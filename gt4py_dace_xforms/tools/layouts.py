@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Mapping, Union
+from typing import Any, Mapping, Union
 
 from gt4py_dace_xforms.tools import grid as grid_mod
 
@@ -139,7 +139,7 @@ def all_layouts(n_cells: int = R2B4_CELLS) -> list[Layout]:
     return [layout(name, n_cells) for name in LAYOUTS]
 
 
-def apply(args: Mapping[str, object], spec: Union[str, Layout]) -> dict:
+def apply(args: Mapping[str, Any], spec: Union[str, Layout]) -> dict:
     """`args` (a program call's keyword arguments) with every scalar that names a zone bound
     of the layout set to its value, and `limited_area` to the layout's; the rest as given
     (each value keeps its type: `np.int32` stays `np.int32`)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import pkgutil
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional, cast
 
 from gt4py import eve
 from gt4py.next.ffront import decorator as gtx_decorator
@@ -212,7 +212,9 @@ def offset_provider_for(
         table = rng.integers(0, n_to, size=(n_from, ICOSAHEDRAL_NEIGHBORS[name]), dtype=np.int32)
         if name.endswith("O") and origin == offset.source:
             table[:, 0] = np.arange(n_from, dtype=np.int32)
-        provider[name] = gtx.as_connectivity([origin, local], offset.source, table)
+        # numpy's stubs do not satisfy gt4py's NDArrayObject protocol
+        provider[name] = gtx.as_connectivity(
+            [origin, local], offset.source, table)  # type: ignore[arg-type]
     return provider
 
 
@@ -252,8 +254,11 @@ def random_args(
             if lacking:
                 raise ValueError(f"no size for dimension(s) {lacking} of field '{name}'")
             shape = tuple(extent(name, d.value, sizes[d.value]) if extent else sizes[d.value] for d in ptype.dims)
-            dtype = np.dtype(ptype.dtype.kind.name.lower())
-            args[name] = gtx.as_field(list(ptype.dims), (low + (high - low) * rng.random(shape)).astype(dtype))
+            # a program's field parameter holds scalars, not lists
+            dtype = np.dtype(cast(ts.ScalarType, ptype.dtype).kind.name.lower())
+            values = (low + (high - low) * rng.random(shape)).astype(dtype)
+            # numpy's stubs do not satisfy gt4py's NDArrayObject protocol
+            args[name] = gtx.as_field(list(ptype.dims), values)  # type: ignore[arg-type]
         elif isinstance(ptype, ts.ScalarType):
             dtype = np.dtype(ptype.kind.name.lower())
             if name in scalars:

@@ -22,7 +22,7 @@ step), `limited_area` from the layout, `lprep_adv` (tracer transport) an option.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from typing import Any, Collection, Union
 
 from gt4py_dace_xforms.tools.programs import ProgramRef
 
@@ -57,7 +57,7 @@ class SubstepCall:
     later: int
     when: str = ""
     switches: tuple[tuple[str, Any], ...] = ()
-    bounds: tuple[str, str] = ()
+    bounds: Union[tuple[()], tuple[str, str]] = ()
     levels: tuple[int, int] = (0, 0)
 
     @property
@@ -101,7 +101,8 @@ class SubstepCall:
         return values
 
 
-def _call(module: str, name: str, step: str, first: int, later: int, when: str = "", bounds: tuple[str, str] = (),
+def _call(module: str, name: str, step: str, first: int, later: int, when: str = "",
+          bounds: Union[tuple[()], tuple[str, str]] = (),
           levels: tuple[int, int] = (0, 0), **switches: Any) -> SubstepCall:
     return SubstepCall(ProgramRef(module, name), step, first, later, when, tuple(sorted(switches.items())), bounds,
                        levels)
@@ -162,7 +163,7 @@ SUBSTEP: tuple[SubstepCall, ...] = (
 
 
 def substep_calls(*, limited_area: bool, lprep_adv: bool = False,
-                  programs: Mapping[str, Any] | None = None) -> list[SubstepCall]:
+                  programs: Collection[str] | None = None) -> list[SubstepCall]:
     """The calls a substep makes under this configuration, in order; `programs` (names)
     keeps only those (ValueError naming any that no call has)."""
     calls = [c for c in SUBSTEP if c.runs(limited_area=limited_area, lprep_adv=lprep_adv)]
