@@ -234,7 +234,8 @@ def build_selected_sdfg(sdfg: dace.SDFG, cand: InlineCandidate) -> dace.SDFG:
                             dace.Memlet.from_array(data, nsdfg.arrays[data]))
         bstate.add_edge(node, INLINE_OUTPUT, bstate.add_access(INLINE_OUTPUT), None,
                         dace.Memlet(data=INLINE_OUTPUT, subset="0"))
-    _symbol_table(nsdfg, sdfg, set(map(str, nsdfg.free_symbols)) | index_names | set(selected.condition_symbols))
+    _symbol_table(nsdfg, sdfg,
+                  set(map(str, nsdfg.free_symbols)) | index_names | set(selected.condition_symbols))
     nsdfg.using_explicit_control_flow = True
     return nsdfg
 
@@ -413,7 +414,8 @@ def build_indirect_sdfg(sdfg: dace.SDFG, state: SDFGState, template: dace.SDFG, 
     assignments = {p: dace.symbolic.symstr(to_sympy(v)) for p, v in prod.fixed_params}
     for w, element in zip(prod.write_terms, read.element):
         # every write term has a parameter (`covers_whole_array`)
-        assignments[cast(str, w.param)] = dace.symbolic.symstr(element.subs(subs, simultaneous=True) - w.offset)
+        assignments[cast(str, w.param)] = dace.symbolic.symstr(
+            element.subs(subs, simultaneous=True) - w.offset)
     nsdfg.add_state_before(nsdfg.start_block, "bind_indirect_index", is_start_block=True, assignments=assignments)
     mapping = {}
     for s in outer:
