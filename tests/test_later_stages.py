@@ -105,3 +105,53 @@ def test_copy_chain_fold_never_writes_the_input_a_concat_node_copies_from():
     assert not (_written(sdfg) & inputs), _written(sdfg)
     assert len([n for n, d in sdfg.arrays.items() if d.transient and len(d.shape) == 2]) == \
         len([n for n, d in before.arrays.items() if d.transient and len(d.shape) == 2]) - 1
+
+
+@gtx.scan_operator(axis=K, forward=True, init=0.0)
+def _fwd(state: float, x: float, y: float) -> float:
+    return state * 0.5 + x - y
+
+
+@gtx.scan_operator(axis=K, forward=False, init=0.0)
+def _bwd(state: float, x: float, y: float) -> float:
+    return state * 0.5 + x + y
+
+
+@gtx.field_operator
+def _two_scans(a: F, b: F, nc: gtx.int32) -> F:
+    x = a * 2.0 + b
+    return concat_where(Cell < nc, _fwd(x(K + 1), x), _bwd(x(K + 1), x))
+
+
+@gtx.program
+def two_scans(a: F, b: F, out: F, nc: gtx.int32):
+    _two_scans(a, b, nc, out=out, domain={Cell: (0, 32), K: (0, 7)})
+
+
+def _after_step_hook(monkeypatch, trim: bool) -> dace.SDFG:
+    from gt4py_dace_xforms.integration import hooks as hk
+
+    if not trim:
+        monkeypatch.setattr(hk, "gt_trim_split_hazards", lambda sdfg: [])
+    step = GT4PyAutoOptHook.TopLevelDataFlowStep
+    made = hk.optimization_hooks(gx.InlineWhereSound())
+    conn = gtx.as_connectivity([Cell, C2E2CDim], codomain=Cell, data=np.zeros((32, 3), np.int32))
+    return lower_and_capture(two_scans, None, {"C2E2C": conn}, stage=step,
+                             auto_optimize_args={"optimization_hooks": {step: made[step]}})
+
+
+def test_a_map_written_in_full_and_read_at_a_run_time_bound_is_trimmed(monkeypatch):
+    """Two scans split at `nc` read `x`; everything sound inlines `x` into one and narrows
+    the other to its column: `x`'s Map (`0:32`) is then read at `Max(0, nc):32` alone, which
+    gt4py's MapSplitter matches and cannot split (its `apply` asserts). The hook shrinks the
+    Map to the part read, so the splitter finds nothing to do."""
+    from gt4py_dace_xforms.analysis.later_stages import splitter_failures
+
+    left = _after_step_hook(monkeypatch, trim=False)
+    (failure,) = splitter_failures(left)
+    assert str(failure[2]) == "Max(0, nc):32, 0:8", failure
+    monkeypatch.undo()
+    trimmed = _after_step_hook(monkeypatch, trim=True)
+    assert splitter_failures(trimmed) == []
+    writer = next(st.in_edges(n)[0].src for st in trimmed.states() for n in st.data_nodes() if n.data == failure[1])
+    assert str(writer.map.range) == "Max(0, nc):32, 0:8"

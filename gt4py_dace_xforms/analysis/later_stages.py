@@ -6,12 +6,18 @@ splits two Maps at the bounds of their overlap. It compares those bounds with Py
 `Max(0, nc):32` (a `concat_where(Cell >= nc, ...)` branch with `nc` a run-time argument)
 beside one over `0:32`, `split_overlapping_map_range` raises a `TypeError` instead of
 declining (issue 60). gt4py never has such a pair next to each other in its own pipeline
-for the programs tried; the library's folds and inlines can put them there.
+for the programs tried; the library's folds and inlines can put them there. Its
+`MapSplitter` fails the same way on a Map written in full and read in part at such a bound
+(`splitter_cannot_split_for`).
 """
 
 from __future__ import annotations
 
-from dace.sdfg import nodes as dn
+import copy
+from typing import Optional
+
+import dace
+from dace.sdfg import nodes as dn, propagation
 from gt4py.next.program_processors.runners.dace.transformations import map_fusion_utils as gtx_mfutils
 
 
@@ -23,3 +29,103 @@ def split_range_computable(first: dn.Map, second: dn.Map) -> bool:
     except Exception:  # noqa: BLE001  # TypeError from sympy's Relational.__bool__, or anything else
         return False
     return True
+
+
+
+def splitter_failures(sdfg: dace.SDFG) -> list[tuple[str, str, dace.subsets.Range]]:
+    """Where gt4py's `MapSplitter` would match and then fail: (state label, transient, the
+    part its one reader reads) for each Map that writes all of a single-use transient read
+    in part at bounds `decompose_subset` cannot split (`Max(0, nc):32` of `0:32`), whose
+    `apply` asserts (issue 60: two scans split at `nc`, one given its input inlined, the
+    other narrowed to its column). Judged as gt4py judges it: on a copy with the memlets
+    propagated, as `gt_auto_optimize` propagates them right before the splitter."""
+    from dace.sdfg import utils as sdutils
+    from dace.transformation.passes.pattern_matching import match_patterns
+    from gt4py.next.program_processors.runners.dace.transformations import map_splitter, splitting_tools
+
+    if not _maybe_splitter_shape(sdfg):
+        return []
+    found = []
+    try:
+        work = copy.deepcopy(sdfg)
+        sdutils.canonicalize_memlet_trees(work)
+        propagation.propagate_memlets_sdfg(work)
+        for match in match_patterns(work, [map_splitter.MapSplitter], permissive=False):
+            state = work.cfg_list[match.cfg_id].node(match.state_id)
+            node = match.access_node
+            write, read = next(iter(state.in_edges(node))), next(iter(state.out_edges(node)))
+            produced = write.data.get_dst_subset(write, state)
+            consumed = read.data.get_src_subset(read, state)
+            parts = splitting_tools.decompose_subset(consumer=produced, producer=consumed)
+            if parts is None or len(parts) <= 1:
+                found.append((state.label, node.data, consumed))
+    except Exception:  # noqa: BLE001  # not judged: nothing reported
+        return []
+    return found
+
+
+def splitter_cannot_split_for(sdfg: dace.SDFG, state: dace.SDFGState, node: dn.AccessNode,
+                              gone: dn.Node) -> Optional[str]:
+    """Why gt4py's `MapSplitter` would fail on `node` once the reader `gone` no longer
+    reads it (a partial inline), or None.
+
+    `MapSplitter` matches a Map that writes all of a single-use transient which one
+    reader reads in part, and splits the Map at what is read; with run-time bounds
+    (`Max(0, nc):32` of `0:32`) `decompose_subset` finds no split and its `apply`
+    asserts (issue 60: two scans split at `nc`, one of them given its input inlined).
+    gt4py never meets it with two readers, so only the reader left matters."""
+    from gt4py.next.program_processors.runners.dace.transformations import splitting_tools
+
+    try:
+        writers = state.in_edges(node)
+        left = [e for e in state.out_edges(node) if e.dst is not gone]
+        if len(writers) != 1 or len(left) != 1 or not isinstance(writers[0].src, dn.MapExit):
+            return None
+        if not node.desc(sdfg).transient or state.out_degree(writers[0].src) != 1:
+            return None
+        reader = left[0]
+        if not isinstance(reader.dst, dn.MapEntry) or not reader.dst_conn or not reader.dst_conn.startswith("IN_"):
+            return None
+        produced = writers[0].data.get_dst_subset(writers[0], state)
+        inner = list(state.out_edges_by_connector(reader.dst, "OUT_" + reader.dst_conn[3:]))
+        if produced is None or not inner:
+            return None
+        consumed = propagation.propagate_memlet(state, inner[0].data, reader.dst, True, arr=node.desc(sdfg)).subset
+        for e in inner[1:]:
+            more = propagation.propagate_memlet(state, e.data, reader.dst, True, arr=node.desc(sdfg)).subset
+            consumed = dace.subsets.union(consumed, more)
+        if consumed is None or (consumed == produced) or not produced.covers(consumed):
+            return None
+        if not all((r[0] == 0) == True for r in produced):  # noqa: E712  # sympy's fuzzy bools
+            return None
+        parts = splitting_tools.decompose_subset(consumer=produced, producer=consumed)
+        if parts is not None and len(parts) > 1:
+            return None
+        return (f"gt4py's MapSplitter could not split the Map writing '{node.data}' ({produced}) at what the "
+                f"reader left reads ({consumed})")
+    except Exception:  # noqa: BLE001  # not proven a hazard: the rewrite's own checks decide
+        return None
+
+
+def _maybe_splitter_shape(sdfg: dace.SDFG) -> bool:
+    """A cheap necessary condition for `splitter_failures` (so that it copies nothing in
+    most builds): a top-level Map writes a transient that one Map reads, and one of the two
+    Maps has a `Max`/`Min` bound (gt4py's form of a run-time bound; static builds have
+    none), where their ranges differ."""
+    import sympy
+
+    for state in sdfg.states():
+        for node in state.data_nodes():
+            if state.in_degree(node) != 1 or state.out_degree(node) != 1 or not node.desc(sdfg).transient:
+                continue
+            write, read = state.in_edges(node)[0], state.out_edges(node)[0]
+            if not isinstance(write.src, dn.MapExit) or not isinstance(read.dst, dn.MapEntry):
+                continue
+            writer, reader = write.src.map.range, read.dst.map.range
+            if writer == reader:
+                continue
+            for rng in (writer, reader):
+                for r in rng.ranges:
+                    if any(getattr(x, "atoms", None) and x.atoms(sympy.Max, sympy.Min) for x in r[:2]):
+                        return True
+    return False

@@ -18,6 +18,7 @@ from gt4py_dace_xforms.report import InlineReport
 from gt4py_dace_xforms.transformations.copy_chain import gt_remove_copy_chains
 from gt4py_dace_xforms.transformations.copy_into_readers import gt_copies_into_readers
 from gt4py_dace_xforms.transformations.inline_fusion_pass import gt_inline_fusion
+from gt4py_dace_xforms.transformations.split_hazards import gt_trim_split_hazards
 from gt4py_dace_xforms.transformations.sweep_pair import gt_fuse_sweep_pairs
 from gt4py_dace_xforms.transformations.vertical_window import gt_vertical_windows
 
@@ -137,6 +138,8 @@ class InlineHook(LibraryHook):
             report = gt_inline_fusion(sdfg, cost_model=self.policy, validate=False)
             report.records[:0] = forced.records
             report.windowed[:0] = forced.windowed
+            # What gt4py's MapSplitter (after these rounds) would fail on: done here.
+            gt_trim_split_hazards(sdfg)
         except Exception as exc:
             if saved is None:
                 raise

@@ -525,7 +525,25 @@ def _insert_nested_copies(sdfg, state, consumer, template, read: NestedRead, in_
         state.remove_edge(read.edge)
         node.remove_in_connector(read.connector)
         inner.remove_data(read.connector, validate=False)
+    _pass_outer_symbols(state, node)
     return inserted
+
+
+def _pass_outer_symbols(state, node: dn.NestedSDFG) -> None:
+    """Bind every symbol the nested SDFG `node` now uses and defines nowhere to the same
+    symbol outside, where one is defined: the copies' bindings may name the producer's
+    write offset (a branch Map over `Max(0, nc):N` writes at `i - Max(0, nc)`), which no
+    input's shape mentions (issue 60)."""
+    inner = node.sdfg
+    missing = {str(s) for s in inner.free_symbols} - set(node.in_connectors) - set(node.symbol_mapping)
+    if not missing:
+        return
+    outer = state.symbols_defined_at(node)
+    for name in sorted(missing & set(outer)):
+        node.symbol_mapping[name] = dace.symbolic.symbol(name)
+        if name not in inner.symbols:
+            dtype = outer[name]
+            inner.add_symbol(name, dtype if isinstance(dtype, dace.typeclass) else dace.int64)
 
 
 def _route_through(state, sdfg, src, src_conn, inner: dn.MapEntry, data: str) -> str:
