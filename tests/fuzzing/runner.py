@@ -25,7 +25,7 @@ import dace
 import gt4py
 import gt4py.next as gtx
 import numpy as np
-from hypothesis import currently_in_test_context, given, note, settings, strategies as st
+from hypothesis import currently_in_test_context, given, note, reject, settings, strategies as st
 
 import gt4py_dace_xforms
 from gt4py_dace_xforms.tools.compare import Build, inline_build, stock_build
@@ -384,6 +384,8 @@ class Stats:
     #: per library build, how many programs had a scan read narrowed to its column
     columns: dict[str, int] = dataclasses.field(default_factory=dict)
     seconds: float = 0.0
+    #: programs stock itself cannot build (gt4py's bugs, not the library's): skipped
+    stock_failures: list = dataclasses.field(default_factory=list)
     failure: Optional[FuzzFailure] = None
     _seen: set = dataclasses.field(default_factory=set)
     #: Called with one line per new program (the long run prints progress).
@@ -400,7 +402,8 @@ class Stats:
         return (
             f"{self.programs} generated programs checked ({self.compiled} compiled, "
             f"{self.programs - self.compiled} reused) in {self.seconds:.0f} s; inlined something: {inl}; "
-            f"output as buffer: {buf}; column reads: {col}"
+            f"output as buffer: {buf}; column reads: {col}; stock itself failed on {len(self.stock_failures)} "
+            f"(skipped)"
         )
 
 
@@ -411,6 +414,13 @@ def check_program(prog: Prog, data_seed: int, stats: Stats) -> None:
     try:
         outcome = check(prog, data_seed, stats.builds)
     except FuzzFailure as e:
+        if e.signature[0] == ("stock",) and e.signature[1] == "raised" and stats.failure is None:
+            # gt4py's own bug: the property is about what the library does with what stock
+            # builds, so the draw is skipped (and listed), not a failure that ends the run.
+            stats.stock_failures.append((prog.key(), data_seed, str(e).splitlines()[0][:300]))
+            if stats.log:
+                stats.log(f"stock itself fails (gt4py), skipped: prog_{prog.key()}: {str(e).splitlines()[0][:200]}")
+            reject()
         if stats.failure is None:
             stats.failure = e
             if stats.log:
