@@ -147,7 +147,7 @@ def _resolve_stage(stage: Stage) -> Union[GT4PyAutoOptHook, str]:
 
 def capture_stages(
     program: Any,
-    captures: Sequence[tuple[GT4PyAutoOptHook, int]],
+    captures: Sequence[Union[tuple[Stage, int], str]],
     args: Optional[Sequence[Any]] = None,
     offset_provider: Optional[Mapping[str, Any]] = None,
     *,

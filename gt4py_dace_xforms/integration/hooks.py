@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 import weakref
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Union
 
 import dace
 from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
@@ -14,7 +14,7 @@ from gt4py_dace_xforms.analysis.later_stages import split_range_computable
 from gt4py_dace_xforms.analysis.races import unordered_accesses
 from gt4py_dace_xforms.integration import failsafe, identity
 from gt4py_dace_xforms.policy import CostModel, InlinePolicy, allocator
-from gt4py_dace_xforms.report import InlineReport
+from gt4py_dace_xforms.report import InlineReport, ReportFolder
 from gt4py_dace_xforms.transformations.copy_chain import gt_remove_copy_chains
 from gt4py_dace_xforms.transformations.copy_into_readers import gt_copies_into_readers
 from gt4py_dace_xforms.transformations.inline_fusion_pass import gt_inline_fusion
@@ -23,6 +23,8 @@ from gt4py_dace_xforms.transformations.sweep_pair import gt_fuse_sweep_pairs
 from gt4py_dace_xforms.transformations.vertical_window import gt_vertical_windows
 
 HookFun = Callable[[dace.SDFG], None]
+#: Where reports go: a list in this process, or a `report.ReportFolder` (build workers).
+Reports = Optional[Union[list[InlineReport], ReportFolder]]
 
 #: Stage at which the pass runs: after each round of gt4py's own top-level fusion, and
 #: before `gt_apply_concat_where_replacement_on_sdfg`. Pointwise chains are fused by
@@ -155,7 +157,7 @@ class InlineHook(LibraryHook):
 
 def make_inline_hook(
     cost_model: Optional[InlinePolicy] = None,
-    reports: Optional[list[InlineReport]] = None,
+    reports: Reports = None,
     *,
     gpu: bool = False,
     copy_chains: bool = True,
@@ -203,7 +205,7 @@ class SweepPairHook(LibraryHook):
             self._report(report)
 
 
-def make_sweep_pair_hook(cost_model: Optional[InlinePolicy] = None, reports: Optional[list[InlineReport]] = None,
+def make_sweep_pair_hook(cost_model: Optional[InlinePolicy] = None, reports: Reports = None,
                          *, gpu: bool = False, transient_memory_mode=None) -> SweepPairHook:
     """A hook fusing sweep pairs (`gt_fuse_sweep_pairs`) where the policy asks for them
     (`fuses_sweep_pairs`, each plan `decide_sweep_pair`), with the fail-safe of
@@ -229,7 +231,7 @@ class CopyHook(LibraryHook):
             self._report(report)
 
 
-def make_copy_hook(cost_model: Optional[InlinePolicy] = None, reports: Optional[list[InlineReport]] = None,
+def make_copy_hook(cost_model: Optional[InlinePolicy] = None, reports: Reports = None,
                    *, gpu: bool = False, transient_memory_mode=None) -> CopyHook:
     """A hook letting reader Maps write the copies of their source (`gt_copies_into_readers`)
     where the policy takes them (`decide_copy_into_readers`), with the fail-safe of
@@ -331,7 +333,7 @@ def optimization_hooks(
     *,
     gpu: bool = False,
     user_hooks: Optional[Mapping[GT4PyAutoOptHook, Callable]] = None,
-    reports: Optional[list[InlineReport]] = None,
+    reports: Reports = None,
     copy_chains: bool = True,
     transient_memory_mode=None,
     windows: Optional[bool] = None,
