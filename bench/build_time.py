@@ -90,40 +90,35 @@ class Counting:
 
         return out + [hooks.InlineHook, hooks.SweepPairHook, hooks.CopyHook, hooks.SplitGuard]
 
+    def _timed(self, key: str, fn):
+        """`fn`, counted and timed under `key`."""
+
+        def wrapped(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.calls[key] += 1
+                self.seconds[key] += time.perf_counter() - t0
+
+        return wrapped
+
     def __enter__(self) -> "Counting":
         # The library's unit of analysis, wherever a module imported it by name.
         from gt4py_dace_xforms.analysis import candidate
 
         original_analyse = candidate.analyse_candidate
-
-        def analyse(*args, **kwargs):
-            t0 = time.perf_counter()
-            try:
-                return original_analyse(*args, **kwargs)
-            finally:
-                self.calls["analyse_candidate"] += 1
-                self.seconds["analyse_candidate"] += time.perf_counter() - t0
-
+        analyse = self._timed("analyse_candidate", original_analyse)
         for mod in [m for n, m in sys.modules.items() if n.startswith("gt4py_dace_xforms") and m is not None]:
             if getattr(mod, "analyse_candidate", None) is original_analyse:
                 setattr(mod, "analyse_candidate", analyse)
                 self._saved.append((mod, "analyse_candidate", original_analyse))
         for cls in self._classes():
             for meth in ("can_be_applied", "apply", "__call__"):
-                if meth not in cls.__dict__:
-                    continue
-                original = cls.__dict__[meth]
-
-                def wrapped(*args, _o=original, _k=f"{cls.__name__}.{meth}", **kwargs):
-                    t0 = time.perf_counter()
-                    try:
-                        return _o(*args, **kwargs)
-                    finally:
-                        self.calls[_k] += 1
-                        self.seconds[_k] += time.perf_counter() - t0
-
-                setattr(cls, meth, wrapped)
-                self._saved.append((cls, meth, original))
+                if meth in cls.__dict__:
+                    original = cls.__dict__[meth]
+                    setattr(cls, meth, self._timed(f"{cls.__name__}.{meth}", original))
+                    self._saved.append((cls, meth, original))
         return self
 
     def __exit__(self, *exc) -> None:

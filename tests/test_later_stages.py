@@ -10,8 +10,6 @@ import dace
 import gt4py.next as gtx
 import numpy as np
 from dace.sdfg import nodes as dn
-from gt4py.next import Dims
-from gt4py.next.ffront.experimental import concat_where
 from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
 
 import gt4py_dace_xforms as gx
@@ -19,6 +17,7 @@ from gt4py_dace_xforms.analysis.later_stages import split_range_computable
 from gt4py_dace_xforms.integration import hooks
 from gt4py_dace_xforms.integration.capture import lower_and_capture
 from gt4py_dace_xforms.transformations.copy_chain import gt_remove_copy_chains
+from test_run_time_bounds import C2E2CDim, Cell, cell_split_neighbor, scans_split_in_cell  # issue 60's programs
 
 
 def _map(lower: str, upper: str = "32") -> dn.Map:
@@ -69,24 +68,6 @@ def test_hooks_put_the_guard_at_both_split_callbacks_and_stock_gets_the_users_ba
     assert pickle.loads(pickle.dumps(hooks.SplitGuard())) == hooks.SplitGuard()
 
 
-Cell = gtx.Dimension("Cell")
-K = gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)
-F = gtx.Field[Dims[Cell, K], gtx.float64]
-C2E2CDim = gtx.Dimension("C2E2C", kind=gtx.DimensionKind.LOCAL)
-C2E2C = gtx.FieldOffset("C2E2C", source=Cell, target=(Cell, C2E2CDim))
-
-
-@gtx.field_operator
-def _split(a: F, b: F, nc: gtx.int32) -> F:
-    t = concat_where(Cell >= nc, a * 2.0, b)
-    return t(C2E2C[0]) - t
-
-
-@gtx.program
-def split(a: F, b: F, out: F, nc: gtx.int32):
-    _split(a, b, nc, out=out, domain={Cell: (0, 32), K: (0, 8)})
-
-
 def _written(sdfg: dace.SDFG) -> set[str]:
     return {n.data for st in sdfg.states() for n in st.data_nodes() if st.in_degree(n) > 0}
 
@@ -97,7 +78,7 @@ def test_copy_chain_fold_never_writes_the_input_a_concat_node_copies_from():
     takes that copy for all of the node (it bounds `Min` by approximation), and a fold on
     its word made the branch write `b`. The proof folds the branch's own array only."""
     conn = gtx.as_connectivity([Cell, C2E2CDim], codomain=Cell, data=np.zeros((32, 3), np.int32))
-    sdfg = lower_and_capture(split, None, {"C2E2C": conn}, stage=GT4PyAutoOptHook.TopLevelDataFlowPre)
+    sdfg = lower_and_capture(cell_split_neighbor, None, {"C2E2C": conn}, stage=GT4PyAutoOptHook.TopLevelDataFlowPre)
     before = copy.deepcopy(sdfg)
     hooks.fuse_states(sdfg)
     assert gt_remove_copy_chains(sdfg) == 1
@@ -105,27 +86,6 @@ def test_copy_chain_fold_never_writes_the_input_a_concat_node_copies_from():
     assert not (_written(sdfg) & inputs), _written(sdfg)
     assert len([n for n, d in sdfg.arrays.items() if d.transient and len(d.shape) == 2]) == \
         len([n for n, d in before.arrays.items() if d.transient and len(d.shape) == 2]) - 1
-
-
-@gtx.scan_operator(axis=K, forward=True, init=0.0)
-def _fwd(state: float, x: float, y: float) -> float:
-    return state * 0.5 + x - y
-
-
-@gtx.scan_operator(axis=K, forward=False, init=0.0)
-def _bwd(state: float, x: float, y: float) -> float:
-    return state * 0.5 + x + y
-
-
-@gtx.field_operator
-def _two_scans(a: F, b: F, nc: gtx.int32) -> F:
-    x = a * 2.0 + b
-    return concat_where(Cell < nc, _fwd(x(K + 1), x), _bwd(x(K + 1), x))
-
-
-@gtx.program
-def two_scans(a: F, b: F, out: F, nc: gtx.int32):
-    _two_scans(a, b, nc, out=out, domain={Cell: (0, 32), K: (0, 7)})
 
 
 def _after_step_hook(monkeypatch, trim: bool) -> dace.SDFG:
@@ -136,7 +96,7 @@ def _after_step_hook(monkeypatch, trim: bool) -> dace.SDFG:
     step = GT4PyAutoOptHook.TopLevelDataFlowStep
     made = hk.optimization_hooks(gx.InlineWhereSound())
     conn = gtx.as_connectivity([Cell, C2E2CDim], codomain=Cell, data=np.zeros((32, 3), np.int32))
-    return lower_and_capture(two_scans, None, {"C2E2C": conn}, stage=step,
+    return lower_and_capture(scans_split_in_cell, None, {"C2E2C": conn}, stage=step,
                              auto_optimize_args={"optimization_hooks": {step: made[step]}})
 
 
