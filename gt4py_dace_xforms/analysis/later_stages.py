@@ -8,7 +8,7 @@ beside one over `0:32`, `split_overlapping_map_range` raises a `TypeError` inste
 declining (issue 60). gt4py never has such a pair next to each other in its own pipeline
 for the programs tried; the library's folds and inlines can put them there. Its
 `MapSplitter` fails the same way on a Map written in full and read in part at such a bound
-(`splitter_cannot_split_for`).
+(`splitter_failures`).
 """
 
 from __future__ import annotations
@@ -62,49 +62,6 @@ def splitter_failures(sdfg: dace.SDFG) -> list[tuple[str, str, dace.subsets.Rang
     except Exception:  # noqa: BLE001  # not judged: nothing reported
         return []
     return found
-
-
-def splitter_cannot_split_for(sdfg: dace.SDFG, state: dace.SDFGState, node: dn.AccessNode,
-                              gone: dn.Node) -> Optional[str]:
-    """Why gt4py's `MapSplitter` would fail on `node` once the reader `gone` no longer
-    reads it (a partial inline), or None.
-
-    `MapSplitter` matches a Map that writes all of a single-use transient which one
-    reader reads in part, and splits the Map at what is read; with run-time bounds
-    (`Max(0, nc):32` of `0:32`) `decompose_subset` finds no split and its `apply`
-    asserts (issue 60: two scans split at `nc`, one of them given its input inlined).
-    gt4py never meets it with two readers, so only the reader left matters."""
-    from gt4py.next.program_processors.runners.dace.transformations import splitting_tools
-
-    try:
-        writers = state.in_edges(node)
-        left = [e for e in state.out_edges(node) if e.dst is not gone]
-        if len(writers) != 1 or len(left) != 1 or not isinstance(writers[0].src, dn.MapExit):
-            return None
-        if not node.desc(sdfg).transient or state.out_degree(writers[0].src) != 1:
-            return None
-        reader = left[0]
-        if not isinstance(reader.dst, dn.MapEntry) or not reader.dst_conn or not reader.dst_conn.startswith("IN_"):
-            return None
-        produced = writers[0].data.get_dst_subset(writers[0], state)
-        inner = list(state.out_edges_by_connector(reader.dst, "OUT_" + reader.dst_conn[3:]))
-        if produced is None or not inner:
-            return None
-        consumed = propagation.propagate_memlet(state, inner[0].data, reader.dst, True, arr=node.desc(sdfg)).subset
-        for e in inner[1:]:
-            more = propagation.propagate_memlet(state, e.data, reader.dst, True, arr=node.desc(sdfg)).subset
-            consumed = dace.subsets.union(consumed, more)
-        if consumed is None or (consumed == produced) or not produced.covers(consumed):
-            return None
-        if not all((r[0] == 0) == True for r in produced):  # noqa: E712  # sympy's fuzzy bools
-            return None
-        parts = splitting_tools.decompose_subset(consumer=produced, producer=consumed)
-        if parts is not None and len(parts) > 1:
-            return None
-        return (f"gt4py's MapSplitter could not split the Map writing '{node.data}' ({produced}) at what the "
-                f"reader left reads ({consumed})")
-    except Exception:  # noqa: BLE001  # not proven a hazard: the rewrite's own checks decide
-        return None
 
 
 def _maybe_splitter_shape(sdfg: dace.SDFG) -> bool:

@@ -649,8 +649,7 @@ def _plan(sdfg: dace.SDFG, name: str, desc, copies: list[WriteBackCopy]) -> Unio
                         problem = None if (restricted or split) is not None else problem
                     if problem:
                         return Decline(problem)
-                    # a reason (str) declined above: a writer or None is left
-                    restricted = cast(Optional[RetargetWriter], restricted)
+                    restricted = cast(Optional[RetargetWriter], restricted)  # a str declined above
                     split = cast(Optional[SplitWriter], split)
                     views = _nested_views(sdfg, st, e, gdesc, name)
                     if isinstance(views, str):

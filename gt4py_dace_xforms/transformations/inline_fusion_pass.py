@@ -8,7 +8,6 @@ from typing import Optional
 import dace
 
 from gt4py_dace_xforms.analysis.candidate import analyse_candidate, find_candidates  # noqa: F401  (re-exported)
-from gt4py_dace_xforms.analysis.later_stages import splitter_cannot_split_for
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.policy import CostModel, Decision, InlinePolicy
 from gt4py_dace_xforms.policy.decide import decide_candidate
@@ -113,10 +112,6 @@ def gt_inline_fusion(
                 committed.add(node.data)
             if decision.force_lazy and result.eager:
                 result = dataclasses.replace(result, eager=False)
-            hazard = None if result.removes_intermediate else splitter_cannot_split_for(sdfg, state, node, consumer)
-            if hazard is not None:  # a later gt4py stage would fail on the reader left
-                last_decline[key] = InlineRecord(state.label, node.data, consumer.map.label, shifts, False, hazard)
-                continue
             rewrite.inline_candidate(sdfg, result)
             memo.clear()
             report.add(
