@@ -351,21 +351,6 @@ def test_a_later_gt4py_stage_failing_builds_stocks_program(serial_builds, monkey
     assert len([w for w in caught if issubclass(w.category, failsafe.LibraryFailureWarning)]) == 1
 
 
-C2E2CDim = gtx.Dimension("C2E2C", kind=gtx.DimensionKind.LOCAL)
-C2E2C = gtx.FieldOffset("C2E2C", source=Cell, target=(Cell, C2E2CDim))
-
-
-@gtx.field_operator
-def _split_at_run_time(a: F, b: F, nc: gtx.int32) -> F:
-    t = concat_where(Cell >= nc, a * 2.0, b)
-    return t(C2E2C[0]) - t
-
-
-@gtx.program
-def split_at_run_time(a: F, b: F, out: F, nc: gtx.int32):
-    _split_at_run_time(a, b, nc, out=out, domain={Cell: (0, 32), K: (0, 8)})
-
-
 @pytest.mark.compile
 def test_issue_60s_program_builds_with_the_library():
     """Issue 60's smallest program (a Cell split at a run-time bound read through C2E2C),
@@ -374,6 +359,7 @@ def test_issue_60s_program_builds_with_the_library():
     them; the library's `SplitGuard` declines that split, so the build completes (the
     suite is strict: any failure raises), no warning, equal to numpy."""
     from gt4py_dace_xforms.integration import failsafe
+    from test_run_time_bounds import C2E2CDim, cell_split_neighbor  # the issue's program
 
     rng = np.random.default_rng(0)
     table = rng.integers(0, 32, size=(32, 3)).astype(np.int32)
@@ -383,7 +369,7 @@ def test_issue_60s_program_builds_with_the_library():
     fa, fb = gtx.as_field([Cell, K], a.copy()), gtx.as_field([Cell, K], b.copy())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        split_at_run_time.with_backend(backends.make_backend(False, name_postfix="_issue60"))(
+        cell_split_neighbor.with_backend(backends.make_backend(False, name_postfix="_issue60"))(
             fa, fb, out, np.int32(nc), offset_provider={"C2E2C": conn})
     assert not [w for w in caught if issubclass(w.category, failsafe.LibraryFailureWarning)]
     t = np.where(np.arange(32)[:, None] >= nc, 2 * a, b)

@@ -14,9 +14,9 @@ for the programs tried; the library's folds and inlines can put them there. Its
 from __future__ import annotations
 
 import copy
-from typing import Optional
 
 import dace
+import sympy
 from dace.sdfg import nodes as dn, propagation
 from gt4py.next.program_processors.runners.dace.transformations import map_fusion_utils as gtx_mfutils
 
@@ -29,7 +29,6 @@ def split_range_computable(first: dn.Map, second: dn.Map) -> bool:
     except Exception:  # noqa: BLE001  # TypeError from sympy's Relational.__bool__, or anything else
         return False
     return True
-
 
 
 def splitter_failures(sdfg: dace.SDFG) -> list[tuple[str, str, dace.subsets.Range]]:
@@ -69,8 +68,6 @@ def _maybe_splitter_shape(sdfg: dace.SDFG) -> bool:
     most builds): a top-level Map writes a transient that one Map reads, and one of the two
     Maps has a `Max`/`Min` bound (gt4py's form of a run-time bound; static builds have
     none), where their ranges differ."""
-    import sympy
-
     for state in sdfg.states():
         for node in state.data_nodes():
             if state.in_degree(node) != 1 or state.out_degree(node) != 1 or not node.desc(sdfg).transient:
