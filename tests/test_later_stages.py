@@ -115,3 +115,14 @@ def test_a_map_written_in_full_and_read_at_a_run_time_bound_is_trimmed(monkeypat
     assert splitter_failures(trimmed) == []
     writer = next(st.in_edges(n)[0].src for st in trimmed.states() for n in st.data_nodes() if n.data == failure[1])
     assert str(writer.map.range) == "Max(0, nc):32, 0:8"
+
+
+def test_trim_leaves_an_sdfg_without_the_splitter_shape_exactly_as_it_was():
+    """Issue 60's smallest program as gt4py hands it over: no Map is read in part at a
+    run-time bound by a single reader, so nothing is trimmed and the SDFG is unchanged."""
+    from gt4py_dace_xforms.transformations.split_hazards import gt_trim_split_hazards
+
+    conn = gtx.as_connectivity([Cell, C2E2CDim], codomain=Cell, data=np.zeros((32, 3), np.int32))
+    sdfg = lower_and_capture(cell_split_neighbor, None, {"C2E2C": conn}, stage=GT4PyAutoOptHook.TopLevelDataFlowPre)
+    before = sdfg.hash_sdfg()
+    assert gt_trim_split_hazards(sdfg) == [] and sdfg.hash_sdfg() == before
