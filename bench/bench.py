@@ -26,6 +26,7 @@ import warnings
 from collections import defaultdict
 from typing import Any, Optional
 
+
 # Serial builds on purpose: `gt_auto_optimize` is timed in this process (below), which a
 # build worker would not report; a session-lifetime cache makes every build really
 # translate and compile. `make bench-substep` builds as users do (a process pool).
@@ -38,20 +39,27 @@ warnings.filterwarnings("ignore", message=r"Library .* already loaded, renaming 
 
 import numpy as np  # noqa: E402
 
+
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import cases as bench_cases  # noqa: E402
 from verdicts import configs  # noqa: E402
 
+from gt4py_dace_xforms.measure.timing import ALLOCATORS, MIN_FLOOR, MIN_SPAN_S, pin_allocator  # noqa: E402
 from gt4py_dace_xforms.policy.cost_model import SWITCHES  # noqa: E402
 from gt4py_dace_xforms.tools.layouts import DEFAULT_LAYOUT, LAYOUTS  # noqa: E402
 from gt4py_dace_xforms.tools.programs import copy_args  # noqa: E402
-from gt4py_dace_xforms.measure.timing import ALLOCATORS, MIN_FLOOR, MIN_SPAN_S, pin_allocator  # noqa: E402
 
-GOALS = {"target_time_ratio": 0.80, "target_2d_transients": 3, "opt_time_ratio": 1.15,
-         # issue 40: the static build, as icon4py's model run compiles the target
-         "static_target_time_ratio": 0.90, "static_target_2d_transients": 0}
+
+GOALS = {
+    "target_time_ratio": 0.80,
+    "target_2d_transients": 3,
+    "opt_time_ratio": 1.15,
+    # issue 40: the static build, as icon4py's model run compiles the target
+    "static_target_time_ratio": 0.90,
+    "static_target_2d_transients": 0,
+}
 RTOL = 1e-12
 
 
@@ -112,7 +120,10 @@ def to_device(args: dict, offset_provider: dict) -> tuple[dict, dict]:
     import cupy as cp
     import gt4py.next as gtx
 
-    args = {k: gtx.as_field(v.domain, cp.asarray(v.asnumpy())) if is_field(v) else v for k, v in args.items()}
+    args = {
+        k: gtx.as_field(v.domain, cp.asarray(v.asnumpy())) if is_field(v) else v
+        for k, v in args.items()
+    }
     offset_provider = {
         k: gtx.as_connectivity(v.domain, v.codomain, cp.asarray(v.asnumpy())) if is_field(v) else v
         for k, v in offset_provider.items()
@@ -211,20 +222,39 @@ def time_config(case_name: str, callers: dict, args: dict, offset_provider: dict
     first runs on newly allocated persistent transients (`timing.replace_persistent`), so
     that a verdict does not rest on one placement of them."""
     from gt4py_dace_xforms.measure.timing import (
-        Timing, compiled_sdfgs, may_extend, noise_floor, omp_threads, pin_allocator, reallocation_faults_per_mib,
-        replace_persistent, short_span, time_rounds, undecided, verdict,
+        Timing,
+        compiled_sdfgs,
+        may_extend,
+        noise_floor,
+        omp_threads,
+        pin_allocator,
+        reallocation_faults_per_mib,
+        replace_persistent,
+        short_span,
+        time_rounds,
+        undecided,
+        verdict,
     )  # fmt: skip
 
     pin_allocator(malloc)
     got = None if threads is None else omp_threads(threads)
-    calls = {label: (lambda a, run=run: run(**a, offset_provider=offset_provider)) for label, run in callers.items()}
+    calls = {
+        label: (lambda a, run=run: run(**a, offset_provider=offset_provider))
+        for label, run in callers.items()
+    }
     # untimed warm-up at this thread count, which also finds each build's compiled SDFGs
-    handles = [h for call in calls.values() for h in compiled_sdfgs(lambda call=call: call(copy_args(args)))]
+    handles = [
+        h
+        for call in calls.values()
+        for h in compiled_sdfgs(lambda call=call: call(copy_args(args)))
+    ]
     placements = 1
     t_timing = time.perf_counter()
     times = time_rounds(calls, args, rounds, sync=sync)
     while True:
-        timing = {label: Timing(label, tuple(t), tuple(times["stock"])) for label, t in times.items()}
+        timing = {
+            label: Timing(label, tuple(t), tuple(times["stock"])) for label, t in times.items()
+        }
         v = verdict(timing["inlined"].ratio, timing["A/A"].ratio)
         done = len(times["stock"])
         spent = time.perf_counter() - t_timing
@@ -251,7 +281,9 @@ def time_config(case_name: str, callers: dict, args: dict, offset_provider: dict
             times[label] += t
     faults = round(reallocation_faults_per_mib(), 1)
     if malloc != "glibc" and (malloc == "fresh") != (faults > 128):
-        log(f"{case_name}: warning: {faults} page faults per MiB re-allocated under {malloc!r}: the pin did not hold")
+        log(
+            f"{case_name}: warning: {faults} page faults per MiB re-allocated under {malloc!r}: the pin did not hold"
+        )
     out = {
         "threads": got,
         "malloc": malloc,
@@ -311,7 +343,9 @@ def run_mode(case: bench_cases.Case, program, mode: str, args: dict, offset_prov
             sync()
             t0 = time.perf_counter()
             if static is not None:  # compiled before its first call, as setup_program does
-                callers[label] = compile_static(program, builds[label].backend, static, offset_provider)
+                callers[label] = compile_static(
+                    program, builds[label].backend, static, offset_provider
+                )
             callers[label](**a, offset_provider=offset_provider)
             sync()
             res[f"first_call_s_{label}"] = time.perf_counter() - t0
@@ -327,8 +361,19 @@ def run_mode(case: bench_cases.Case, program, mode: str, args: dict, offset_prov
     res["aa_vs_stock"] = compare_outputs(results["A/A"], results["stock"])
     del results
     res["timings"] = [
-        time_config(f"{case.name} [{mode}]", callers, args, offset_provider, rounds=rounds, threads=n, sync=sync,
-                    max_rounds=max_rounds, malloc=malloc, extend_s=extend_s, min_span_s=min_span_s)
+        time_config(
+            f"{case.name} [{mode}]",
+            callers,
+            args,
+            offset_provider,
+            rounds=rounds,
+            threads=n,
+            sync=sync,
+            max_rounds=max_rounds,
+            malloc=malloc,
+            extend_s=extend_s,
+            min_span_s=min_span_s,
+        )
         for n in threads
     ]
     return res, builds
@@ -346,8 +391,15 @@ def run_case(case: bench_cases.Case, *, quick: bool, gpu: bool, rounds: int, thr
     from gt4py_dace_xforms.tools.static import plain, static_args
 
     sizes = case.sizes(quick)
-    row: dict[str, Any] = {"program": case.name + (" [static]" if static else ""), "what": case.what, "sizes": sizes,
-                           "status": "ok", "rounds": rounds, "with": list(switches), "layout": layout}
+    row: dict[str, Any] = {
+        "program": case.name + (" [static]" if static else ""),
+        "what": case.what,
+        "sizes": sizes,
+        "status": "ok",
+        "rounds": rounds,
+        "with": list(switches),
+        "layout": layout,
+    }
     stage = "setup"
     try:
         program = case.program()
@@ -363,9 +415,23 @@ def run_case(case: bench_cases.Case, *, quick: bool, gpu: bool, rounds: int, thr
         row["modes"] = {}
         for mode in modes:
             stage = f"memory mode {mode}"
-            res, builds = run_mode(case, program, mode, args, offset_provider, gpu=gpu, rounds=rounds, threads=threads,
-                                   max_rounds=max_rounds, malloc=malloc, extend_s=extend_s,
-                                   min_span_s=min_span_s, windows=windows, static=values, switches=switches)
+            res, builds = run_mode(
+                case,
+                program,
+                mode,
+                args,
+                offset_provider,
+                gpu=gpu,
+                rounds=rounds,
+                threads=threads,
+                max_rounds=max_rounds,
+                malloc=malloc,
+                extend_s=extend_s,
+                min_span_s=min_span_s,
+                windows=windows,
+                static=values,
+                switches=switches,
+            )
             row["modes"][mode] = res
             bad = [f"{who} {k}" for who in ("inlined_vs_stock", "aa_vs_stock")
                    for k, v in res[who]["outputs"].items() if not v["allclose"]]  # fmt: skip
@@ -376,7 +442,10 @@ def run_case(case: bench_cases.Case, *, quick: bool, gpu: bool, rounds: int, thr
                 continue
             # transients and optimization time: from the first mode's builds
             stage = "SDFG inspection"
-            row.update(max_abs_diff=res["inlined_vs_stock"]["max_abs_diff"], allclose=res["inlined_vs_stock"]["allclose"])
+            row.update(
+                max_abs_diff=res["inlined_vs_stock"]["max_abs_diff"],
+                allclose=res["inlined_vs_stock"]["allclose"],
+            )
             values = symbol_values(args)
             fallback = sizes[case.horizontal] * sizes["K"]
             exact_all = True
@@ -392,10 +461,14 @@ def run_case(case: bench_cases.Case, *, quick: bool, gpu: bool, rounds: int, thr
             rep = builds["inlined"].report
             row["inline_applied"], row["inline_declined"], row["inline_copies"] = (
                 len(rep.applied), len(rep.declined), rep.copies)  # fmt: skip
-            row["opt_ratio"] = row["opt_s_inlined"] / row["opt_s_stock"] if row["opt_s_stock"] else None
+            row["opt_ratio"] = (
+                row["opt_s_inlined"] / row["opt_s_stock"] if row["opt_s_stock"] else None
+            )
             del builds
     except Exception as e:  # noqa: BLE001
-        row["status"] = f"FAILED at {stage}: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+        row["status"] = (
+            f"FAILED at {stage}: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+        )
         row["traceback"] = traceback.format_exc()
         log(f"{case.name}: {row['status']}")
         print(row["traceback"], file=sys.stderr, flush=True)
@@ -416,7 +489,9 @@ def _fmt(v: Any, spec: str) -> str:
 def _columns(head: tuple, lines: list[tuple]) -> list[str]:
     widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    return [fmt.format(*head), fmt.format(*("-" * w for w in widths))] + [fmt.format(*line) for line in lines]
+    return [fmt.format(*head), fmt.format(*("-" * w for w in widths))] + [
+        fmt.format(*line) for line in lines
+    ]
 
 
 def table(rows: list[dict]) -> str:
@@ -454,11 +529,28 @@ def _iv(d: dict) -> str:
 def timing_table(rows: list[dict]) -> str:
     """Every program x memory mode x thread count: stock's median, the A/A pair's ratio and
     the floor it gives, the inlined build's ratio and its verdict."""
-    head = ("program", "memory/malloc", "thr", "stock ms", "A/A ratio [95%]", "floor", "inlined ms", "ratio [95%]", "verdict")
+    head = (
+        "program",
+        "memory/malloc",
+        "thr",
+        "stock ms",
+        "A/A ratio [95%]",
+        "floor",
+        "inlined ms",
+        "ratio [95%]",
+        "verdict",
+    )
     lines = [
         (
-            prog, mode, t["threads"] or "-", f"{t['median_ms']['stock']:.3f}", _iv(t["ratio"]["A/A"]),
-            f"±{100 * t['floor']:.1f}%", f"{t['median_ms']['inlined']:.3f}", _iv(t["ratio"]["inlined"]), t["verdict"],
+            prog,
+            mode,
+            t["threads"] or "-",
+            f"{t['median_ms']['stock']:.3f}",
+            _iv(t["ratio"]["A/A"]),
+            f"±{100 * t['floor']:.1f}%",
+            f"{t['median_ms']['inlined']:.3f}",
+            _iv(t["ratio"]["inlined"]),
+            t["verdict"],
         )  # fmt: skip
         for prog, mode, t in configs(rows)
     ]
@@ -480,37 +572,77 @@ def goals(rows: list[dict]) -> list[tuple[str, bool | None, str]]:
     checks: list[tuple[str, bool | None, str]] = []
 
     def check(name: str, value: Any, ok: Any) -> None:
-        checks.append((name, None if value is None else bool(ok), "n/a" if value is None else str(value)))
+        checks.append(
+            (name, None if value is None else bool(ok), "n/a" if value is None else str(value))
+        )
 
     target = [(mode, c) for prog, mode, c in configs(rows) if prog == "target"]
     goal = GOALS["target_time_ratio"]
     check(
         f"target measurably faster with median ratio <= {goal}, every configuration",
-        "; ".join(f"{m} {c['threads']} thr {c['ratio']['inlined']['median']:.3f} {c['verdict']}" for m, c in target) or None,
-        target and all(c["verdict"] == "faster" and c["ratio"]["inlined"]["median"] <= goal for _, c in target),
+        "; ".join(
+            f"{m} {c['threads']} thr {c['ratio']['inlined']['median']:.3f} {c['verdict']}"
+            for m, c in target
+        )
+        or None,
+        target
+        and all(
+            c["verdict"] == "faster" and c["ratio"]["inlined"]["median"] <= goal for _, c in target
+        ),
     )
     n = t.get("transients_inlined")
-    check(f"target 2-D transients <= {GOALS['target_2d_transients']}", n, n is not None and n <= GOALS["target_2d_transients"])
+    check(
+        f"target 2-D transients <= {GOALS['target_2d_transients']}",
+        n,
+        n is not None and n <= GOALS["target_2d_transients"],
+    )
     o = t.get("opt_ratio")
-    check(f"target opt time ratio <= {GOALS['opt_time_ratio']}", o and round(o, 3), o is not None and o <= GOALS["opt_time_ratio"])
+    check(
+        f"target opt time ratio <= {GOALS['opt_time_ratio']}",
+        o and round(o, 3),
+        o is not None and o <= GOALS["opt_time_ratio"],
+    )
     st = by.get("target [static]", {})
     static_target = [(mode, c) for prog, mode, c in configs(rows) if prog == "target [static]"]
     goal = GOALS["static_target_time_ratio"]
     check(
         f"static target measurably faster with median ratio <= {goal}, every configuration",
-        "; ".join(f"{m} {c['threads']} thr {c['ratio']['inlined']['median']:.3f} {c['verdict']}"
-                  for m, c in static_target) or None,
-        static_target and all(c["verdict"] == "faster" and c["ratio"]["inlined"]["median"] <= goal
-                              for _, c in static_target),
+        "; ".join(
+            f"{m} {c['threads']} thr {c['ratio']['inlined']['median']:.3f} {c['verdict']}"
+            for m, c in static_target
+        )
+        or None,
+        static_target
+        and all(
+            c["verdict"] == "faster" and c["ratio"]["inlined"]["median"] <= goal
+            for _, c in static_target
+        ),
     )
     n = st.get("transients_inlined")
-    check(f"static target 2-D transients <= {GOALS['static_target_2d_transients']}", n,
-          n is not None and n <= GOALS["static_target_2d_transients"])
+    check(
+        f"static target 2-D transients <= {GOALS['static_target_2d_transients']}",
+        n,
+        n is not None and n <= GOALS["static_target_2d_transients"],
+    )
     timed = list(configs(rows))
-    slower = [f"{p} {m} {c['threads']} thr {c['ratio']['inlined']['median']:.3f}" for p, m, c in timed if c["verdict"] == "slower"]
-    check("no program measurably slower than stock (any configuration)", timed and ("; ".join(slower) or "none"), not slower)
+    slower = [
+        f"{p} {m} {c['threads']} thr {c['ratio']['inlined']['median']:.3f}"
+        for p, m, c in timed
+        if c["verdict"] == "slower"
+    ]
+    check(
+        "no program measurably slower than stock (any configuration)",
+        timed and ("; ".join(slower) or "none"),
+        not slower,
+    )
     ok_all = all(r["status"] == "ok" for r in rows)
-    checks.append(("all programs compiled, ran and matched stock", ok_all, f"{sum(r['status'] == 'ok' for r in rows)}/{len(rows)}"))
+    checks.append(
+        (
+            "all programs compiled, ran and matched stock",
+            ok_all,
+            f"{sum(r['status'] == 'ok' for r in rows)}/{len(rows)}",
+        )
+    )
     return checks
 
 
@@ -519,47 +651,104 @@ def _int_list(text: str) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     machine = len(os.sched_getaffinity(0))
-    p.add_argument("--gpu", action="store_true", help="GPU builds (skipped with a message without a GPU/cupy)")
-    p.add_argument("--quick", action="store_true",
-                   help="small sizes, 6 rounds, the default memory mode at 1 thread (a smoke check, not a measurement)")
-    p.add_argument("--only", default="", help="comma-separated program names: " + ", ".join(c.name for c in bench_cases.CASES))
-    p.add_argument("--rounds", type=int, default=None,
-                   help="timing rounds, every build once per round (default 12, --quick 6; a multiple of 6 runs all orders equally often)")
-    p.add_argument("--max-rounds", type=int, default=None,
-                   help="while a ratio's interval straddles an edge of the A/A floor, add --rounds more, up to this"
-                   " many (default 3 x --rounds; --quick: no extension)")
-    p.add_argument("--extend-seconds", type=float, default=None,
-                   help="past --max-rounds, an undecided verdict still gets more rounds while its timing has taken less"
-                   " than this many seconds, up to 20 x --rounds (default 60; --quick 0)")
-    p.add_argument("--min-span-seconds", type=float, default=None,
-                   help="a decided verdict still gets more rounds while its rounds span less than this many seconds,"
-                   f" up to 20 x --rounds: one of the machine's phases is not a result (default {MIN_SPAN_S:g}; --quick 0)")
-    p.add_argument("--threads", type=_int_list, default=None,
-                   help=f"comma-separated OpenMP thread counts to time at (default 1,{machine}: 1 and this machine's)")
-    p.add_argument("--modes", default=None,
-                   help=f"comma-separated transient memory modes, each built separately: {', '.join(MEMORY_MODES)}"
-                   " (default: default,persistent)")
-    p.add_argument("--malloc", default=None, choices=ALLOCATORS,
-                   help="allocator regime, pinned for the whole run: fresh (every large block gets new pages, as a"
-                   " production-size grid's transients do), reuse (freed memory is reused), glibc (not pinned: glibc's"
-                   " history-dependent default) (default fresh; with --gpu glibc)")
-    p.add_argument("--windows", default="model", choices=("model", "all", "none"),
-                   help="vertical windows in the library's build: where the cost model takes them (default), "
-                        "every window that applies, or none (docs/vertical_window.md)")
-    p.add_argument("--builds", default="symbolic,static",
-                   help="comma-separated: symbolic (bounds and switches as run-time symbols), static (compiled as "
-                        "constants, as icon4py's setup_program builds; tools/static.py); each program is measured "
-                        "once per entry (default: symbolic,static)")
-    p.add_argument("--with", dest="switches", default="",
-                   help="cost-model switches turned on in the library's build, comma-separated (e.g. column_reads: "
-                        "a rewrite that is off by default, timed against stock): " + ", ".join(SWITCHES))
-    p.add_argument("--layout", default=DEFAULT_LAYOUT, choices=(*LAYOUTS, "none"),
-                   help="the index layout every program runs on: its bounds and the generated grid's neighbor tables "
-                        f"(tools/layouts.py; default {DEFAULT_LAYOUT}, a production run's rank; none: the bounds the "
-                        "inputs were drawn with, a global grid on one rank, and random tables)")
-    p.add_argument("--json", default=str(HERE / "results.json"), help="where to write the results (default bench/results.json)")
+    p.add_argument(
+        "--gpu", action="store_true", help="GPU builds (skipped with a message without a GPU/cupy)"
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="small sizes, 6 rounds, the default memory mode at 1 thread (a smoke check, not a measurement)",
+    )
+    p.add_argument(
+        "--only",
+        default="",
+        help="comma-separated program names: " + ", ".join(c.name for c in bench_cases.CASES),
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="timing rounds, every build once per round (default 12, --quick 6; a multiple of 6 runs all orders equally often)",
+    )
+    p.add_argument(
+        "--max-rounds",
+        type=int,
+        default=None,
+        help="while a ratio's interval straddles an edge of the A/A floor, add --rounds more, up to this"
+        " many (default 3 x --rounds; --quick: no extension)",
+    )
+    p.add_argument(
+        "--extend-seconds",
+        type=float,
+        default=None,
+        help="past --max-rounds, an undecided verdict still gets more rounds while its timing has taken less"
+        " than this many seconds, up to 20 x --rounds (default 60; --quick 0)",
+    )
+    p.add_argument(
+        "--min-span-seconds",
+        type=float,
+        default=None,
+        help="a decided verdict still gets more rounds while its rounds span less than this many seconds,"
+        f" up to 20 x --rounds: one of the machine's phases is not a result (default {MIN_SPAN_S:g}; --quick 0)",
+    )
+    p.add_argument(
+        "--threads",
+        type=_int_list,
+        default=None,
+        help=f"comma-separated OpenMP thread counts to time at (default 1,{machine}: 1 and this machine's)",
+    )
+    p.add_argument(
+        "--modes",
+        default=None,
+        help=f"comma-separated transient memory modes, each built separately: {', '.join(MEMORY_MODES)}"
+        " (default: default,persistent)",
+    )
+    p.add_argument(
+        "--malloc",
+        default=None,
+        choices=ALLOCATORS,
+        help="allocator regime, pinned for the whole run: fresh (every large block gets new pages, as a"
+        " production-size grid's transients do), reuse (freed memory is reused), glibc (not pinned: glibc's"
+        " history-dependent default) (default fresh; with --gpu glibc)",
+    )
+    p.add_argument(
+        "--windows",
+        default="model",
+        choices=("model", "all", "none"),
+        help="vertical windows in the library's build: where the cost model takes them (default), "
+        "every window that applies, or none (docs/vertical_window.md)",
+    )
+    p.add_argument(
+        "--builds",
+        default="symbolic,static",
+        help="comma-separated: symbolic (bounds and switches as run-time symbols), static (compiled as "
+        "constants, as icon4py's setup_program builds; tools/static.py); each program is measured "
+        "once per entry (default: symbolic,static)",
+    )
+    p.add_argument(
+        "--with",
+        dest="switches",
+        default="",
+        help="cost-model switches turned on in the library's build, comma-separated (e.g. column_reads: "
+        "a rewrite that is off by default, timed against stock): " + ", ".join(SWITCHES),
+    )
+    p.add_argument(
+        "--layout",
+        default=DEFAULT_LAYOUT,
+        choices=(*LAYOUTS, "none"),
+        help="the index layout every program runs on: its bounds and the generated grid's neighbor tables "
+        f"(tools/layouts.py; default {DEFAULT_LAYOUT}, a production run's rank; none: the bounds the "
+        "inputs were drawn with, a global grid on one rank, and random tables)",
+    )
+    p.add_argument(
+        "--json",
+        default=str(HERE / "results.json"),
+        help="where to write the results (default bench/results.json)",
+    )
     opts = p.parse_args(argv)  # fmt: skip
     switches = tuple(w.strip() for w in opts.switches.split(",") if w.strip())
     if bad := [w for w in switches if w not in SWITCHES]:
@@ -580,10 +769,20 @@ def main(argv: list[str] | None = None) -> int:
         selected = [c for c in selected if not c.heavy]
     rounds = opts.rounds or (6 if opts.quick else 12)
     max_rounds = opts.max_rounds or (rounds if opts.quick else 3 * rounds)
-    extend_s = opts.extend_seconds if opts.extend_seconds is not None else (0.0 if opts.quick else 60.0)
-    min_span_s = opts.min_span_seconds if opts.min_span_seconds is not None else (0.0 if opts.quick else MIN_SPAN_S)
+    extend_s = (
+        opts.extend_seconds if opts.extend_seconds is not None else (0.0 if opts.quick else 60.0)
+    )
+    min_span_s = (
+        opts.min_span_seconds
+        if opts.min_span_seconds is not None
+        else (0.0 if opts.quick else MIN_SPAN_S)
+    )
     threads: list[int | None] = opts.threads or ([1] if opts.quick else sorted({1, machine}))
-    modes = [m.strip() for m in (opts.modes or ("default" if opts.quick else "default,persistent")).split(",") if m.strip()]
+    modes = [
+        m.strip()
+        for m in (opts.modes or ("default" if opts.quick else "default,persistent")).split(",")
+        if m.strip()
+    ]
     if unknown := [m for m in modes if m not in MEMORY_MODES]:
         p.error(f"unknown memory mode(s) {unknown}; choose from {list(MEMORY_MODES)}")
     malloc = opts.malloc or ("glibc" if opts.gpu else "fresh")
@@ -604,17 +803,31 @@ def main(argv: list[str] | None = None) -> int:
 
     layout = None if opts.layout == "none" else opts.layout
     t_start = time.perf_counter()
-    log(f"{len(selected)} program(s), layout {opts.layout}, {'GPU' if opts.gpu else 'CPU'}, {'quick' if opts.quick else 'full'} sizes, {rounds} rounds,"
-        f" threads {threads}, memory modes {modes}, allocator {malloc}; builds per mode: {', '.join(BUILDS)}")
+    log(
+        f"{len(selected)} program(s), layout {opts.layout}, {'GPU' if opts.gpu else 'CPU'}, {'quick' if opts.quick else 'full'} sizes, {rounds} rounds,"
+        f" threads {threads}, memory modes {modes}, allocator {malloc}; builds per mode: {', '.join(BUILDS)}"
+    )
     rows = []
     for case in selected:
         for variant in variants:
             log(f"== {case.name} ({variant}): {case.what}, sizes {case.sizes(opts.quick)}")
             t0 = time.perf_counter()
-            row = run_case(case, quick=opts.quick, gpu=opts.gpu, rounds=rounds, threads=threads, modes=modes,
-                           max_rounds=max_rounds, malloc=malloc, extend_s=extend_s, min_span_s=min_span_s,
-                           windows={"model": None, "all": True, "none": False}[opts.windows],
-                           static=variant == "static", switches=switches, layout=layout)
+            row = run_case(
+                case,
+                quick=opts.quick,
+                gpu=opts.gpu,
+                rounds=rounds,
+                threads=threads,
+                modes=modes,
+                max_rounds=max_rounds,
+                malloc=malloc,
+                extend_s=extend_s,
+                min_span_s=min_span_s,
+                windows={"model": None, "all": True, "none": False}[opts.windows],
+                static=variant == "static",
+                switches=switches,
+                layout=layout,
+            )
             row["case_wall_s"] = time.perf_counter() - t0
             rows.append(row)
     wall = time.perf_counter() - t_start

@@ -48,6 +48,7 @@ import time
 import warnings
 from typing import Any, Optional
 
+
 os.environ.pop("GT4PY_BUILD_JOBS", None)  # gt4py's default: one worker per CPU, process mode
 os.environ.pop("GT4PY_BUILD_JOBS_MODE", None)
 os.environ["GT4PY_BUILD_CACHE_LIFETIME"] = "session"
@@ -83,8 +84,11 @@ class Counting:
         out = []
         for mod_name in getattr(tr, "__all__", []) or dir(tr):
             obj = getattr(tr, mod_name, None)
-            if isinstance(obj, type) and issubclass(obj, dace.transformation.transformation.PatternTransformation) \
-                    and obj.__module__.startswith("gt4py_dace_xforms"):
+            if (
+                isinstance(obj, type)
+                and issubclass(obj, dace.transformation.transformation.PatternTransformation)
+                and obj.__module__.startswith("gt4py_dace_xforms")
+            ):
                 out.append(obj)
         from gt4py_dace_xforms.integration import hooks
 
@@ -109,9 +113,11 @@ class Counting:
 
         original_analyse = candidate.analyse_candidate
         analyse = self._timed("analyse_candidate", original_analyse)
-        for mod in [m for n, m in sys.modules.items() if n.startswith("gt4py_dace_xforms") and m is not None]:
+        for mod in [
+            m for n, m in sys.modules.items() if n.startswith("gt4py_dace_xforms") and m is not None
+        ]:
             if getattr(mod, "analyse_candidate", None) is original_analyse:
-                setattr(mod, "analyse_candidate", analyse)
+                mod.analyse_candidate = analyse
                 self._saved.append((mod, "analyse_candidate", original_analyse))
         for cls in self._classes():
             for meth in ("can_be_applied", "apply", "__call__"):
@@ -172,10 +178,17 @@ def translate(label: str, site: Any, inputs: tuple[dict, dict], tag: str) -> dic
     with Counting() as counting, optimizer_timer(acc):
         t0 = time.perf_counter()
         with record_annotations() if label == "library" else contextlib.nullcontext():
-            step.generate_sdfg(compilable.data, compilable.args.offset_provider, compilable.args.column_axis)
+            step.generate_sdfg(
+                compilable.data, compilable.args.offset_provider, compilable.args.column_axis
+            )
         total = time.perf_counter() - t0
-    return {"translation_s": total, "optimizer_s": sum(acc), "optimizer_calls": len(acc),
-            "calls": dict(counting.calls), "seconds": {k: round(v, 4) for k, v in counting.seconds.items()}}
+    return {
+        "translation_s": total,
+        "optimizer_s": sum(acc),
+        "optimizer_calls": len(acc),
+        "calls": dict(counting.calls),
+        "seconds": {k: round(v, 4) for k, v in counting.seconds.items()},
+    }
 
 
 def hook_seconds(got: dict) -> float:
@@ -194,13 +207,24 @@ def optimizer_times(sites: list, inputs: dict, repeats: int) -> list[dict]:
                 if label not in best or got["optimizer_s"] < best[label]["optimizer_s"]:
                     best[label] = got
         ratio = best["library"]["optimizer_s"] / best["stock"]["optimizer_s"]
-        lib_calls = sum(v for k, v in best["library"]["calls"].items() if k.endswith("can_be_applied"))
+        lib_calls = sum(
+            v for k, v in best["library"]["calls"].items() if k.endswith("can_be_applied")
+        )
         analyses = best["library"]["calls"].get("analyse_candidate", 0)
-        log(f"  {site.key}: gt_auto_optimize stock {best['stock']['optimizer_s']:.2f} s, library "
+        log(
+            f"  {site.key}: gt_auto_optimize stock {best['stock']['optimizer_s']:.2f} s, library "
             f"{best['library']['optimizer_s']:.2f} s ({ratio:.2f}x), of which the library's hooks "
-            f"{hook_seconds(best['library']):.2f} s; {analyses} candidate analyses, can_be_applied {lib_calls}")
-        rows.append({"site": site.key, "program": site.name, "static": site.static, **{
-            label: best[label] for label in LABELS}, "ratio": round(ratio, 3)})
+            f"{hook_seconds(best['library']):.2f} s; {analyses} candidate analyses, can_be_applied {lib_calls}"
+        )
+        rows.append(
+            {
+                "site": site.key,
+                "program": site.name,
+                "static": site.static,
+                **{label: best[label] for label in LABELS},
+                "ratio": round(ratio, 3),
+            }
+        )
     return rows
 
 
@@ -237,9 +261,17 @@ def build_wall(label: str, sites: list, inputs: dict, tag: str) -> float:
         runners.reset_default_runner()
         try:
             t0 = time.perf_counter()
-            programs = [compile_static(site.call.ref.load(),
-                                       backend_from(descriptors(label, site.name, "default"), f"_wall_{tag}_{label}_{i}"),
-                                       site.static, inputs[site.key][1]) for i, site in enumerate(sites)]
+            programs = [
+                compile_static(
+                    site.call.ref.load(),
+                    backend_from(
+                        descriptors(label, site.name, "default"), f"_wall_{tag}_{label}_{i}"
+                    ),
+                    site.static,
+                    inputs[site.key][1],
+                )
+                for i, site in enumerate(sites)
+            ]
             _wait_all(programs)
             return time.perf_counter() - t0
         finally:
@@ -259,35 +291,49 @@ def profile(site: Any, inputs: dict, top: int = 40) -> str:
 
 
 def table(doc: dict) -> str:
-    lines = [f"{'site':58s} {'stock s':>8s} {'library s':>9s} {'ratio':>6s} {'hooks s':>7s} {'analyses':>8s} "
-             f"{'cba':>6s}"]
+    lines = [
+        f"{'site':58s} {'stock s':>8s} {'library s':>9s} {'ratio':>6s} {'hooks s':>7s} {'analyses':>8s} "
+        f"{'cba':>6s}"
+    ]
     for r in doc["optimizer"]:
         cba = sum(v for k, v in r["library"]["calls"].items() if k.endswith("can_be_applied"))
         app = r["library"]["calls"].get("analyse_candidate", 0)
-        lines.append(f"{r['site'][:58]:58s} {r['stock']['optimizer_s']:8.2f} {r['library']['optimizer_s']:9.2f} "
-                     f"{r['ratio']:6.2f} {hook_seconds(r['library']):7.2f} {app:8d} {cba:6d}")
+        lines.append(
+            f"{r['site'][:58]:58s} {r['stock']['optimizer_s']:8.2f} {r['library']['optimizer_s']:9.2f} "
+            f"{r['ratio']:6.2f} {hook_seconds(r['library']):7.2f} {app:8d} {cba:6d}"
+        )
     s = sum(r["stock"]["optimizer_s"] for r in doc["optimizer"])
     lib = sum(r["library"]["optimizer_s"] for r in doc["optimizer"])
     hooks = sum(hook_seconds(r["library"]) for r in doc["optimizer"])
-    lines.append(f"{'sum of gt_auto_optimize (one translation at a time)':58s} {s:8.2f} {lib:9.2f} {lib / s:6.2f} "
-                 f"{hooks:7.2f}")
+    lines.append(
+        f"{'sum of gt_auto_optimize (one translation at a time)':58s} {s:8.2f} {lib:9.2f} {lib / s:6.2f} "
+        f"{hooks:7.2f}"
+    )
     for w in doc.get("wall", []):
-        lines.append(f"build wall time, {doc['meta']['jobs']} jobs ({w['order']}): stock {w['stock']:.1f} s, "
-                     f"library {w['library']:.1f} s, {w['library'] / w['stock']:.2f}x")
+        lines.append(
+            f"build wall time, {doc['meta']['jobs']} jobs ({w['order']}): stock {w['stock']:.1f} s, "
+            f"library {w['library']:.1f} s, {w['library'] / w['stock']:.2f}x"
+        )
     return "\n".join(lines)
 
 
 def parse(argv: Optional[list[str]]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--layout", default="lam-decomposed")
     p.add_argument("--cells", type=int, default=20480)
     p.add_argument("--levels", type=int, default=80)
     p.add_argument("--programs", default="")
     p.add_argument("--substep", default="both", choices=("first", "later", "both"))
-    p.add_argument("--repeats", type=int, default=2, help="translations per build and site (least kept)")
+    p.add_argument(
+        "--repeats", type=int, default=2, help="translations per build and site (least kept)"
+    )
     p.add_argument("--wall-rounds", type=int, default=1, help="build wall time rounds (0: none)")
     p.add_argument("--skip-optimizer", action="store_true", help="only the wall time")
-    p.add_argument("--profile", default=None, metavar="NAME", help="cProfile the library's translation of NAME")
+    p.add_argument(
+        "--profile", default=None, metavar="NAME", help="cProfile the library's translation of NAME"
+    )
     p.add_argument("--json", default=None)
     return p.parse_args(argv)
 
@@ -310,12 +356,24 @@ def main(argv: Optional[list[str]] = None) -> int:
     import gt4py
 
     jobs = min(os.cpu_count() or 1, 32)
-    doc: dict[str, Any] = {"meta": {
-        "date": datetime.datetime.now().isoformat(timespec="seconds"), "layout": opts.layout,
-        "levels": opts.levels, "sites": len(sites), "jobs": jobs, "mode": "process (spawn), gt4py's default",
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
-        "gt4py": gt4py.__version__, "load_before": os.getloadavg()[0]}, "optimizer": [], "wall": []}
-    log(f"{len(sites)} builds per side ({', '.join(s.key for s in sites)}); load {doc['meta']['load_before']:.2f}")
+    doc: dict[str, Any] = {
+        "meta": {
+            "date": datetime.datetime.now().isoformat(timespec="seconds"),
+            "layout": opts.layout,
+            "levels": opts.levels,
+            "sites": len(sites),
+            "jobs": jobs,
+            "mode": "process (spawn), gt4py's default",
+            "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
+            "gt4py": gt4py.__version__,
+            "load_before": os.getloadavg()[0],
+        },
+        "optimizer": [],
+        "wall": [],
+    }
+    log(
+        f"{len(sites)} builds per side ({', '.join(s.key for s in sites)}); load {doc['meta']['load_before']:.2f}"
+    )
     if not opts.skip_optimizer:
         log("optimizer time, one translation at a time in this process")
         doc["optimizer"] = optimizer_times(sites, inputs, opts.repeats)
@@ -329,15 +387,22 @@ def main(argv: Optional[list[str]] = None) -> int:
                 log(f"  round {r + 1}: {label} {got[label]:.1f} s")
             doc["wall"].append({"order": " then ".join(order), **got})
     doc["meta"]["load_after"] = os.getloadavg()[0]
-    text = table(doc) if doc["optimizer"] else "\n".join(
-        f"build wall time ({w['order']}): stock {w['stock']:.1f} s, library {w['library']:.1f} s" for w in doc["wall"])
+    text = (
+        table(doc)
+        if doc["optimizer"]
+        else "\n".join(
+            f"build wall time ({w['order']}): stock {w['stock']:.1f} s, library {w['library']:.1f} s"
+            for w in doc["wall"]
+        )
+    )
     print(text, flush=True)
     if opts.json:
         out = pathlib.Path(opts.json)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(doc, indent=1, default=str) + "\n")
         out.with_suffix(".txt").write_text(
-            f"bench/build_time.py {' '.join(argv or sys.argv[1:])}\n{doc['meta']}\n\n{text}\n")
+            f"bench/build_time.py {' '.join(argv or sys.argv[1:])}\n{doc['meta']}\n\n{text}\n"
+        )
     return 0
 
 

@@ -40,15 +40,17 @@ import re
 import sys
 import warnings
 
+
 os.environ.setdefault("GT4PY_BUILD_CACHE_DIR", f"/tmp/calibrate_cache_{os.getpid()}")
 warnings.filterwarnings("ignore", message="Python is not running in optimized mode")
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import numpy as np  # noqa: E402
+
 from gt4py_dace_xforms.policy import InlinePolicy  # noqa: E402  # after the build settings above
 
-import numpy as np  # noqa: E402
 
 FEATURES = ("alloc", "traffic", "ops", "gathers")
 SIGNS = np.array([1.0, 1.0, -1.0, -1.0])  # saved_ms = sum(sign * coef * feature)
@@ -78,12 +80,18 @@ def extent_sizes(symbols, sizes: dict, scalars: dict | None = None) -> dict[str,
         if scalars and s in scalars:
             out[s] = scalars[s]
             continue
-        dim = next((d for d in ("Cell", "Edge", "Vertex") if f"_{d}_" in s or s.endswith(f"_{d}")), None)
-        vertical = "_K_" in s or "vertical" in s or "lev" in s.lower()  # also a program's own `nlev`
+        dim = next(
+            (d for d in ("Cell", "Edge", "Vertex") if f"_{d}_" in s or s.endswith(f"_{d}")), None
+        )
+        vertical = (
+            "_K_" in s or "vertical" in s or "lev" in s.lower()
+        )  # also a program's own `nlev`
         size = sizes.get(dim, horizontal) if dim else (sizes["K"] if vertical else horizontal)
         conn = re.match(r"__gt_conn_([A-Z])[A-Za-z]*2", s)
         if conn and s.endswith("source_size"):
-            size = {"C": sizes.get("Cell"), "E": sizes.get("Edge"), "V": sizes.get("Vertex")}.get(conn.group(1)) or horizontal
+            size = {"C": sizes.get("Cell"), "E": sizes.get("Edge"), "V": sizes.get("Vertex")}.get(
+                conn.group(1)
+            ) or horizontal
         out[s] = 0 if (s.endswith("_range_0") or "start" in s) else size
     return out
 
@@ -113,10 +121,14 @@ class Recorder(InlinePolicy):
         if cand.intermediate.data not in self.names:
             return self._take(cand, None)
         d = self.model.decide_group(sdfg, cand, group, writeback_points=writeback_points)
-        return self._take(cand, d.figures if d.figures and "group_size" in d.figures else {"unpriced": d.reason})
+        return self._take(
+            cand, d.figures if d.figures and "group_size" in d.figures else {"unpriced": d.reason}
+        )
 
 
-def set_features(sdfg, names, sizes: dict, persistent: bool, scalars: dict | None = None) -> tuple[dict, list[str]]:
+def set_features(
+    sdfg, names, sizes: dict, persistent: bool, scalars: dict | None = None
+) -> tuple[dict, list[str]]:
     """The features of inlining `names` on `sdfg`, and what could not be priced."""
     import copy
 
@@ -129,7 +141,9 @@ def set_features(sdfg, names, sizes: dict, persistent: bool, scalars: dict | Non
     probe = Recorder(names, model)
     gt_inline_fusion(copy.deepcopy(sdfg), cost_model=probe, validate=False)
     symbols = {s for _, f in probe.figures if f for s in f.get("assumed", ())}
-    sized = dataclasses.replace(model, representative_sizes=tuple(sorted(extent_sizes(symbols, sizes, scalars).items())))
+    sized = dataclasses.replace(
+        model, representative_sizes=tuple(sorted(extent_sizes(symbols, sizes, scalars).items()))
+    )
     rec = Recorder(names, sized)
     gt_inline_fusion(copy.deepcopy(sdfg), cost_model=rec, validate=False)
     feats = dict.fromkeys(FEATURES, 0.0)
@@ -211,8 +225,12 @@ def bench_observations(path: str) -> list[tuple[str, dict, dict]]:
 
 #: the oracle runs fitted by default: allocator pinned to `fresh`, with the `none` build
 #: (compute_exner_exfac's predates it; there the model's one read is the best set anyway)
-CALIBRATION_RUNS = ("compute_exner_exfac_fresh", "diag_normal_wind_fresh", "apply_diffusion_to_vn_fresh",
-                    "target_fresh_none")
+CALIBRATION_RUNS = (
+    "compute_exner_exfac_fresh",
+    "diag_normal_wind_fresh",
+    "apply_diffusion_to_vn_fresh",
+    "target_fresh_none",
+)
 
 #: bench cases the oracle runs under their icon4py name
 _ORACLE_NAME = {"exner_exfac": "compute_exner_exfac"}
@@ -239,16 +257,26 @@ def fit(obs: list[dict]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--oracle", nargs="*", default=[str(HERE / "oracle" / f"{n}.json") for n in CALIBRATION_RUNS])
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--oracle",
+        nargs="*",
+        default=[str(HERE / "oracle" / f"{n}.json") for n in CALIBRATION_RUNS],
+    )
     p.add_argument("--bench", nargs="*", default=[str(HERE / "agreement" / "final" / "run1.json")])
-    p.add_argument("--features-cache", default=None, help="json file to keep the priced sets in between runs")
+    p.add_argument(
+        "--features-cache", default=None, help="json file to keep the priced sets in between runs"
+    )
     p.add_argument("--out", default=None, help="also write the printed fit to this file")
     opts = p.parse_args(argv)
 
-    from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
-
     import oracle as oracle_cli
+    from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import (
+        GT4PyAutoOptHook,
+    )
+
     from gt4py_dace_xforms.integration import capture
 
     by_program: dict[str, tuple[dict, list[dict]]] = {}
@@ -258,10 +286,16 @@ def main(argv=None) -> int:
     oracled = set(by_program)
     for path in opts.bench:
         for prog, sizes, o in bench_observations(path):
-            if prog not in oracled and _ORACLE_NAME.get(prog) not in oracled:  # the oracle's runs separate the inlining from the library's other passes
+            if (
+                prog not in oracled and _ORACLE_NAME.get(prog) not in oracled
+            ):  # the oracle's runs separate the inlining from the library's other passes
                 by_program.setdefault(prog, (sizes, []))[1].append(o)
 
-    cache = json.load(open(opts.features_cache)) if opts.features_cache and os.path.exists(opts.features_cache) else {}
+    cache = (
+        json.load(open(opts.features_cache))
+        if opts.features_cache and os.path.exists(opts.features_cache)
+        else {}
+    )
     step = (GT4PyAutoOptHook.TopLevelDataFlowStep, 1)
     for prog, (sizes, obs) in by_program.items():
         sdfg = None
@@ -278,14 +312,20 @@ def main(argv=None) -> int:
                     o["set"] = model_set(sdfg)
                     cache[f"{prog}|model"] = sorted(o["set"])
                     key = f"{prog}|{'+'.join(sorted(o['set']))}|{o['mode'] == 'persistent'}"
-                feats, problems = set_features(sdfg, o["set"], sizes, o["mode"] == "persistent", scalars)
+                feats, problems = set_features(
+                    sdfg, o["set"], sizes, o["mode"] == "persistent", scalars
+                )
                 cache[key] = {"features": feats, "problems": problems}
             o.update(cache[key])
     if opts.features_cache:
         pathlib.Path(opts.features_cache).write_text(json.dumps(cache, indent=1) + "\n")
 
     everything = [o for _, obs in by_program.values() for o in obs]
-    lines = [f"note: {o['program']} {o['label']}: {'; '.join(o['problems'])}" for o in everything if o["problems"]]
+    lines = [
+        f"note: {o['program']} {o['label']}: {'; '.join(o['problems'])}"
+        for o in everything
+        if o["problems"]
+    ]
     for threads in sorted({o["threads"] for o in everything}):
         obs = [o for o in everything if o["threads"] == threads]
         coef, resid = fit(obs)
@@ -296,7 +336,9 @@ def main(argv=None) -> int:
             # against the allocation (the term the data determine best): bytes of a removed
             # per-call transient one recomputed operation costs, and what a byte of traffic
             # and of gathers is worth
-            lines.append(f"  per allocated byte: an operation costs {c / a:.3g} B, traffic {b / a:.3g}, gathers {d / a:.3g}")
+            lines.append(
+                f"  per allocated byte: an operation costs {c / a:.3g} B, traffic {b / a:.3g}, gathers {d / a:.3g}"
+            )
         lines.append(f"  {'program':24} {'variant':34} {'mode':10} {'alloc':>7} {'traffic':>8} {'Mop':>8} {'gath':>7}"
                      f" {'ref ms':>9} {'saved ms':>9} {'fit ms':>8} {'floor ms':>8}")  # fmt: skip
         for o, r in zip(obs, resid):
@@ -307,7 +349,9 @@ def main(argv=None) -> int:
     text = "\n".join(lines)
     print(text)
     if opts.out:
-        pathlib.Path(opts.out).write_text(f"inputs: {[os.path.relpath(x, HERE.parent) for x in opts.oracle + opts.bench]}\n{text}\n")
+        pathlib.Path(opts.out).write_text(
+            f"inputs: {[os.path.relpath(x, HERE.parent) for x in opts.oracle + opts.bench]}\n{text}\n"
+        )
     return 0
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from gt4py_dace_xforms.tools import programs
 
+
 # Icosahedral R2B4-like sizes: 20480 cells, 30720 edges, 10242 vertices.
 FULL = {"Cell": 20480, "Edge": 30720, "Vertex": 10242, "K": 80}
 QUICK = {"Cell": 512, "Edge": 768, "Vertex": 258, "K": 12}
@@ -94,7 +95,9 @@ def _ck_inputs(names_in: tuple[str, ...], cut: int):
 
         rng = np.random.default_rng(seed)
         n, nlev = sizes["Cell"], sizes["K"]
-        args: dict[str, Any] = {k: gtx.as_field([demo.Cell, demo.K], rng.random((n, nlev))) for k in names_in}
+        args: dict[str, Any] = {
+            k: gtx.as_field([demo.Cell, demo.K], rng.random((n, nlev))) for k in names_in
+        }
         args["out"] = gtx.zeros({demo.Cell: n, demo.K: nlev}, dtype=gtx.float64)
         args["nlev"] = np.int32(nlev)
         return args, {}
@@ -124,7 +127,9 @@ def _bench_program(name: str):
 
 
 def _icon4py_program(module: str, name: str):
-    return lambda: getattr(importlib.import_module(f"icon4py.model.atmosphere.dycore.stencils.{module}"), name)
+    return lambda: getattr(
+        importlib.import_module(f"icon4py.model.atmosphere.dycore.stencils.{module}"), name
+    )
 
 
 def random_offset_provider(program, sizes: dict, rng: np.random.Generator) -> dict:
@@ -149,7 +154,8 @@ def icon4py_inputs(program_fn: Callable[[], Any], scalars: Callable[[dict], dict
             if isinstance(ptype, ts.FieldType):
                 dtype = np.dtype(ptype.dtype.kind.name.lower())
                 shape = tuple(
-                    sizes["K"] + 1 if d.value == "K" else sizes.get(d.value) or NEIGHBORS[d.value] for d in ptype.dims
+                    sizes["K"] + 1 if d.value == "K" else sizes.get(d.value) or NEIGHBORS[d.value]
+                    for d in ptype.dims
                 )
                 if dtype == np.bool_:
                     data = rng.random(shape) < 0.5
@@ -166,9 +172,12 @@ def icon4py_inputs(program_fn: Callable[[], Any], scalars: Callable[[dict], dict
 
 
 _PREDICTOR = _icon4py_program(
-    "compute_advection_in_vertical_momentum_equation", "compute_advection_in_predictor_vertical_momentum"
+    "compute_advection_in_vertical_momentum_equation",
+    "compute_advection_in_predictor_vertical_momentum",
 )
-_DIAGNOSTICS = _icon4py_program("compute_diagnostics_from_normal_wind", "compute_diagnostics_from_normal_wind")
+_DIAGNOSTICS = _icon4py_program(
+    "compute_diagnostics_from_normal_wind", "compute_diagnostics_from_normal_wind"
+)
 
 
 def _predictor_scalars(s: dict) -> dict:
@@ -208,10 +217,14 @@ def _census_inputs(ref: str):
     return make
 
 
-_APPLY_DIFFUSION = "icon4py.model.atmosphere.diffusion.stencils.apply_diffusion_to_vn:apply_diffusion_to_vn"
+_APPLY_DIFFUSION = (
+    "icon4py.model.atmosphere.diffusion.stencils.apply_diffusion_to_vn:apply_diffusion_to_vn"
+)
 _EXNER_EXFAC = "icon4py.model.common.metrics.metric_fields:compute_exner_exfac"
-_SOLVER = ("icon4py.model.atmosphere.dycore.stencils.vertically_implicit_dycore_solver:"
-           "vertically_implicit_solver_at_predictor_step")
+_SOLVER = (
+    "icon4py.model.atmosphere.dycore.stencils.vertically_implicit_dycore_solver:"
+    "vertically_implicit_solver_at_predictor_step"
+)
 
 
 def _census_outputs(ref: str) -> tuple[str, ...]:

@@ -17,6 +17,7 @@ import warnings
 
 import numpy as np
 
+
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
 
 import cases as bench_cases  # noqa: E402
@@ -28,13 +29,18 @@ from gt4py_dace_xforms.tools.static import compile_static, static_args  # noqa: 
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--program", default="solver_predictor")
     p.add_argument("--cells", type=int, default=2048)
     p.add_argument("--levels", type=int, default=80)
-    p.add_argument("--inputs", default="current_w,exner_w_explicit_weight_parameter,rho_at_cells_on_half_levels,"
-                                       "contravariant_correction_at_cells_on_half_levels",
-                   help="comma-separated input fields to perturb (default: gtir_tmp_83's inputs in the solver)")
+    p.add_argument(
+        "--inputs",
+        default="current_w,exner_w_explicit_weight_parameter,rho_at_cells_on_half_levels,"
+        "contravariant_correction_at_cells_on_half_levels",
+        help="comma-separated input fields to perturb (default: gtir_tmp_83's inputs in the solver)",
+    )
     opts = p.parse_args(argv)
     warnings.filterwarnings("ignore")
     known = {c.name: c for c in bench_cases.CASES}
@@ -42,7 +48,12 @@ def main(argv=None) -> int:
         p.error(f"unknown program {opts.program!r}; choose from {sorted(known)}")
     case = known[opts.program]
     program = case.program()
-    sizes = {"Cell": opts.cells, "Edge": opts.cells * 3 // 2, "Vertex": opts.cells // 2 + 2, "K": opts.levels}
+    sizes = {
+        "Cell": opts.cells,
+        "Edge": opts.cells * 3 // 2,
+        "Vertex": opts.cells // 2 + 2,
+        "K": opts.levels,
+    }
     args, provider = case.make_inputs(sizes, 0)
     outs = bench_cases.outputs_of(case)
     run = compile_static(program, stock_build().backend, static_args(args), provider)
@@ -58,8 +69,11 @@ def main(argv=None) -> int:
         a = copy_args(args)
         a[name] = gtx.as_field(a[name].domain, np.nextafter(a[name].asnumpy(), np.inf))
         got = call(a)
-        print(f"{name} + 1 ulp: " + ", ".join(f"{k} {float(np.nanmax(np.abs(got[k] - base[k]))):.3g}" for k in outs),
-              flush=True)
+        print(
+            f"{name} + 1 ulp: "
+            + ", ".join(f"{k} {float(np.nanmax(np.abs(got[k] - base[k]))):.3g}" for k in outs),
+            flush=True,
+        )
     return 0
 
 

@@ -23,6 +23,7 @@ import sys
 import time
 import warnings
 
+
 warnings.filterwarnings("ignore", message="The GT4Py DaCe GPU backend assumes")
 warnings.filterwarnings("ignore", message="Python is not running in optimized mode")
 
@@ -31,6 +32,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import cases as bench_cases  # noqa: E402
+
 
 #: The seed programs and the target (the other icon4py programs with `--only`).
 DEFAULT_PROGRAMS = ("seed_demo", "three_level_demo", "seed", "three_level", "target")
@@ -55,13 +57,25 @@ def make_build(policy: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     names = [c.name for c in bench_cases.CASES]
-    p.add_argument("--only", default=",".join(DEFAULT_PROGRAMS), help="comma-separated programs: " + ", ".join(names))
-    p.add_argument("--policies", default="cost,sound", help="comma-separated, of: " + ", ".join(POLICIES))
-    p.add_argument("--arch", default="90", help="compute capability to compile for (default 90: H100/H200)")
+    p.add_argument(
+        "--only",
+        default=",".join(DEFAULT_PROGRAMS),
+        help="comma-separated programs: " + ", ".join(names),
+    )
+    p.add_argument(
+        "--policies", default="cost,sound", help="comma-separated, of: " + ", ".join(POLICIES)
+    )
+    p.add_argument(
+        "--arch", default="90", help="compute capability to compile for (default 90: H100/H200)"
+    )
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="compilers run at once")
-    p.add_argument("--out", default=str(ROOT / ".build" / "gpu_check"), help="generated code and results.json")
+    p.add_argument(
+        "--out", default=str(ROOT / ".build" / "gpu_check"), help="generated code and results.json"
+    )
     opts = p.parse_args(argv)
 
     programs = [n for n in opts.only.split(",") if n]
@@ -75,9 +89,14 @@ def main(argv: list[str] | None = None) -> int:
 
     toolkit = cuda_check.find_cuda_toolkit()
     if toolkit is None:
-        print("gpu-check: error: no nvcc found; `make gpu-tools` installs NVIDIA's CUDA wheels into .venv", file=sys.stderr)
+        print(
+            "gpu-check: error: no nvcc found; `make gpu-tools` installs NVIDIA's CUDA wheels into .venv",
+            file=sys.stderr,
+        )
         return 2
-    log(f"nvcc {toolkit.version} ({toolkit.source}: {toolkit.nvcc}), sm_{opts.arch}, {opts.jobs} job(s)")
+    log(
+        f"nvcc {toolkit.version} ({toolkit.source}: {toolkit.nvcc}), sm_{opts.arch}, {opts.jobs} job(s)"
+    )
 
     out = pathlib.Path(opts.out)
     rows, pending = [], []
@@ -96,7 +115,9 @@ def main(argv: list[str] | None = None) -> int:
                 row["translate_s"] = time.perf_counter() - t0
                 code = cuda_check.generate(sdfg, out / name / policy)
             except Exception as e:  # noqa: BLE001  # reported per row, the others still run
-                row["status"] = f"FAILED before compiling: {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+                row["status"] = (
+                    f"FAILED before compiling: {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+                )
                 log(f"{name}/{policy}: {row['status']}")
                 continue
             row.update(
@@ -109,12 +130,19 @@ def main(argv: list[str] | None = None) -> int:
                 f" {row['kernels']} kernel(s); compiling {len(code.files)} object(s)")  # fmt: skip
             # compile while the next program translates (nvcc runs outside the GIL)
             for f in code.files:
-                pending.append((row, pool.submit(cuda_check.compile_one, code, f, toolkit, arch=opts.arch)))
+                pending.append(
+                    (row, pool.submit(cuda_check.compile_one, code, f, toolkit, arch=opts.arch))
+                )
 
     for row, future in pending:
         result = future.result()
         row.setdefault("objects", []).append(
-            {"file": result.source.name, "ok": result.ok, "seconds": round(result.seconds, 2), "warnings": result.warnings}
+            {
+                "file": result.source.name,
+                "ok": result.ok,
+                "seconds": round(result.seconds, 2),
+                "warnings": result.warnings,
+            }
         )
         if not result.ok:
             row["status"] = "COMPILE FAILED"
@@ -122,7 +150,17 @@ def main(argv: list[str] | None = None) -> int:
     pool.shutdown()
     wall = time.perf_counter() - t_start
 
-    head = ("program", "policy", "inlined", "kernels", "if-in-kernel", "objects ok", "nvcc s", "translate s", "status")
+    head = (
+        "program",
+        "policy",
+        "inlined",
+        "kernels",
+        "if-in-kernel",
+        "objects ok",
+        "nvcc s",
+        "translate s",
+        "status",
+    )
     lines = []
     for r in rows:
         objs = r.get("objects", [])
@@ -134,9 +172,17 @@ def main(argv: list[str] | None = None) -> int:
         ))  # fmt: skip
     widths = [max(len(x) for x in col) for col in zip(head, *lines)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    print("\n" + "\n".join([fmt.format(*head), fmt.format(*("-" * w for w in widths))] + [fmt.format(*ln) for ln in lines]))
+    print(
+        "\n"
+        + "\n".join(
+            [fmt.format(*head), fmt.format(*("-" * w for w in widths))]
+            + [fmt.format(*ln) for ln in lines]
+        )
+    )
     ok = sum(r["status"] == "ok" for r in rows)
-    print(f"\n{ok}/{len(rows)} builds compiled, {wall:.0f} s (nvcc {toolkit.version}, sm_{opts.arch})")
+    print(
+        f"\n{ok}/{len(rows)} builds compiled, {wall:.0f} s (nvcc {toolkit.version}, sm_{opts.arch})"
+    )
     out.mkdir(parents=True, exist_ok=True)
     doc = {"nvcc": toolkit.version, "arch": opts.arch, "wall_s": wall, "rows": rows}
     (out / "results.json").write_text(json.dumps(doc, indent=1) + "\n")

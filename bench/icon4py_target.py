@@ -13,6 +13,7 @@ from typing import Any
 from gt4py_dace_xforms.cli import demo
 from gt4py_dace_xforms.tools.programs import copy_args  # noqa: F401  # re-exported for the callers
 
+
 MODULE, _, PROGRAM = demo.TARGET_SPEC.partition(":")
 OUTPUTS = demo.TARGET_OUTPUTS
 
@@ -29,7 +30,9 @@ def available() -> bool:
     return True
 
 
-def make_args(n_cells: int, n_levels: int, *, seed: int = 0, taylor_hydro: bool = True) -> dict[str, Any]:
+def make_args(
+    n_cells: int, n_levels: int, *, seed: int = 0, taylor_hydro: bool = True
+) -> dict[str, Any]:
     """Keyword arguments: random fields in [0.5, 1.5), the full domain, `nflatlev=4`
     (see `demo.target_args`)."""
     return demo.target_args(n_cells, n_levels, seed=seed, taylor_hydro=taylor_hydro)

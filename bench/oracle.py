@@ -21,6 +21,7 @@ import sys
 import time
 import warnings
 
+
 os.environ["GT4PY_BUILD_CACHE_LIFETIME"] = "session"
 os.environ.setdefault("GT4PY_BUILD_CACHE_DIR", f"/tmp/oracle_cache_{os.getpid()}")
 warnings.filterwarnings("ignore", message="Python is not running in optimized mode")
@@ -60,25 +61,55 @@ def resolve(name: str, quick: bool):
         ref = matches[0]
     program = ref.load()
     base = bench_cases.QUICK if quick else bench_cases.FULL
-    args, provider = census_compare.census_inputs(program, n_horizontal=base["Cell"], n_levels=base["K"])
+    args, provider = census_compare.census_inputs(
+        program, n_horizontal=base["Cell"], n_levels=base["K"]
+    )
     return ref.name, program, args, provider, {"horizontal": base["Cell"], "K": base["K"]}
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--program", required=True)
-    p.add_argument("--threads", default="1,2", help="comma-separated OpenMP thread counts (default 1,2)")
+    p.add_argument(
+        "--threads", default="1,2", help="comma-separated OpenMP thread counts (default 1,2)"
+    )
     p.add_argument("--rounds", type=int, default=12, help="rounds of the final timing (default 12)")
-    p.add_argument("--search-rounds", type=int, default=6, help="rounds of each greedy step's timing (default 6)")
-    p.add_argument("--max-builds", type=int, default=24, help="most builds, stock and A/A included (default 24)")
-    p.add_argument("--quick", action="store_true", help="the bench's small sizes (a smoke check, not a measurement)")
-    p.add_argument("--malloc", default="fresh", choices=ALLOCATORS,
-                   help="allocator regime of every timing (default fresh: each call's transients get new pages; see bench/README.md)")
-    p.add_argument("--out", default=str(HERE / "oracle"), help="folder for <program>.txt/.json (default bench/oracle)")
+    p.add_argument(
+        "--search-rounds",
+        type=int,
+        default=6,
+        help="rounds of each greedy step's timing (default 6)",
+    )
+    p.add_argument(
+        "--max-builds",
+        type=int,
+        default=24,
+        help="most builds, stock and A/A included (default 24)",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="the bench's small sizes (a smoke check, not a measurement)",
+    )
+    p.add_argument(
+        "--malloc",
+        default="fresh",
+        choices=ALLOCATORS,
+        help="allocator regime of every timing (default fresh: each call's transients get new pages; see bench/README.md)",
+    )
+    p.add_argument(
+        "--out",
+        default=str(HERE / "oracle"),
+        help="folder for <program>.txt/.json (default bench/oracle)",
+    )
     opts = p.parse_args(argv)
     pin_allocator(opts.malloc)  # before lowering and builds allocate: see timing.pin_allocator
 
-    from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
+    from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import (
+        GT4PyAutoOptHook,
+    )
 
     from gt4py_dace_xforms.integration import capture
     from gt4py_dace_xforms.measure.oracle import run_oracle
@@ -97,7 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     meta = {"date": time.strftime("%Y-%m-%dT%H:%M:%S"), "argv": sys.argv[1:], "cpus": os.cpu_count(),
             "load_average": os.getloadavg(), "quick": opts.quick}  # fmt: skip
     (out / f"{name}.txt").write_text(text + f"\n\nload average at the end {os.getloadavg()}\n")
-    (out / f"{name}.json").write_text(json.dumps({"meta": meta, **result.to_json()}, indent=1, default=str) + "\n")
+    (out / f"{name}.json").write_text(
+        json.dumps({"meta": meta, **result.to_json()}, indent=1, default=str) + "\n"
+    )
     log(f"written to {out}/{name}.txt and .json")
     bad = [lab for v in result.variants if v.mismatch for lab in v.labels]
     if bad:

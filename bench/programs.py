@@ -7,18 +7,28 @@ cell count as an argument, so they can run at 20480 cells x 80 levels.
 
 import gt4py.next as gtx
 
-from gt4py_dace_xforms.cli.demo import CKField, Cell, K, three_level_sum, vertical_difference_computed
+from gt4py_dace_xforms.cli.demo import (
+    Cell,
+    CKField,
+    K,
+    three_level_sum,
+    vertical_difference_computed,
+)
 
 
 @gtx.program
 def vertical_difference_computed_program(
     interior: CKField, surface: CKField, out: CKField, nlev: gtx.int32, ncells: gtx.int32
 ):
-    vertical_difference_computed(interior, surface, out=out, domain={Cell: (0, ncells), K: (0, nlev - 1)})
+    vertical_difference_computed(
+        interior, surface, out=out, domain={Cell: (0, ncells), K: (0, nlev - 1)}
+    )
 
 
 @gtx.program
-def three_level_sum_program(a: CKField, b: CKField, out: CKField, nlev: gtx.int32, ncells: gtx.int32):
+def three_level_sum_program(
+    a: CKField, b: CKField, out: CKField, nlev: gtx.int32, ncells: gtx.int32
+):
     three_level_sum(a, b, out=out, domain={Cell: (0, ncells), K: (0, nlev - 2)})
 
 
@@ -34,5 +44,7 @@ def scan_of_computed(a: CKField, b: CKField, c: CKField) -> CKField:
 
 
 @gtx.program
-def scan_of_computed_program(a: CKField, b: CKField, c: CKField, out: CKField, nlev: gtx.int32, ncells: gtx.int32):
+def scan_of_computed_program(
+    a: CKField, b: CKField, c: CKField, out: CKField, nlev: gtx.int32, ncells: gtx.int32
+):
     scan_of_computed(a, b, c, out=out, domain={Cell: (0, ncells), K: (0, nlev)})

@@ -35,6 +35,7 @@ import time
 import warnings
 from typing import Any, Optional
 
+
 # gt4py's default build settings (a process pool), as a model run builds. A session cache
 # (one per process) makes every build translate and compile. `--build-cache DIR` (read here,
 # before gt4py is imported) keeps the builds in DIR for a second run; gt4py's cache key sees
@@ -52,16 +53,21 @@ if _argv_value("--build-cache"):
     # glibc regime timed the fresh-page decisions' builds.
     os.environ["GT4PY_BUILD_CACHE_LIFETIME"] = "persistent"
     os.environ["GT4PY_BUILD_CACHE_DIR"] = os.path.join(
-        _argv_value("--build-cache"), f"{_argv_value('--allocators') or 'parent'}_as_{_argv_value('--decide-as') or 'itself'}")
+        _argv_value("--build-cache"),
+        f"{_argv_value('--allocators') or 'parent'}_as_{_argv_value('--decide-as') or 'itself'}",
+    )
 else:
     os.environ["GT4PY_BUILD_CACHE_LIFETIME"] = "session"
     os.environ.setdefault("GT4PY_BUILD_CACHE_DIR", f"/tmp/substep_cache_{os.getpid()}")
 warnings.filterwarnings("ignore", message="Python is not running in optimized mode")
 warnings.filterwarnings("ignore", message=r"Library .* already loaded, renaming file")
 warnings.filterwarnings("ignore", category=DeprecationWarning)
-warnings.filterwarnings("ignore", message=r"Tried to remove `None` from the (in|out)-connectors")  # dace, harmless
+warnings.filterwarnings(
+    "ignore", message=r"Tried to remove `None` from the (in|out)-connectors"
+)  # dace, harmless
 
 import numpy as np  # noqa: E402
+
 
 HERE = pathlib.Path(__file__).resolve().parent
 SCRIPT = pathlib.Path(__file__).resolve()
@@ -107,15 +113,23 @@ class Site:
         return self.call.name
 
 
-def sites_for(layout: Any, n_levels: int, substeps: list[str], *, lprep_adv: bool,
-              programs: Optional[list[str]] = None) -> list[Site]:
+def sites_for(
+    layout: Any,
+    n_levels: int,
+    substeps: list[str],
+    *,
+    lprep_adv: bool,
+    programs: Optional[list[str]] = None,
+) -> list[Site]:
     """The distinct builds the substep(s) need, in call order: a call site whose static
     values are the same in the first and the later substep is one build."""
     from gt4py_dace_xforms.tools.static import plain
     from gt4py_dace_xforms.tools.substep import substep_calls
 
     sites: dict[tuple, Site] = {}
-    for call in substep_calls(limited_area=layout.limited_area, lprep_adv=lprep_adv, programs=programs):
+    for call in substep_calls(
+        limited_area=layout.limited_area, lprep_adv=lprep_adv, programs=programs
+    ):
         program = call.ref.load()
         for substep in substeps:
             n = call.calls(substep)
@@ -135,7 +149,9 @@ def sites_for(layout: Any, n_levels: int, substeps: list[str], *, lprep_adv: boo
     return out
 
 
-def make_inputs(program: Any, layout: Any, n_levels: int, static: dict, seed: int) -> tuple[dict, dict]:
+def make_inputs(
+    program: Any, layout: Any, n_levels: int, static: dict, seed: int
+) -> tuple[dict, dict]:
     """Keyword arguments and neighbor tables for one call on `layout`: fields sized by the
     layout's grid (every K field with K + 1 levels, room for the half levels), random as
     `measure.census_compare.census_inputs` draws them (floats in [0.5, 1.5), masks 70 %
@@ -148,8 +164,13 @@ def make_inputs(program: Any, layout: Any, n_levels: int, static: dict, seed: in
     from gt4py_dace_xforms.tools.static_values import static_offset_provider
 
     sizes = {**layout.sizes, "K": n_levels, **ICOSAHEDRAL_NEIGHBORS}
-    args = random_args(program, sizes, seed, scalars=static,
-                       extent=lambda _p, dim, size: size + 1 if dim == "K" else size)
+    args = random_args(
+        program,
+        sizes,
+        seed,
+        scalars=static,
+        extent=lambda _p, dim, size: size + 1 if dim == "K" else size,
+    )
     model_like_fields(args, n_levels, seed, level_offsets=True)
     return args, static_offset_provider(program, layout=layout)
 
@@ -161,9 +182,14 @@ def site_inputs(sites: list[Site], layout: Any, n_levels: int) -> dict[str, tupl
     out = {}
     for s in sites:
         if s.name not in made:
-            made[s.name] = make_inputs(s.call.ref.load(), layout, n_levels, s.static, seed=1000 + len(made))
+            made[s.name] = make_inputs(
+                s.call.ref.load(), layout, n_levels, s.static, seed=1000 + len(made)
+            )
         args, offsets = made[s.name]
-        out[s.key] = ({**args, **{k: type(args[k])(v) for k, v in s.static.items() if k in args}}, offsets)
+        out[s.key] = (
+            {**args, **{k: type(args[k])(v) for k, v in s.static.items() if k in args}},
+            offsets,
+        )
     return out
 
 
@@ -178,8 +204,12 @@ def stock_descriptor(program_name: str, mode: str) -> dict:
     from icon4py.model.common import model_backends, model_options
 
     extra = {"optimization_args": _optimization_args(mode)} if mode != "default" else {}
-    return model_options.get_options(program_name, backend_factory=model_backends.make_custom_dace_backend,
-                                     device=model_backends.CPU, **extra)
+    return model_options.get_options(
+        program_name,
+        backend_factory=model_backends.make_custom_dace_backend,
+        device=model_backends.CPU,
+        **extra,
+    )
 
 
 def library_descriptor(program_name: str, mode: str, cost_model: Any = None) -> dict:
@@ -189,8 +219,12 @@ def library_descriptor(program_name: str, mode: str, cost_model: Any = None) -> 
 
     from gt4py_dace_xforms.integration.icon4py import backend
 
-    extra: dict[str, Any] = {"optimization_args": _optimization_args(mode)} if mode != "default" else {}
-    return model_options.get_options(program_name, **backend(model_backends.CPU, cost_model=cost_model, **extra))
+    extra: dict[str, Any] = (
+        {"optimization_args": _optimization_args(mode)} if mode != "default" else {}
+    )
+    return model_options.get_options(
+        program_name, **backend(model_backends.CPU, cost_model=cost_model, **extra)
+    )
 
 
 def backend_from(descriptor: dict, postfix: str) -> Any:
@@ -219,8 +253,11 @@ def gt4py_default_backend(*, transient_memory_mode: Any = None, **_: Any) -> Any
         return compat.make_dace_toolchain(compat.DaCeConfig(gpu=False, auto_optimize=True))
     return compat.make_dace_toolchain(
         compat.DaCeConfig(gpu=False, auto_optimize=True),
-        translation=functools.partial(compat.make_dace_translator,
-                                      auto_optimize_args={"transient_memory_mode": transient_memory_mode}))
+        translation=functools.partial(
+            compat.make_dace_translator,
+            auto_optimize_args={"transient_memory_mode": transient_memory_mode},
+        ),
+    )
 
 
 def library_default_backend(*, transient_memory_mode: Any = None, **_: Any) -> Any:
@@ -232,7 +269,10 @@ def library_default_backend(*, transient_memory_mode: Any = None, **_: Any) -> A
 
 def _default_config_descriptor(factory: Any, mode: str) -> dict:
     extra = _optimization_args(mode)
-    return {"backend_factory": factory, **({"transient_memory_mode": extra["transient_memory_mode"]} if extra else {})}
+    return {
+        "backend_factory": factory,
+        **({"transient_memory_mode": extra["transient_memory_mode"]} if extra else {}),
+    }
 
 
 def descriptors(label: str, program_name: str, mode: str) -> dict:
@@ -258,7 +298,10 @@ def describe(descriptor: dict) -> dict:
     out = {}
     for k, v in descriptor.items():
         if k == "optimization_args":
-            v = {a: (sorted(str(h) for h in b) if a == "optimization_hooks" else str(b)) for a, b in v.items()}
+            v = {
+                a: (sorted(str(h) for h in b) if a == "optimization_hooks" else str(b))
+                for a, b in v.items()
+            }
         elif callable(v):
             v = f"{getattr(v, '__module__', '')}.{getattr(v, '__qualname__', v)}"
         else:
@@ -277,7 +320,11 @@ def compare(got: dict, ref: dict) -> dict:
         scale = float(np.nanmax(np.abs(s))) if s.size else 0.0
         rel = d / scale if scale else d
         ok = bool(np.allclose(g, s, rtol=RTOL, atol=RTOL * scale, equal_nan=True))
-        per[k] = {"max_rel_diff": rel, "equal": ok, "bitwise": bool(np.array_equal(g, s, equal_nan=True))}
+        per[k] = {
+            "max_rel_diff": rel,
+            "equal": ok,
+            "bitwise": bool(np.array_equal(g, s, equal_nan=True)),
+        }
         worst, equal = max(worst, rel), equal and ok
     return {"max_rel_diff": worst, "equal": equal, "outputs": per}
 
@@ -295,7 +342,9 @@ def _judge(seconds: dict[str, list[float]]) -> dict:
     """Per-round seconds of the three builds: medians, ratio intervals, floor, verdict."""
     from gt4py_dace_xforms.measure.timing import Timing, noise_floor, verdict
 
-    timing = {label: Timing(label, tuple(seconds[label]), tuple(seconds["stock"])) for label in LABELS}
+    timing = {
+        label: Timing(label, tuple(seconds[label]), tuple(seconds["stock"])) for label in LABELS
+    }
     v = verdict(timing["library"].ratio, timing["A/A"].ratio)
     return {
         "median_ms": {label: t.median_ms for label, t in timing.items()},
@@ -308,7 +357,9 @@ def _judge(seconds: dict[str, list[float]]) -> dict:
     }
 
 
-def _extend_undecided(opts: argparse.Namespace, seconds: dict, one_round, batch: int, note) -> dict[str, float]:
+def _extend_undecided(
+    opts: argparse.Namespace, seconds: dict, one_round, batch: int, note
+) -> dict[str, float]:
     """More rounds, `batch` at a time, for the call sites whose library interval straddles an
     edge of the A/A floor after the common rounds, while `may_extend` allows (each site's
     extra timing within `opts.extend_budget` seconds, at most `opts.extend_cap` rounds in
@@ -335,8 +386,18 @@ def _extend_undecided(opts: argparse.Namespace, seconds: dict, one_round, batch:
     if keys:
         note(f"undecided after {opts.rounds} rounds: {', '.join(keys)}")
     while keys:
-        go = [k for k in keys if may_extend(len(seconds[k]["stock"]), batch, opts.rounds, spent_s=spent.get(k, 0.0),
-                                            budget_s=opts.extend_budget, cap_rounds=cap)]
+        go = [
+            k
+            for k in keys
+            if may_extend(
+                len(seconds[k]["stock"]),
+                batch,
+                opts.rounds,
+                spent_s=spent.get(k, 0.0),
+                budget_s=opts.extend_budget,
+                cap_rounds=cap,
+            )
+        ]
         if not go:
             break
         for k in go:
@@ -350,7 +411,9 @@ def _extend_undecided(opts: argparse.Namespace, seconds: dict, one_round, batch:
     return spent
 
 
-def build_site(site: Site, labels: tuple[str, ...], mode: str, tag: str, inputs: tuple[dict, dict]) -> dict:
+def build_site(
+    site: Site, labels: tuple[str, ...], mode: str, tag: str, inputs: tuple[dict, dict]
+) -> dict:
     """Compile every build of `site` (static, as `setup_program` does) and call it once on
     a copy of the inputs: (label -> compiled program, first-call seconds, outputs)."""
     from gt4py_dace_xforms.tools.programs import copy_args, program_outputs
@@ -371,7 +434,9 @@ def build_site(site: Site, labels: tuple[str, ...], mode: str, tag: str, inputs:
         out["first_call_s"][label] = time.perf_counter() - t0
         out["runs"][label] = run
         out["outputs"][label] = {k: a[k].asnumpy() for k in outputs}
-        log(f"  {site.key} [{mode}] {label}: compiled and run in {out['first_call_s'][label]:.1f} s")
+        log(
+            f"  {site.key} [{mode}] {label}: compiled and run in {out['first_call_s'][label]:.1f} s"
+        )
     return out
 
 
@@ -379,15 +444,24 @@ def time_regime(opts: argparse.Namespace, regime: str) -> dict:
     """The timing of one allocator regime (this process pins it): every mode's builds,
     outputs compared, `opts.rounds` rounds over all call sites."""
     from gt4py_dace_xforms.measure.timing import (
-        compiled_sdfgs, omp_threads, reallocation_faults_per_mib, replace_persistent, reset_fields, round_order,
+        compiled_sdfgs,
+        omp_threads,
+        reallocation_faults_per_mib,
+        replace_persistent,
+        reset_fields,
+        round_order,
     )  # fmt: skip
     from gt4py_dace_xforms.tools.layouts import layout as make_layout
     from gt4py_dace_xforms.tools.programs import copy_args
 
     lay = make_layout(opts.layout, opts.cells)
-    sites = sites_for(lay, opts.levels, opts.substeps, lprep_adv=opts.lprep_adv, programs=opts.programs or None)
-    log(f"{regime}: {len(sites)} builds per label for {len(opts.substeps)} substep(s): "
-        + ", ".join(f"{s.key} x{s.calls}" for s in sites))
+    sites = sites_for(
+        lay, opts.levels, opts.substeps, lprep_adv=opts.lprep_adv, programs=opts.programs or None
+    )
+    log(
+        f"{regime}: {len(sites)} builds per label for {len(opts.substeps)} substep(s): "
+        + ", ".join(f"{s.key} x{s.calls}" for s in sites)
+    )
     inputs = site_inputs(sites, lay, opts.levels)
     fields = {id(v): v for a, _ in inputs.values() for v in a.values() if hasattr(v, "ndarray")}
     mib = sum(v.ndarray.nbytes for v in fields.values())
@@ -400,11 +474,22 @@ def time_regime(opts: argparse.Namespace, regime: str) -> dict:
             built[s.key] = build_site(s, LABELS, mode, f"{regime}_{mode}", inputs[s.key])
         build_s = time.perf_counter() - t_build
         got = omp_threads(opts.threads)
-        calls = {key: {label: (lambda a, run=run, off=inputs[key][1]: run(**a, offset_provider=off))
-                       for label, run in b["runs"].items()} for key, b in built.items()}
+        calls = {
+            key: {
+                label: (lambda a, run=run, off=inputs[key][1]: run(**a, offset_provider=off))
+                for label, run in b["runs"].items()
+            }
+            for key, b in built.items()
+        }
         # untimed warm-up at this thread count; it finds the compiled SDFGs (persistent transients)
-        handles = {key: [h for c in cs.values() for h in compiled_sdfgs(lambda c=c, key=key: c(copy_args(inputs[key][0])))]
-                   for key, cs in calls.items()}
+        handles = {
+            key: [
+                h
+                for c in cs.values()
+                for h in compiled_sdfgs(lambda c=c, key=key: c(copy_args(inputs[key][0])))
+            ]
+            for key, cs in calls.items()
+        }
         batch = 2 * len(LABELS)
         seconds = {key: {label: [] for label in LABELS} for key in calls}
 
@@ -429,30 +514,56 @@ def time_regime(opts: argparse.Namespace, regime: str) -> dict:
         for r in range(opts.rounds):
             one_round(r, list(calls))
             if r == 0 or (r + 1) % max(1, opts.rounds // 6) == 0 or r + 1 == opts.rounds:
-                log(f"{regime} [{mode}]: round {r + 1}/{opts.rounds} ({time.perf_counter() - t0:.0f} s)")
-        extended = _extend_undecided(opts, seconds, one_round, batch, lambda msg: log(f"{regime} [{mode}]: {msg}"))
+                log(
+                    f"{regime} [{mode}]: round {r + 1}/{opts.rounds} ({time.perf_counter() - t0:.0f} s)"
+                )
+        extended = _extend_undecided(
+            opts, seconds, one_round, batch, lambda msg: log(f"{regime} [{mode}]: {msg}")
+        )
         span = time.perf_counter() - t0
         rows = []
         for s in sites:
             b = built[s.key]
-            row = {"key": s.key, "program": s.name, "module": s.call.ref.module, "step": s.call.step,
-                   "calls": s.calls, "static": s.static, "first_call_s": b["first_call_s"],
-                   "descriptors": b["descriptors"],
-                   "library_vs_stock": compare(b["outputs"]["library"], b["outputs"]["stock"]),
-                   "aa_vs_stock": compare(b["outputs"]["A/A"], b["outputs"]["stock"]),
-                   "rounds": len(seconds[s.key]["stock"]), "extended_s": extended.get(s.key, 0.0),
-                   **_judge(seconds[s.key])}
+            row = {
+                "key": s.key,
+                "program": s.name,
+                "module": s.call.ref.module,
+                "step": s.call.step,
+                "calls": s.calls,
+                "static": s.static,
+                "first_call_s": b["first_call_s"],
+                "descriptors": b["descriptors"],
+                "library_vs_stock": compare(b["outputs"]["library"], b["outputs"]["stock"]),
+                "aa_vs_stock": compare(b["outputs"]["A/A"], b["outputs"]["stock"]),
+                "rounds": len(seconds[s.key]["stock"]),
+                "extended_s": extended.get(s.key, 0.0),
+                **_judge(seconds[s.key]),
+            }
             rows.append(row)
         substeps = {}
         for sub in opts.substeps:
-            per_round = {label: [sum(s.calls.get(sub, 0) * seconds[s.key][label][r] for s in sites)
-                                 for r in range(opts.rounds)] for label in LABELS}
-            substeps[sub] = {"calls": sum(s.calls.get(sub, 0) for s in sites),
-                             "programs": [s.key for s in sites if s.calls.get(sub)], **_judge(per_round)}
+            per_round = {
+                label: [
+                    sum(s.calls.get(sub, 0) * seconds[s.key][label][r] for s in sites)
+                    for r in range(opts.rounds)
+                ]
+                for label in LABELS
+            }
+            substeps[sub] = {
+                "calls": sum(s.calls.get(sub, 0) for s in sites),
+                "programs": [s.key for s in sites if s.calls.get(sub)],
+                **_judge(per_round),
+            }
         faults = round(reallocation_faults_per_mib(), 1)
-        result["modes"][mode] = {"threads": got, "rounds": opts.rounds, "span_s": round(span, 1),
-                                 "build_s": round(build_s, 1), "faults_per_mib": faults, "rows": rows,
-                                 "substeps": substeps}
+        result["modes"][mode] = {
+            "threads": got,
+            "rounds": opts.rounds,
+            "span_s": round(span, 1),
+            "build_s": round(build_s, 1),
+            "faults_per_mib": faults,
+            "rows": rows,
+            "substeps": substeps,
+        }
         for s in sites:  # free this mode's builds before the next mode's
             built[s.key]["outputs"].clear()
         del built, calls, handles
@@ -475,7 +586,9 @@ def count_regime(opts: argparse.Namespace, regime: str) -> dict:
     if counts.valgrind() is None:
         raise RuntimeError("--counts needs valgrind")
     lay = make_layout(opts.layout, opts.cells)
-    sites = sites_for(lay, opts.levels, opts.substeps, lprep_adv=opts.lprep_adv, programs=opts.programs or None)
+    sites = sites_for(
+        lay, opts.levels, opts.substeps, lprep_adv=opts.lprep_adv, programs=opts.programs or None
+    )
     work = pathlib.Path(tempfile.mkdtemp(prefix="substep_counts_"))
     pool = ThreadPoolExecutor(max_workers=2)
     by_code: dict = {}
@@ -506,15 +619,23 @@ def count_regime(opts: argparse.Namespace, regime: str) -> dict:
         for label in COUNT_LABELS:
             desc = descriptors(label, s.name, mode)
             t0 = time.perf_counter()
-            run = compile_static(program, backend_from(desc, f"_substep_counts_{regime}_{label}"), s.static, offsets)
+            run = compile_static(
+                program, backend_from(desc, f"_substep_counts_{regime}_{label}"), s.static, offsets
+            )
             a = copy_args(args)
             run(**a, offset_provider=offsets)
             compile_s = time.perf_counter() - t0
             a = copy_args(args)  # the captured call's fields: their extents (`counts.capture_call`)
             buffers = [v.ndarray for v in [*a.values(), *offsets.values()] if hasattr(v, "ndarray")]
-            folders = counts.capture_call(lambda: run(**a, offset_provider=offsets),
-                                          work / s.key.replace("[", "_").replace("]", "") / label, buffers)
-            ident = (s.key, tuple(json.loads((f / "call.json").read_text())["code_hash"] for f in folders))
+            folders = counts.capture_call(
+                lambda: run(**a, offset_provider=offsets),
+                work / s.key.replace("[", "_").replace("]", "") / label,
+                buffers,
+            )
+            ident = (
+                s.key,
+                tuple(json.loads((f / "call.json").read_text())["code_hash"] for f in folders),
+            )
             entry = {"compile_s": compile_s, "sdfg_calls": len(folders)}
             if ident in by_code:  # the same code on the same inputs: the same counts
                 entry["same_code_as"] = by_code[ident][1]
@@ -526,22 +647,33 @@ def count_regime(opts: argparse.Namespace, regime: str) -> dict:
                 by_code[ident] = (job, label)
             entry["job"] = job
             row["builds"][label] = entry
-            log(f"  {s.key} {label}: built and captured in {compile_s:.0f} s"
-                + (f" (the code of {entry['same_code_as']})" if "same_code_as" in entry else ""))
+            log(
+                f"  {s.key} {label}: built and captured in {compile_s:.0f} s"
+                + (f" (the code of {entry['same_code_as']})" if "same_code_as" in entry else "")
+            )
         rows.append(row)
         _write_partial(rows, pathlib.Path(f"{opts.child}.partial"))
     for row in rows:
         for label, entry in row["builds"].items():
             entry.update(entry.pop("job").result())
             entry["figures"] = count_figures(entry)
-        log(f"  {row['key']}: " + ", ".join(f"{label} Ir {e['figures']['instructions']:,}"
-                                            for label, e in row["builds"].items()))
+        log(
+            f"  {row['key']}: "
+            + ", ".join(
+                f"{label} Ir {e['figures']['instructions']:,}" for label, e in row["builds"].items()
+            )
+        )
     pool.shutdown()
     shutil.rmtree(work, ignore_errors=True)
     substeps = {}
     for sub in opts.substeps:
-        total = {label: {f: sum(r["calls"].get(sub, 0) * r["builds"][label]["figures"][f] for r in rows)
-                         for f in FIGURES} for label in COUNT_LABELS}
+        total = {
+            label: {
+                f: sum(r["calls"].get(sub, 0) * r["builds"][label]["figures"][f] for r in rows)
+                for f in FIGURES
+            }
+            for label in COUNT_LABELS
+        }
         substeps[sub] = {"calls": sum(r["calls"].get(sub, 0) for r in rows), "builds": total}
     return {"regime": regime, "mode": mode, "rows": rows, "substeps": substeps}
 
@@ -551,8 +683,10 @@ def _write_partial(rows: list[dict], path: pathlib.Path) -> None:
     done = []
     for row in rows:
         if all(e["job"].done() and not e["job"].exception() for e in row["builds"].values()):
-            builds = {label: {**{k: v for k, v in e.items() if k != "job"}, **e["job"].result()}
-                      for label, e in row["builds"].items()}
+            builds = {
+                label: {**{k: v for k, v in e.items() if k != "job"}, **e["job"].result()}
+                for label, e in row["builds"].items()
+            }
             for e in builds.values():
                 e["figures"] = count_figures(e)
             done.append({**row, "builds": builds})
@@ -567,7 +701,11 @@ def _ll(events: dict) -> int:
 
 
 def count_figures(entry: dict) -> dict:
-    return {"instructions": entry["cpu"]["Ir"], "ll_misses_cpu": _ll(entry["cpu"]), "ll_misses_gpu": _ll(entry["gpu"])}
+    return {
+        "instructions": entry["cpu"]["Ir"],
+        "ll_misses_cpu": _ll(entry["cpu"]),
+        "ll_misses_gpu": _ll(entry["gpu"]),
+    }
 
 
 def merge_counts(docs: list[dict], sources: list[str]) -> dict:
@@ -584,9 +722,14 @@ def merge_counts(docs: list[dict], sources: list[str]) -> dict:
     for doc, src in zip(docs, sources):
         if not doc.get("counts"):
             raise ValueError(f"{src} is not a counts document (no 'counts')")
-        if any(doc["meta"].get(k) != first["meta"].get(k) for k in keys) or \
-                (doc["counts"]["regime"], doc["counts"]["mode"]) != (first["counts"]["regime"], first["counts"]["mode"]):
-            raise ValueError(f"{src} counts another configuration than {sources[0]} (layout, sizes, levels, regime, mode)")
+        if any(doc["meta"].get(k) != first["meta"].get(k) for k in keys) or (
+            doc["counts"]["regime"],
+            doc["counts"]["mode"],
+        ) != (first["counts"]["regime"], first["counts"]["mode"]):
+            raise ValueError(
+                f"{src} counts another configuration than {sources[0]} (layout, sizes, levels, regime, mode)"
+            )
+
     def build_id(row: dict) -> str:  # one build: the program with its static values
         return json.dumps([row["program"], row["static"]], sort_keys=True, default=str)
 
@@ -596,23 +739,63 @@ def merge_counts(docs: list[dict], sources: list[str]) -> dict:
             old = rows.get(build_id(row))
             # A recount keeps the call site's name and calls (a run of one substep names its
             # sites without [first]/[later] and counts only that substep's calls).
-            rows[build_id(row)] = row if old is None else {**row, "key": old["key"], "calls": old["calls"]}
+            rows[build_id(row)] = (
+                row if old is None else {**row, "key": old["key"], "calls": old["calls"]}
+            )
     merged = list(rows.values())
-    subs = [sub for sub in SUBSTEPS if any(sub in doc["counts"]["substeps"] for doc in docs)
-            or any(r["calls"].get(sub) for r in merged)]
+    subs = [
+        sub
+        for sub in SUBSTEPS
+        if any(sub in doc["counts"]["substeps"] for doc in docs)
+        or any(r["calls"].get(sub) for r in merged)
+    ]
     substeps = {}
     for sub in subs:
-        total = {label: {f: sum(r["calls"].get(sub, 0) * r["builds"][label]["figures"][f] for r in merged)
-                         for f in FIGURES} for label in COUNT_LABELS}
+        total = {
+            label: {
+                f: sum(r["calls"].get(sub, 0) * r["builds"][label]["figures"][f] for r in merged)
+                for f in FIGURES
+            }
+            for label in COUNT_LABELS
+        }
         substeps[sub] = {"calls": sum(r["calls"].get(sub, 0) for r in merged), "builds": total}
-    meta = {k: first["meta"].get(k) for k in ("layout", "limited_area", "cells", "sizes", "levels", "threads",
-                                              "modes", "allocators", "gt4py", "dace")}
-    meta["merged_from"] = [{"path": src, "date": doc["meta"].get("date"), "argv": doc["meta"].get("argv"),
-                            "rows": [r["key"] for r in doc["counts"]["rows"]
-                                     if any(m["builds"] is r["builds"] for m in merged)]}
-                           for doc, src in zip(docs, sources)]
-    return {"meta": meta, "counts": {"regime": first["counts"]["regime"], "mode": first["counts"]["mode"],
-                                     "rows": merged, "substeps": substeps}}
+    meta = {
+        k: first["meta"].get(k)
+        for k in (
+            "layout",
+            "limited_area",
+            "cells",
+            "sizes",
+            "levels",
+            "threads",
+            "modes",
+            "allocators",
+            "gt4py",
+            "dace",
+        )
+    }
+    meta["merged_from"] = [
+        {
+            "path": src,
+            "date": doc["meta"].get("date"),
+            "argv": doc["meta"].get("argv"),
+            "rows": [
+                r["key"]
+                for r in doc["counts"]["rows"]
+                if any(m["builds"] is r["builds"] for m in merged)
+            ],
+        }
+        for doc, src in zip(docs, sources)
+    ]
+    return {
+        "meta": meta,
+        "counts": {
+            "regime": first["counts"]["regime"],
+            "mode": first["counts"]["mode"],
+            "rows": merged,
+            "substeps": substeps,
+        },
+    }
 
 
 # --- tables -----------------------------------------------------------------------------------
@@ -631,69 +814,93 @@ def timing_table(doc: dict) -> str:
     meta = doc["meta"]
     for res in doc["regimes"]:
         for mode, m in res["modes"].items():
-            decided = f" (library decided as under {meta['decide_as']})" if meta.get("decide_as") else ""
-            lines.append(f"\n== allocator {res['regime']}{decided}, mode {mode}: {meta['layout']} {meta['sizes']}, "
-                         f"{meta['levels']} levels, {m['threads']} thread(s), {m['rounds']} rounds over "
-                         f"{m['span_s']} s, builds {m['build_s']} s, {m['faults_per_mib']} faults/MiB")
+            decided = (
+                f" (library decided as under {meta['decide_as']})" if meta.get("decide_as") else ""
+            )
+            lines.append(
+                f"\n== allocator {res['regime']}{decided}, mode {mode}: {meta['layout']} {meta['sizes']}, "
+                f"{meta['levels']} levels, {m['threads']} thread(s), {m['rounds']} rounds over "
+                f"{m['span_s']} s, builds {m['build_s']} s, {m['faults_per_mib']} faults/MiB"
+            )
             w = max([len(r["key"]) for r in m["rows"]] + [len("substep (later)")])
             cols = "  ".join(f"{s[:5]:>5}" for s in meta["substeps"])
-            head = (f"{'program':<{w}}  {cols}  stock ms  library/stock            A/A                      "
-                    f"floor   verdict          outputs")
+            head = (
+                f"{'program':<{w}}  {cols}  stock ms  library/stock            A/A                      "
+                f"floor   verdict          outputs"
+            )
             lines += [head, "-" * len(head)]
             for r in m["rows"]:
                 calls = "  ".join(f"{r['calls'].get(s, 0):>5}" for s in meta["substeps"])
                 cmp = r["library_vs_stock"]
                 out = "equal" if cmp["equal"] else "DIFFER"
                 out += f" {cmp['max_rel_diff']:.1e}"
-                more = f"  ({r['rounds']} rounds)" if r.get("rounds", m["rounds"]) != m["rounds"] else ""
-                lines.append(f"{r['key']:<{w}}  {calls}  {r['median_ms']['stock']:8.2f}  "
-                             f"{_iv(r['ratio']['library']):<23}  {_iv(r['ratio']['A/A']):<23}  "
-                             f"±{100 * r['floor']:4.1f}%  {_short(r['verdict']):<15}  {out}{more}")
+                more = (
+                    f"  ({r['rounds']} rounds)"
+                    if r.get("rounds", m["rounds"]) != m["rounds"]
+                    else ""
+                )
+                lines.append(
+                    f"{r['key']:<{w}}  {calls}  {r['median_ms']['stock']:8.2f}  "
+                    f"{_iv(r['ratio']['library']):<23}  {_iv(r['ratio']['A/A']):<23}  "
+                    f"±{100 * r['floor']:4.1f}%  {_short(r['verdict']):<15}  {out}{more}"
+                )
             lines.append("-" * len(head))
             for sub, t in m["substeps"].items():
                 label = f"substep ({sub})"
                 calls = "  ".join(f"{t['calls'] if s == sub else '':>5}" for s in meta["substeps"])
-                lines.append(f"{label:<{w}}  {calls}  {t['median_ms']['stock']:8.2f}  "
-                             f"{_iv(t['ratio']['library']):<23}  {_iv(t['ratio']['A/A']):<23}  "
-                             f"±{100 * t['floor']:4.1f}%  {_short(t['verdict'])}")
-    lines.append("\nstock ms: median ms per call of stock (per substep for the substep rows: the sum over its "
-                 "calls of calls x time, per round); library/stock and A/A (second stock / stock): median of "
-                 "the per-round ratios [95 % interval]; floor: how far the A/A interval reaches from 1, at least "
-                 "3 %; verdict: faster/slower only when the whole interval lies beyond the floor; outputs: the "
-                 "library's against stock's on the same inputs (max relative difference); (N rounds): a call site "
-                 "whose interval straddled an edge of the floor after the common rounds, timed on alone "
-                 "(--extend-budget; the substep rows use the common rounds)")
+                lines.append(
+                    f"{label:<{w}}  {calls}  {t['median_ms']['stock']:8.2f}  "
+                    f"{_iv(t['ratio']['library']):<23}  {_iv(t['ratio']['A/A']):<23}  "
+                    f"±{100 * t['floor']:4.1f}%  {_short(t['verdict'])}"
+                )
+    lines.append(
+        "\nstock ms: median ms per call of stock (per substep for the substep rows: the sum over its "
+        "calls of calls x time, per round); library/stock and A/A (second stock / stock): median of "
+        "the per-round ratios [95 % interval]; floor: how far the A/A interval reaches from 1, at least "
+        "3 %; verdict: faster/slower only when the whole interval lies beyond the floor; outputs: the "
+        "library's against stock's on the same inputs (max relative difference); (N rounds): a call site "
+        "whose interval straddled an edge of the floor after the common rounds, timed on alone "
+        "(--extend-budget; the substep rows use the common rounds)"
+    )
     return "\n".join(lines)
 
 
 def counts_table(doc: dict) -> str:
     res = doc["counts"]
-    lines = [f"== counts: allocator {res['regime']}, mode {res['mode']}, {doc['meta']['layout']} "
-             f"{doc['meta']['sizes']}, {doc['meta']['levels']} levels (one call per build, callgrind)"]
+    lines = [
+        f"== counts: allocator {res['regime']}, mode {res['mode']}, {doc['meta']['layout']} "
+        f"{doc['meta']['sizes']}, {doc['meta']['levels']} levels (one call per build, callgrind)"
+    ]
     w = max([len(r["key"]) for r in res["rows"]] + [len("substep (later)")])
     b = max(len(x) for x in COUNT_LABELS)
-    head = (f"{'program':<{w}}  {'build':<{b}}  {'instructions':>15}  /stock  {'LL miss cpu':>11}  /stock  "
-            f"{'LL miss gpu':>11}  /stock")
+    head = (
+        f"{'program':<{w}}  {'build':<{b}}  {'instructions':>15}  /stock  {'LL miss cpu':>11}  /stock  "
+        f"{'LL miss gpu':>11}  /stock"
+    )
     lines += [head, "-" * len(head)]
 
     def add(name: str, figs: dict) -> None:
         base = figs["stock"]
         for label in COUNT_LABELS:
             f = figs[label]
-            lines.append(f"{name:<{w}}  {label:<{b}}  {f['instructions']:>15,}  "
-                         f"{f['instructions'] / max(base['instructions'], 1):6.3f}  {f['ll_misses_cpu']:>11,}  "
-                         f"{f['ll_misses_cpu'] / max(base['ll_misses_cpu'], 1):6.3f}  {f['ll_misses_gpu']:>11,}  "
-                         f"{f['ll_misses_gpu'] / max(base['ll_misses_gpu'], 1):6.3f}")
+            lines.append(
+                f"{name:<{w}}  {label:<{b}}  {f['instructions']:>15,}  "
+                f"{f['instructions'] / max(base['instructions'], 1):6.3f}  {f['ll_misses_cpu']:>11,}  "
+                f"{f['ll_misses_cpu'] / max(base['ll_misses_cpu'], 1):6.3f}  {f['ll_misses_gpu']:>11,}  "
+                f"{f['ll_misses_gpu'] / max(base['ll_misses_gpu'], 1):6.3f}"
+            )
 
     for r in res["rows"]:
         add(r["key"], {label: e["figures"] for label, e in r["builds"].items()})
     lines.append("-" * len(head))
     for sub, t in res["substeps"].items():
         add(f"substep ({sub})", t["builds"])
-    lines.append("one call of each build replayed under callgrind (measure/counts.py): instructions of the SDFG's "
-                 "program function, one thread; LL misses: simulated last level (cpu: 32 MiB 16-way 64 B; gpu: "
-                 "48 MiB 12-way 128 B), inputs evicted first. library_gpu_model: the library with "
-                 "CostModel('gpu'), compiled for the CPU. substep rows: calls x counts summed over its calls")
+    lines.append(
+        "one call of each build replayed under callgrind (measure/counts.py): instructions of the SDFG's "
+        "program function, one thread; LL misses: simulated last level (cpu: 32 MiB 16-way 64 B; gpu: "
+        "48 MiB 12-way 128 B), inputs evicted first. library_gpu_model: the library with "
+        "CostModel('gpu'), compiled for the CPU. substep rows: calls x counts summed over its calls"
+    )
     return "\n".join(lines)
 
 
@@ -704,47 +911,110 @@ def parse(argv: Optional[list[str]]) -> argparse.Namespace:
     from gt4py_dace_xforms.measure.timing import ALLOCATORS
     from gt4py_dace_xforms.tools.layouts import LAYOUTS
 
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--layout", default="lam-decomposed", choices=tuple(LAYOUTS),
-                   help="index layout (tools/layouts.py; default lam-decomposed, a production run's rank)")
-    p.add_argument("--cells", type=int, default=20480, help="cells of the generated grid (default 20480)")
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--layout",
+        default="lam-decomposed",
+        choices=tuple(LAYOUTS),
+        help="index layout (tools/layouts.py; default lam-decomposed, a production run's rank)",
+    )
+    p.add_argument(
+        "--cells", type=int, default=20480, help="cells of the generated grid (default 20480)"
+    )
     p.add_argument("--levels", type=int, default=80, help="full levels (default 80)")
     p.add_argument("--threads", type=int, default=1, help="OpenMP threads (default 1)")
-    p.add_argument("--rounds", type=int, default=12,
-                   help="rounds; every build of every call site once per round (default 12, a multiple of 6)")
-    p.add_argument("--build-cache", default=None, metavar="DIR",
-                   help="keep the builds in DIR (persistent) for another run of the same library version; "
-                        "gt4py's cache key does not see the library's code: never share DIR across versions")
-    p.add_argument("--extend-budget", type=float, default=120.0,
-                   help="seconds of extra timing per call site whose verdict the rounds leave undecided (default 120; "
-                        "0: no extension)")
-    p.add_argument("--extend-cap", type=int, default=None,
-                   help="most rounds in all for an extended call site (default 4 x --rounds)")
-    p.add_argument("--modes", default="default", help="comma-separated: default (gt4py's per-call transients), "
-                                                      "persistent (TransientMemoryMode.PERSISTENT) (default: default)")
-    p.add_argument("--allocators", default="fresh,glibc",
-                   help=f"comma-separated allocator regimes ({', '.join(ALLOCATORS)}), one process each, pinned "
-                        "before the builds (default fresh,glibc)")
-    p.add_argument("--programs", default="", help="comma-separated program names (default: every call of the substep)")
-    p.add_argument("--substep", default="both", choices=("first", "later", "both"),
-                   help="the first substep of a time step, a later one, or both (default both)")
-    p.add_argument("--lprep-adv", action="store_true", help="tracer transport on (two more limited-area programs)")
-    p.add_argument("--json", default=None, help="write everything here as JSON, the table next to it as .txt")
-    p.add_argument("--counts", action="store_true",
-                   help="instructions and simulated last-level misses (callgrind) instead of times: stock, the "
-                        "library, the library with the GPU cost model; first allocator and first mode only")
-    p.add_argument("--decide-as", default=None, choices=tuple(ALLOCATORS),
-                   help="the library's cost model decides as under this allocator regime, whichever regime is "
-                        "timed (an experiment: do the decisions of one regime pay in the other?)")
-    p.add_argument("--merge", nargs="+", default=None, metavar="COUNTS_JSON",
-                   help="build nothing: merge these --counts JSON files (a later file's row replaces an earlier "
-                        "one's of the same call site) and print the table with the substep recomputed; --json "
-                        "writes the result")
-    p.add_argument("--config", default="icon4py", choices=CONFIGS,
-                   help="icon4py: icon4py's backend factory and per-program options on both sides (a model run's "
-                        "builds; default). gt4py-default: gt4py's default dace backend as stock, the library's "
-                        "run_dace_cpu (horizontal strides not assumed unit)")
-    p.add_argument("--child", default=None, help=argparse.SUPPRESS)  # internal: one regime, JSON to this path
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=12,
+        help="rounds; every build of every call site once per round (default 12, a multiple of 6)",
+    )
+    p.add_argument(
+        "--build-cache",
+        default=None,
+        metavar="DIR",
+        help="keep the builds in DIR (persistent) for another run of the same library version; "
+        "gt4py's cache key does not see the library's code: never share DIR across versions",
+    )
+    p.add_argument(
+        "--extend-budget",
+        type=float,
+        default=120.0,
+        help="seconds of extra timing per call site whose verdict the rounds leave undecided (default 120; "
+        "0: no extension)",
+    )
+    p.add_argument(
+        "--extend-cap",
+        type=int,
+        default=None,
+        help="most rounds in all for an extended call site (default 4 x --rounds)",
+    )
+    p.add_argument(
+        "--modes",
+        default="default",
+        help="comma-separated: default (gt4py's per-call transients), "
+        "persistent (TransientMemoryMode.PERSISTENT) (default: default)",
+    )
+    p.add_argument(
+        "--allocators",
+        default="fresh,glibc",
+        help=f"comma-separated allocator regimes ({', '.join(ALLOCATORS)}), one process each, pinned "
+        "before the builds (default fresh,glibc)",
+    )
+    p.add_argument(
+        "--programs",
+        default="",
+        help="comma-separated program names (default: every call of the substep)",
+    )
+    p.add_argument(
+        "--substep",
+        default="both",
+        choices=("first", "later", "both"),
+        help="the first substep of a time step, a later one, or both (default both)",
+    )
+    p.add_argument(
+        "--lprep-adv",
+        action="store_true",
+        help="tracer transport on (two more limited-area programs)",
+    )
+    p.add_argument(
+        "--json", default=None, help="write everything here as JSON, the table next to it as .txt"
+    )
+    p.add_argument(
+        "--counts",
+        action="store_true",
+        help="instructions and simulated last-level misses (callgrind) instead of times: stock, the "
+        "library, the library with the GPU cost model; first allocator and first mode only",
+    )
+    p.add_argument(
+        "--decide-as",
+        default=None,
+        choices=tuple(ALLOCATORS),
+        help="the library's cost model decides as under this allocator regime, whichever regime is "
+        "timed (an experiment: do the decisions of one regime pay in the other?)",
+    )
+    p.add_argument(
+        "--merge",
+        nargs="+",
+        default=None,
+        metavar="COUNTS_JSON",
+        help="build nothing: merge these --counts JSON files (a later file's row replaces an earlier "
+        "one's of the same call site) and print the table with the substep recomputed; --json "
+        "writes the result",
+    )
+    p.add_argument(
+        "--config",
+        default="icon4py",
+        choices=CONFIGS,
+        help="icon4py: icon4py's backend factory and per-program options on both sides (a model run's "
+        "builds; default). gt4py-default: gt4py's default dace backend as stock, the library's "
+        "run_dace_cpu (horizontal strides not assumed unit)",
+    )
+    p.add_argument(
+        "--child", default=None, help=argparse.SUPPRESS
+    )  # internal: one regime, JSON to this path
     opts = p.parse_args(argv)
     opts.modes = _names(opts.modes)
     if bad := [m for m in opts.modes if m not in MODES]:
@@ -816,9 +1086,17 @@ def main(argv: Optional[list[str]] = None) -> int:
     if opts.child:
         return child(opts)
     if opts.merge:
-        doc = merge_counts([json.loads(pathlib.Path(f).read_text()) for f in opts.merge], opts.merge)
-        text = counts_table(doc) + "\n\nmerged from " + "; ".join(
-            f"{m['path']} ({m['date']}): {', '.join(m['rows']) or 'no rows kept'}" for m in doc["meta"]["merged_from"])
+        doc = merge_counts(
+            [json.loads(pathlib.Path(f).read_text()) for f in opts.merge], opts.merge
+        )
+        text = (
+            counts_table(doc)
+            + "\n\nmerged from "
+            + "; ".join(
+                f"{m['path']} ({m['date']}): {', '.join(m['rows']) or 'no rows kept'}"
+                for m in doc["meta"]["merged_from"]
+            )
+        )
         print(text, flush=True)
         if opts.json:
             _write(doc, text, opts.json)
@@ -828,15 +1106,19 @@ def main(argv: Optional[list[str]] = None) -> int:
     lay = make_layout(opts.layout, opts.cells)
     load_before = os.getloadavg()
     t0 = time.perf_counter()
-    log(f"{'counts' if opts.counts else 'timing'}: layout {opts.layout} ({lay.sizes}), {opts.levels} levels, "
+    log(
+        f"{'counts' if opts.counts else 'timing'}: layout {opts.layout} ({lay.sizes}), {opts.levels} levels, "
         f"{opts.threads} thread(s), {opts.rounds} rounds, modes {opts.modes}, allocators {opts.allocators}, "
-        f"substep(s) {opts.substeps}; load {load_before[0]:.2f}")
+        f"substep(s) {opts.substeps}; load {load_before[0]:.2f}"
+    )
     results, failed = [], []
     with tempfile.TemporaryDirectory(prefix="substep_") as tmp:
         for regime in opts.allocators:
             out = pathlib.Path(tmp) / f"{regime}.json"
             log(f"== allocator {regime}: a process of its own")
-            done = subprocess.run([sys.executable, str(SCRIPT), *_child_argv(argv, regime, str(out))])
+            done = subprocess.run(
+                [sys.executable, str(SCRIPT), *_child_argv(argv, regime, str(out))]
+            )
             if done.returncode != 0 or not out.exists():
                 log(f"allocator {regime}: the process failed (exit {done.returncode})")
                 failed.append(regime)
@@ -866,8 +1148,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     else:
         doc = {"meta": meta, "regimes": results}
         text = timing_table(doc)
-    text += (f"\n\nload average before {', '.join(f'{x:.2f}' for x in load_before)}, after "
-             f"{', '.join(f'{x:.2f}' for x in meta['load_average_after'])}; wall time {wall:.0f} s")
+    text += (
+        f"\n\nload average before {', '.join(f'{x:.2f}' for x in load_before)}, after "
+        f"{', '.join(f'{x:.2f}' for x in meta['load_average_after'])}; wall time {wall:.0f} s"
+    )
     print(text, flush=True)
     if opts.json:
         _write(doc, text, opts.json)

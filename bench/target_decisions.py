@@ -15,11 +15,14 @@ import copy
 import sys
 import warnings
 
-from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook  # noqa: E402
+from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import (
+    GT4PyAutoOptHook,  # noqa: E402
+)
 
 import gt4py_dace_xforms as gx  # noqa: E402
 from gt4py_dace_xforms.integration import capture  # noqa: E402
 from gt4py_dace_xforms.tools import programs
+
 
 STEP = (GT4PyAutoOptHook.TopLevelDataFlowStep, 1)
 
@@ -42,8 +45,9 @@ def main(argv=None) -> int:
     total = {"cpu": 0, "gpu": 0}
     for ref in refs:
         program = ref.load()
-        sdfg = capture.capture_stages(program, [STEP], offset_provider=programs.offset_provider_for(program),
-                                      gpu=True)[STEP]
+        sdfg = capture.capture_stages(
+            program, [STEP], offset_provider=programs.offset_provider_for(program), gpu=True
+        )[STEP]
         cpu, gpu = decisions(sdfg, gx.CostModel("cpu")), decisions(sdfg, gx.CostModel("gpu"))
         n_cpu, n_gpu = sum(a for a, _ in cpu.values()), sum(a for a, _ in gpu.values())
         total["cpu"] += n_cpu
@@ -52,8 +56,11 @@ def main(argv=None) -> int:
         for key in sorted(set(cpu) | set(gpu)):
             c, g = cpu.get(key, (False, "not reached")), gpu.get(key, (False, "not reached"))
             if c[0] != g[0]:
-                print(f"    {key[0]} -> {key[1]}: cpu {'applied' if c[0] else 'declined'} ({c[1]}); "
-                      f"gpu {'applied' if g[0] else 'declined'} ({g[1]})", flush=True)
+                print(
+                    f"    {key[0]} -> {key[1]}: cpu {'applied' if c[0] else 'declined'} ({c[1]}); "
+                    f"gpu {'applied' if g[0] else 'declined'} ({g[1]})",
+                    flush=True,
+                )
     print(f"TOTAL applied: cpu {total['cpu']}, gpu {total['gpu']}")
     return 0
 

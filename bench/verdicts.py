@@ -40,12 +40,14 @@ def substep_rows(doc: dict) -> list[dict]:
             for key, verdict in named:
                 row = rows.setdefault(key, {"program": key, "modes": {}})
                 row["modes"].setdefault(mode, {"timings": []})["timings"].append(
-                    {"threads": res["threads"], "malloc": reg["regime"], "verdict": verdict})
+                    {"threads": res["threads"], "malloc": reg["regime"], "verdict": verdict}
+                )
     return list(rows.values())
 
 
-def agreement(rows_a: list[dict], rows_b: list[dict],
-              mode: str | None = None) -> list[tuple[str, str, Any, str | None, str | None]]:
+def agreement(
+    rows_a: list[dict], rows_b: list[dict], mode: str | None = None
+) -> list[tuple[str, str, Any, str | None, str | None]]:
     """(program, mode, threads, verdict in a, verdict in b) for every configuration of either
     run (of memory mode `mode` only, if given), in a's order then b's; None where a run did
     not time it."""
@@ -61,7 +63,7 @@ def main(argv: list[str]) -> int:
     if "--mode" in argv:
         i = argv.index("--mode")
         mode = argv[i + 1] if i + 1 < len(argv) else ""
-        argv = argv[:i] + argv[i + 2:]
+        argv = argv[:i] + argv[i + 2 :]
     if len(argv) != 2 or mode == "":
         print(__doc__, file=sys.stderr)
         return 2
@@ -70,7 +72,9 @@ def main(argv: list[str]) -> int:
     lines = agreement(rows[0], rows[1], mode)
     differ = [line for line in lines if line[3] != line[4]]
     for prog, mode, threads, va, vb in lines:
-        print(f"{'same' if va == vb else 'DIFF'}  {prog:<18} {mode:<18} {threads or '-':>3} thr  {va or '(not timed)'} / {vb or '(not timed)'}")
+        print(
+            f"{'same' if va == vb else 'DIFF'}  {prog:<18} {mode:<18} {threads or '-':>3} thr  {va or '(not timed)'} / {vb or '(not timed)'}"
+        )
     print(f"{len(lines) - len(differ)} of {len(lines)} configurations agree")
     return 1 if differ or not lines else 0
 

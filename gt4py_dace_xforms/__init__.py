@@ -10,8 +10,8 @@ from gt4py_dace_xforms.policy import CostModel, Decision, InlinePolicy, InlineWh
 from gt4py_dace_xforms.report import InlineRecord, InlineReport
 from gt4py_dace_xforms.transformations import (
     CopyIntoReaders,
-    InPlaceUpdate,
     InlineFuser,
+    InPlaceUpdate,
     NestedColumnRead,
     OutputAsBuffer,
     ProvenCopyChainRemover,
@@ -20,15 +20,16 @@ from gt4py_dace_xforms.transformations import (
     WriteBackRetarget,
     WriteBackToMap,
     gt_copies_into_readers,
+    gt_fuse_sweep_pairs,
     gt_inline_fusion,
     gt_narrow_column_reads,
     gt_outputs_as_buffers,
     gt_remove_copy_chains,
-    gt_fuse_sweep_pairs,
     gt_retarget_writebacks,
     gt_updates_in_place,
     gt_vertical_windows,
 )
+
 
 __all__ = [
     "CopyIntoReaders",
@@ -44,6 +45,9 @@ __all__ = [
     "OutputAsBuffer",
     "ProvenCopyChainRemover",
     "SweepPairFusion",
+    "VerticalWindow",
+    "WriteBackRetarget",
+    "WriteBackToMap",
     "gt_copies_into_readers",
     "gt_fuse_sweep_pairs",
     "gt_inline_fusion",
@@ -56,8 +60,5 @@ __all__ = [
     "install",
     "optimization_hooks",
     "uninstall",
-    "VerticalWindow",
-    "WriteBackRetarget",
-    "WriteBackToMap",
 ]
 from gt4py_dace_xforms.version import __version__  # noqa: E402

@@ -13,7 +13,14 @@ from typing import Any, Callable, Optional
 
 
 #: Record modes of rewrites that make no producer copies (the rest inline one per shift).
-NO_COPY_MODES = ("window", "output_buffer", "sweep_pair", "in_place", "sibling_tail", "copy_into_readers")
+NO_COPY_MODES = (
+    "window",
+    "output_buffer",
+    "sweep_pair",
+    "in_place",
+    "sibling_tail",
+    "copy_into_readers",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,7 +123,11 @@ class InlineReport:
                 r.intermediate,
                 r.consumer,
                 " ".join("(" + ",".join(s) + ")" for s in r.shifts) or "-",
-                ("applied" + (f" {r.mode}" if r.mode else "") + (", removed" if r.removed_intermediate else ", kept"))
+                (
+                    "applied"
+                    + (f" {r.mode}" if r.mode else "")
+                    + (", removed" if r.removed_intermediate else ", kept")
+                )
                 if r.applied
                 else "declined: " + r.reason,
             )
@@ -128,9 +139,18 @@ class InlineReport:
         lines = [fmt.format(*head), fmt.format(*("-" * w for w in widths))]
         lines += [fmt.format(*row) for row in rows]
         lines += [f"windowed (one evaluation per level, in a K sweep): {w}" for w in self.windowed]
-        lines += [f"output as buffer (the copy saved, nothing recomputed): {b}" for b in self.outputs_as_buffers]
-        lines += [f"updated in place (its copies saved, nothing recomputed): {b}" for b in self.updated_in_place]
-        lines += [f"column read (the scan gets one column of it): {a} in {n}" for a, n in self.column_reads]
+        lines += [
+            f"output as buffer (the copy saved, nothing recomputed): {b}"
+            for b in self.outputs_as_buffers
+        ]
+        lines += [
+            f"updated in place (its copies saved, nothing recomputed): {b}"
+            for b in self.updated_in_place
+        ]
+        lines += [
+            f"column read (the scan gets one column of it): {a} in {n}"
+            for a, n in self.column_reads
+        ]
         lines += [f"unordered access, left as it is: {r}" for r in self.races]
         lines += [f"FAILED and undone: {f}" for f in self.failures]
         return "\n".join(lines)
@@ -146,34 +166,51 @@ class InlineReport:
                 saved = f["output_buffer_saved_bytes"]
                 saved = f"{saved:.3g}" if isinstance(saved, float) else saved
                 verdict = "output as buffer" if r.applied else "keep"
-                lines.append(f"  {r.intermediate} -> {r.consumer}: {verdict}; saves {saved} B of copy traffic, recomputes nothing")
+                lines.append(
+                    f"  {r.intermediate} -> {r.consumer}: {verdict}; saves {saved} B of copy traffic, recomputes nothing"
+                )
                 continue
             if "sweep_pair_saved_bytes" in f:
-                gpu = (f"; on the GPU a local array per thread, {f['gpu_threads_per_sm']} threads per SM hold "
-                       f"{f['gpu_column_bytes_per_sm'] / 1024:.0f} of the L1's {f['gpu_l1_bytes'] / 1024:.0f} KiB"
-                       if "gpu_threads_per_sm" in f else "")
-                lines.append(f"  {r.intermediate} -> {r.consumer}: {'column buffer' if r.applied else 'keep'}; saves "
-                             f"{f['sweep_pair_saved_bytes']:.3g} B, a column of {f['sweep_pair_column_bytes']:.3g} B "
-                             f"per iteration{gpu}, recomputes nothing")
+                gpu = (
+                    f"; on the GPU a local array per thread, {f['gpu_threads_per_sm']} threads per SM hold "
+                    f"{f['gpu_column_bytes_per_sm'] / 1024:.0f} of the L1's {f['gpu_l1_bytes'] / 1024:.0f} KiB"
+                    if "gpu_threads_per_sm" in f
+                    else ""
+                )
+                lines.append(
+                    f"  {r.intermediate} -> {r.consumer}: {'column buffer' if r.applied else 'keep'}; saves "
+                    f"{f['sweep_pair_saved_bytes']:.3g} B, a column of {f['sweep_pair_column_bytes']:.3g} B "
+                    f"per iteration{gpu}, recomputes nothing"
+                )
                 continue
             if "window_width" in f:
-                lines.append(f"  {r.intermediate} -> {r.consumer}: {'window' if r.applied else 'no window'}; width "
-                             f"{f['window_width']}, saves {f['window_saved_bytes']:.3g} B, re-evaluates "
-                             f"{f['window_fill_points']:.3g} fill points ({f['window_extra_ops']:.3g} extra ops; "
-                             f"inlined: {f['inline_copies']} copies)")
+                lines.append(
+                    f"  {r.intermediate} -> {r.consumer}: {'window' if r.applied else 'no window'}; width "
+                    f"{f['window_width']}, saves {f['window_saved_bytes']:.3g} B, re-evaluates "
+                    f"{f['window_fill_points']:.3g} fill points ({f['window_extra_ops']:.3g} extra ops; "
+                    f"inlined: {f['inline_copies']} copies)"
+                )
                 continue
             if "saved_bytes" not in f:
                 # (A record of a kind this table has no line for: its figures as they are, not a crash.)
-                lines.append(f"  {r.intermediate} -> {r.consumer}: {'applied' if r.applied else 'keep'}; "
-                             + ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
-                                         for k, v in sorted(f.items())))
+                lines.append(
+                    f"  {r.intermediate} -> {r.consumer}: {'applied' if r.applied else 'keep'}; "
+                    + ", ".join(
+                        f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+                        for k, v in sorted(f.items())
+                    )
+                )
                 continue
             lines.append(
                 f"  {r.intermediate} -> {r.consumer}: {'inline' if r.applied else 'keep'}; "
                 f"saves {f['saved_bytes']:.3g} B, extra loads {f['extra_load_bytes']:.3g} B, "
                 f"extra work {f['extra_work_bytes']:.3g} B ({f['copies']} copies x {f['ops_per_copy']:.0f} ops)"
-                + (f"; with all {f['group_size']} readers: saves {f['group_saved_bytes']:.3g} B, "
-                   f"extra work {f['group_extra_work_bytes']:.3g} B" if "group_size" in f else "")
+                + (
+                    f"; with all {f['group_size']} readers: saves {f['group_saved_bytes']:.3g} B, "
+                    f"extra work {f['group_extra_work_bytes']:.3g} B"
+                    if "group_size" in f
+                    else ""
+                )
                 + (f"; assumed {', '.join(f['assumed'])}" if f.get("assumed") else "")
             )
         return lines

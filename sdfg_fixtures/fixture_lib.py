@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 import dace
-from dace.sdfg import nodes as dn
-
 import gt4py.next as gtx
+from dace.sdfg import nodes as dn
 from gt4py.next.ffront.experimental import concat_where
 from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import (
     GT4PyAutoOptHook,
 )
+
 
 FIXTURE_DIR = Path(__file__).resolve().parent
 
@@ -94,12 +94,16 @@ def _annotated(capture: Callable[[], dace.SDFG]) -> dace.SDFG:
 
 
 def seed_multi_offset_sdfg() -> dace.SDFG:
-    return _annotated(lambda: lower_and_capture(prog_multi, seed_args(), {}, GT4PyAutoOptHook.TopLevelDataFlowPre))
+    return _annotated(
+        lambda: lower_and_capture(prog_multi, seed_args(), {}, GT4PyAutoOptHook.TopLevelDataFlowPre)
+    )
 
 
 def seed_vertical_difference_sdfg() -> dace.SDFG:
     return _annotated(
-        lambda: lower_and_capture(prog_vertical_difference, seed_args(), {}, GT4PyAutoOptHook.TopLevelDataFlowStep)
+        lambda: lower_and_capture(
+            prog_vertical_difference, seed_args(), {}, GT4PyAutoOptHook.TopLevelDataFlowStep
+        )
     )
 
 
@@ -109,8 +113,10 @@ def seed_vertical_difference_sdfg() -> dace.SDFG:
 
 import sys as _sys  # noqa: E402
 
+
 _sys.path.append(str(FIXTURE_DIR.parent / "bench"))
 import icon4py_target  # noqa: E402  # bench/icon4py_target.py: the target's inputs
+
 
 icon4py_program = icon4py_target.program
 icon4py_available = icon4py_target.available
@@ -125,7 +131,9 @@ def icon4py_args(n_cells: int = 20480, n_levels: int = 80) -> list:
 
 def icon4py_sdfg() -> dace.SDFG:
     return _annotated(
-        lambda: lower_and_capture(icon4py_program(), icon4py_args(), {}, GT4PyAutoOptHook.TopLevelDataFlowStep)
+        lambda: lower_and_capture(
+            icon4py_program(), icon4py_args(), {}, GT4PyAutoOptHook.TopLevelDataFlowStep
+        )
     )
 
 
@@ -140,8 +148,13 @@ def icon4py_static_args(n_cells: int = 20480, n_levels: int = 80) -> dict:
 def icon4py_static_sdfg() -> dace.SDFG:
     """The target as icon4py's model run builds it: the integer scalars are literals."""
     return _annotated(
-        lambda: lower_and_capture(icon4py_program(), icon4py_args(), {}, GT4PyAutoOptHook.TopLevelDataFlowStep,
-                                  static_args=icon4py_static_args())
+        lambda: lower_and_capture(
+            icon4py_program(),
+            icon4py_args(),
+            {},
+            GT4PyAutoOptHook.TopLevelDataFlowStep,
+            static_args=icon4py_static_args(),
+        )
     )
 
 
@@ -215,7 +228,9 @@ def count_2d_transients(sdfg: dace.SDFG, recursive: bool = False) -> int:
     )
 
 
-def concat_nodes(sdfg: dace.SDFG, recursive: bool = False) -> list[tuple[dace.SDFGState, dn.AccessNode]]:
+def concat_nodes(
+    sdfg: dace.SDFG, recursive: bool = False
+) -> list[tuple[dace.SDFGState, dn.AccessNode]]:
     """Transient AccessNodes with two or more incoming edges (concat_where's result)."""
     return [
         (state, node)
@@ -250,7 +265,9 @@ def candidate_reads(sdfg: dace.SDFG, recursive: bool = False) -> list[tuple[dace
                 if not ie.dst_conn.startswith("IN_"):
                     continue
                 desc = src.desc(state.sdfg)
-                if not (isinstance(desc, dace.data.Array) and desc.transient and len(desc.shape) == 2):
+                if not (
+                    isinstance(desc, dace.data.Array) and desc.transient and len(desc.shape) == 2
+                ):
                     continue
                 for oe in state.out_edges_by_connector(me, "OUT_" + ie.dst_conn[3:]):
                     if oe.data.data == src.data:
@@ -513,13 +530,22 @@ def generate(
         table = entry.pop("_report_table")
         summary[fixture.file] = entry
         if verbose:
-            print(f"== {name} ({time.perf_counter() - t0:.1f} s) -> {path} ({entry['size_bytes']} B)")
-            for key in ("two_d_transients", "concat_nodes", "candidate_reads", "stock_inline_fuser_accepted"):
+            print(
+                f"== {name} ({time.perf_counter() - t0:.1f} s) -> {path} ({entry['size_bytes']} B)"
+            )
+            for key in (
+                "two_d_transients",
+                "concat_nodes",
+                "candidate_reads",
+                "stock_inline_fuser_accepted",
+            ):
                 print(f"   {key}: {entry[key]}")
             gi = entry["gt_inline_fusion"]
             if "error" not in gi:
-                print(f"   gt_inline_fusion: applied={gi['applied']} declined={gi['declined']} copies={gi['copies']}"
-                      f" windowed={gi['windowed']}")
+                print(
+                    f"   gt_inline_fusion: applied={gi['applied']} declined={gi['declined']} copies={gi['copies']}"
+                    f" windowed={gi['windowed']}"
+                )
             print("   " + table.replace("\n", "\n   "))
 
     order = {FIXTURES[n].file: i for i, n in enumerate(FIXTURES)}

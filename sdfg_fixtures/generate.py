@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -20,7 +21,9 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(HERE))
     import fixture_lib
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
     parser.add_argument(
         "--only",
         action="append",

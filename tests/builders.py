@@ -74,7 +74,9 @@ def transient_arrays(sdfg: dace.SDFG, ndim: Optional[int] = None) -> list[str]:
     return sorted(
         name
         for name, desc in sdfg.arrays.items()
-        if desc.transient and not isinstance(desc, dace.data.Scalar) and (ndim is None or len(desc.shape) == ndim)
+        if desc.transient
+        and not isinstance(desc, dace.data.Scalar)
+        and (ndim is None or len(desc.shape) == ndim)
     )
 
 
@@ -101,7 +103,9 @@ def compile_cached(sdfg: dace.SDFG, tag: str):
     return _compile_json(js, f"{sdfg.name}_{tag}")
 
 
-def run(sdfg: dace.SDFG, tag: str, arrays: Mapping[str, np.ndarray], symbols: Mapping[str, int]) -> dict:
+def run(
+    sdfg: dace.SDFG, tag: str, arrays: Mapping[str, np.ndarray], symbols: Mapping[str, int]
+) -> dict:
     """Compile (cached) and run `sdfg` on copies of `arrays`; return the arrays afterwards."""
     args = {k: v.copy() for k, v in arrays.items()}
     compile_cached(sdfg, tag)(**args, **symbols)
@@ -109,7 +113,10 @@ def run(sdfg: dace.SDFG, tag: str, arrays: Mapping[str, np.ndarray], symbols: Ma
 
 
 def compare_before_after(
-    before: dace.SDFG, after: dace.SDFG, arrays: Mapping[str, np.ndarray], symbols: Mapping[str, int],
+    before: dace.SDFG,
+    after: dace.SDFG,
+    arrays: Mapping[str, np.ndarray],
+    symbols: Mapping[str, int],
     outputs: Sequence[str] = ("out",),
 ) -> dict:
     """Run both SDFGs on the same inputs, assert identical outputs, return the transformed run."""

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+
 _ROOT = pathlib.Path(__file__).resolve().parent.parent
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 _BUILD = pathlib.Path(os.environ.get("GT4PY_DACE_XFORMS_TEST_BUILD", _ROOT / ".build")) / _WORKER
@@ -27,6 +28,7 @@ sys.path.insert(0, str(_ROOT / "tests"))
 sys.path.append(str(_ROOT / "bench"))  # icon4py_target (after the tests' own modules)
 
 import dace  # noqa: E402
+
 
 dace.Config.set("default_build_folder", value=str(_BUILD / "dacecache"))
 dace.Config.set("debugprint", value=False)

@@ -22,7 +22,10 @@ class SideBySide:
 
 
 def _fresh(args: dict[str, Any]) -> dict[str, Any]:
-    return {k: gtx.as_field(v.domain, v.asnumpy().copy()) if hasattr(v, "asnumpy") else v for k, v in args.items()}
+    return {
+        k: gtx.as_field(v.domain, v.asnumpy().copy()) if hasattr(v, "asnumpy") else v
+        for k, v in args.items()
+    }
 
 
 def run_out(program, build: Build, args: dict[str, Any], out: str = "out") -> np.ndarray:
@@ -32,8 +35,13 @@ def run_out(program, build: Build, args: dict[str, Any], out: str = "out") -> np
     return fresh[out].asnumpy()
 
 
-def side_by_side(program, args: dict[str, Any], outputs: tuple[str, ...], windows: Optional[bool] = None,
-                 **call_kwargs) -> SideBySide:
+def side_by_side(
+    program,
+    args: dict[str, Any],
+    outputs: tuple[str, ...],
+    windows: Optional[bool] = None,
+    **call_kwargs,
+) -> SideBySide:
     """Run `program(**args)` with both backends; `outputs` are the fields to collect.
     `windows=False`: the library's build inlines where the cost model would sweep."""
     builds = {"stock": stock_build(), "inlined": inline_build(windows=windows)}
@@ -45,7 +53,9 @@ def side_by_side(program, args: dict[str, Any], outputs: tuple[str, ...], window
     return SideBySide(builds["stock"], builds["inlined"], results)
 
 
-def rerun(run: SideBySide, program, args: dict[str, Any], outputs: tuple[str, ...], **call_kwargs) -> SideBySide:
+def rerun(
+    run: SideBySide, program, args: dict[str, Any], outputs: tuple[str, ...], **call_kwargs
+) -> SideBySide:
     """`program(**args)` again with the builds of `run` (compiled already), e.g. on
     poisoned inputs (`measure.poison`)."""
     results = {}
@@ -62,4 +72,6 @@ def assert_equal_to_stock(run: SideBySide, rtol: float = 1e-13) -> None:
     field's magnitude; cancellation can make that large relative to a small element)."""
     for name, got in run.results["inlined"].items():
         stock = run.results["stock"][name]
-        np.testing.assert_allclose(got, stock, rtol=rtol, atol=0.1 * rtol * np.abs(stock).max(), err_msg=name)
+        np.testing.assert_allclose(
+            got, stock, rtol=rtol, atol=0.1 * rtol * np.abs(stock).max(), err_msg=name
+        )

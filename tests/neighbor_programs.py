@@ -4,6 +4,7 @@ import gt4py.next as gtx
 import numpy as np
 from gt4py.next import neighbor_sum
 
+
 Cell = gtx.Dimension("Cell")
 Edge = gtx.Dimension("Edge")
 K = gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)
@@ -47,7 +48,9 @@ def edge_difference_and_shift(a: CK, b: CK, out: EK, nlev: gtx.int32):
     _edge_difference_and_shift(a, b, out=out, domain={Edge: (0, 12), K: (0, nlev - 1)})
 
 
-def inputs(n_cells: int = 8, n_edges: int = 12, n_levels: int = 6, seed: int = 0) -> tuple[dict, dict]:
+def inputs(
+    n_cells: int = 8, n_edges: int = 12, n_levels: int = 6, seed: int = 0
+) -> tuple[dict, dict]:
     """Random fields, an in-range E2C table, a zero output; and the offset provider."""
     rng = np.random.default_rng(seed)
     table = rng.integers(0, n_cells, size=(n_edges, 2), dtype=np.int32)

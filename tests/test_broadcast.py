@@ -4,6 +4,7 @@ import dace
 
 from gt4py_dace_xforms.analysis.broadcast import copy_dims, is_broadcast
 
+
 N = dace.symbol("N")
 
 

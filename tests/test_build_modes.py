@@ -11,17 +11,20 @@ import functools
 import pickle
 import warnings
 
+import gt4py.next as gtx
 import numpy as np
 import pytest
-
-import gt4py.next as gtx
-import gt4py_dace_xforms as gx
 from gt4py.next import Dims, config
 from gt4py.next.ffront.experimental import concat_where
 from gt4py.next.otf import runners
-from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
+from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import (
+    GT4PyAutoOptHook,
+)
+
+import gt4py_dace_xforms as gx
 from gt4py_dace_xforms import backends
 from gt4py_dace_xforms.integration import compat, identity, install as inst
+
 
 Cell = gtx.Dimension("Cell")
 K = gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)
@@ -45,8 +48,9 @@ def _run(backend, scale=3.0):
     rng = np.random.default_rng(4)
     a, b = rng.random((NC, NL)), rng.random((NC, NL))
     out = gtx.zeros({Cell: NC, K: NL}, dtype=gtx.float64)
-    seed.with_backend(backend)(gtx.as_field([Cell, K], a), gtx.as_field([Cell, K], b), scale, out,
-                               offset_provider={})
+    seed.with_backend(backend)(
+        gtx.as_field([Cell, K], a), gtx.as_field([Cell, K], b), scale, out, offset_provider={}
+    )
     theta = np.where(np.arange(NL)[None, :] < 1, 2.0 * b, scale * a + 1.0)
     np.testing.assert_allclose(out.asnumpy()[:, : NL - 1], theta[:, 1:] - theta[:, :-1], rtol=1e-13)
 
@@ -140,7 +144,8 @@ def test_a_workers_library_warning_reaches_the_process_that_asked():
     from gt4py_dace_xforms.integration import failsafe, workers
 
     wrapped = workers.run_collecting(
-        lambda: (warnings.warn("rewrite failed", failsafe.LibraryFailureWarning), _Artifact())[1])
+        lambda: (warnings.warn("rewrite failed", failsafe.LibraryFailureWarning), _Artifact())[1]
+    )
     with pytest.warns(failsafe.LibraryFailureWarning, match="rewrite failed"):
         artifact = pickle.loads(pickle.dumps(wrapped))
     assert isinstance(artifact, _Artifact)
@@ -171,7 +176,12 @@ def test_persistent_cache_never_serves_a_build_made_with_other_settings(build_mo
     assert build(cost_model=gx.CostModel("cpu", fresh_page_bytes=0)) == 0  # same settings: served
     assert build(cost_model=gx.InlineWhereSound()) == 1
     assert build(cost_model=gx.CostModel("cpu", fresh_page_bytes=2**25)) == 1
-    assert build(cost_model=gx.CostModel("cpu", fresh_page_bytes=0), transient_memory_mode="PERSISTENT") == 1
+    assert (
+        build(
+            cost_model=gx.CostModel("cpu", fresh_page_bytes=0), transient_memory_mode="PERSISTENT"
+        )
+        == 1
+    )
     assert build(cost_model=gx.CostModel("cpu", fresh_page_bytes=0), windows=True) == 1
     monkeypatch.setattr(identity, "build_identity", lambda: "9.9.9+000000000000")
     assert build(cost_model=gx.CostModel("cpu", fresh_page_bytes=0)) == 1
@@ -243,7 +253,10 @@ def test_installed_for_restores_what_was_in_force():
         outer = config.BUILD_CACHE_VERSION_ID
         with inst.installed_for(gx.InlineWhereSound()):
             assert config.BUILD_CACHE_VERSION_ID == salted
-        assert inst.settings().cost_model == gx.CostModel("cpu") and config.BUILD_CACHE_VERSION_ID == outer
+        assert (
+            inst.settings().cost_model == gx.CostModel("cpu")
+            and config.BUILD_CACHE_VERSION_ID == outer
+        )
     finally:
         gx.uninstall()
     assert config.BUILD_CACHE_VERSION_ID == base
@@ -261,8 +274,11 @@ def test_hooks_pickle_and_fingerprint_their_settings():
     for stage, hook in hooks.items():
         assert pickle.loads(pickle.dumps(hook)) == hook, stage
     assert fp(cost_model=gx.CostModel("cpu", fresh_page_bytes=0)) == fp(
-        cost_model=gx.CostModel("cpu", fresh_page_bytes=0), reports=[1])
-    assert fp(cost_model=gx.CostModel("cpu", fresh_page_bytes=0)) != fp(cost_model=gx.CostModel("cpu", fresh_page_bytes=1))
+        cost_model=gx.CostModel("cpu", fresh_page_bytes=0), reports=[1]
+    )
+    assert fp(cost_model=gx.CostModel("cpu", fresh_page_bytes=0)) != fp(
+        cost_model=gx.CostModel("cpu", fresh_page_bytes=1)
+    )
     assert GT4PyAutoOptHook.TopLevelDataFlowStep in hooks
 
 
@@ -312,15 +328,23 @@ def test_a_later_failure_in_a_worker_builds_stocks_program(build_mode, lenient_w
         gx.install(gx.InlineWhereSound())
         backend = compat.make_dace_toolchain(
             compat.DaCeConfig(gpu=False, auto_optimize=True),
-            translation=functools.partial(compat.make_dace_translator, auto_optimize_args={
-                "optimization_hooks": later}))
+            translation=functools.partial(
+                compat.make_dace_translator, auto_optimize_args={"optimization_hooks": later}
+            ),
+        )
     else:
-        backend = backends.make_backend(False, cost_model=gx.InlineWhereSound(), optimization_hooks=later)
+        backend = backends.make_backend(
+            False, cost_model=gx.InlineWhereSound(), optimization_hooks=later
+        )
     with pytest.warns(failsafe.LibraryFailureWarning) as caught:
         _run(backend)
-    ours = [str(w.message) for w in caught if issubclass(w.category, failsafe.LibraryFailureWarning)]
+    ours = [
+        str(w.message) for w in caught if issubclass(w.category, failsafe.LibraryFailureWarning)
+    ]
     assert len(ours) == 1, ours
-    assert "'seed'" in ours[0] and failsafe.LATER_STAGE in ours[0] and "later stage failed" in ours[0]
+    assert (
+        "'seed'" in ours[0] and failsafe.LATER_STAGE in ours[0] and "later stage failed" in ours[0]
+    )
     compiled = _compiled_sdfgs(config.BUILD_CACHE_DIR, "seed")
     assert compiled and all(len(_two_d_transients(s)) == 1 for s in compiled)
 
@@ -344,10 +368,18 @@ def test_a_later_gt4py_stage_failing_builds_stocks_program(serial_builds, monkey
 
     monkeypatch.setattr(gtx_transformations, "gt_apply_concat_where_replacement_on_sdfg", failing)
     with pytest.raises(Exception, match="replacement failed"):  # strict: the suite's setting
-        _run(backends.make_backend(False, cost_model=gx.InlineWhereSound(), name_postfix="_strict_later"))
+        _run(
+            backends.make_backend(
+                False, cost_model=gx.InlineWhereSound(), name_postfix="_strict_later"
+            )
+        )
     monkeypatch.setenv(failsafe.STRICT_ENV, "0")
     with pytest.warns(failsafe.LibraryFailureWarning, match="replacement failed") as caught:
-        _run(backends.make_backend(False, cost_model=gx.InlineWhereSound(), name_postfix="_lenient_later"))
+        _run(
+            backends.make_backend(
+                False, cost_model=gx.InlineWhereSound(), name_postfix="_lenient_later"
+            )
+        )
     assert len([w for w in caught if issubclass(w.category, failsafe.LibraryFailureWarning)]) == 1
 
 
@@ -358,8 +390,9 @@ def test_issue_60s_program_builds_with_the_library():
     `Max(0, nc):32` beside one over `0:32` after the library's rewrites and cannot compare
     them; the library's `SplitGuard` declines that split, so the build completes (the
     suite is strict: any failure raises), no warning, equal to numpy."""
-    from gt4py_dace_xforms.integration import failsafe
     from test_run_time_bounds import C2E2CDim, cell_split_neighbor  # the issue's program
+
+    from gt4py_dace_xforms.integration import failsafe
 
     rng = np.random.default_rng(0)
     table = rng.integers(0, 32, size=(32, 3)).astype(np.int32)
@@ -370,7 +403,8 @@ def test_issue_60s_program_builds_with_the_library():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         cell_split_neighbor.with_backend(backends.make_backend(False, name_postfix="_issue60"))(
-            fa, fb, out, np.int32(nc), offset_provider={"C2E2C": conn})
+            fa, fb, out, np.int32(nc), offset_provider={"C2E2C": conn}
+        )
     assert not [w for w in caught if issubclass(w.category, failsafe.LibraryFailureWarning)]
     t = np.where(np.arange(32)[:, None] >= nc, 2 * a, b)
     np.testing.assert_allclose(out.asnumpy(), t[table[:, 0]] - t, rtol=1e-13)
@@ -410,8 +444,11 @@ def test_icon4py_keeps_its_per_program_options_with_the_library(way):
 
     from gt4py_dace_xforms.integration import icon4py as gx_icon4py
 
-    descriptor = (lambda: dict(model_backends.BACKENDS["dace_cpu"])) if way == "install" else (
-        lambda: gx_icon4py.backend(model_backends.CPU))
+    descriptor = (
+        (lambda: dict(model_backends.BACKENDS["dace_cpu"]))
+        if way == "install"
+        else (lambda: gx_icon4py.backend(model_backends.CPU))
+    )
     if way == "install":
         gx.install()
     try:
@@ -451,7 +488,12 @@ def test_install_with_icon4pys_own_backend_through_setup_program():
 
     n_cells, n_levels = 512, 20
     args = target.make_args(n_cells, n_levels, seed=7)
-    horizontal = ("start_cell_lateral_boundary_level_3", "end_cell_local", "end_cell_halo", "end_cell_halo_level_2")
+    horizontal = (
+        "start_cell_lateral_boundary_level_3",
+        "end_cell_local",
+        "end_cell_halo",
+        "end_cell_halo_level_2",
+    )
     args.update({k: named_layout("lam-decomposed", n_cells).values[k] for k in horizontal})
     vertical = ("nflatlev", "nflat_gradp", "model_top", "surface_level")
     results = {}
@@ -460,13 +502,18 @@ def test_install_with_icon4pys_own_backend_through_setup_program():
         if name == "library":
             gx.install()
         try:
-            run = setup_program(program=target.program(), backend=dict(model_backends.BACKENDS["dace_cpu"]),
-                                constant_args={"igradp_method": args["igradp_method"]},
-                                horizontal_sizes={k: args[k] for k in horizontal},
-                                vertical_sizes={k: args[k] for k in vertical})
+            run = setup_program(
+                program=target.program(),
+                backend=dict(model_backends.BACKENDS["dace_cpu"]),
+                constant_args={"igradp_method": args["igradp_method"]},
+                horizontal_sizes={k: args[k] for k in horizontal},
+                vertical_sizes={k: args[k] for k in vertical},
+            )
         finally:
             gx.uninstall()
-        fresh = target.copy_args({k: v for k, v in args.items() if k not in (*horizontal, *vertical, "igradp_method")})
+        fresh = target.copy_args(
+            {k: v for k, v in args.items() if k not in (*horizontal, *vertical, "igradp_method")}
+        )
         run(**fresh)
         results[name] = {k: fresh[k].asnumpy() for k in target.OUTPUTS}
     records = list(inst.RECENT)
@@ -474,4 +521,6 @@ def test_install_with_icon4pys_own_backend_through_setup_program():
     assert any(rec.applied for rep in records[0]["reports"] for rec in rep.records)
     for k in target.OUTPUTS:
         stock = results["stock"][k]
-        np.testing.assert_allclose(results["library"][k], stock, rtol=1e-13, atol=1e-14 * np.abs(stock).max(), err_msg=k)
+        np.testing.assert_allclose(
+            results["library"][k], stock, rtol=1e-13, atol=1e-14 * np.abs(stock).max(), err_msg=k
+        )

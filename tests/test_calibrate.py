@@ -5,10 +5,11 @@ import sys
 
 import numpy as np
 import pytest
-
-import gt4py_dace_xforms as gx
 from builders import producer_consumer
 from test_cost_model import SIZES, _candidate
+
+import gt4py_dace_xforms as gx
+
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "bench"))
 import calibrate  # noqa: E402  bench/calibrate.py
@@ -33,7 +34,9 @@ def test_the_programs_own_bounds_take_their_argument_values():
 
 
 def _obs(feats, coef, ref_ms=100.0):
-    saved = float(np.dot([feats[f] for f in calibrate.FEATURES], np.asarray(coef) * calibrate.SIGNS))
+    saved = float(
+        np.dot([feats[f] for f in calibrate.FEATURES], np.asarray(coef) * calibrate.SIGNS)
+    )
     return {"features": feats, "saved_ms": saved, "ref_ms": ref_ms}
 
 
@@ -59,15 +62,24 @@ def test_fit_drops_a_coefficient_that_would_make_a_cost_a_gain():
 
 
 def _pointwise():
-    return producer_consumer("alloc", producer_ranges={"i": "0:N", "k": "0:K"},
-                             consumer_ranges={"i": "0:N", "k": "0:K-1"}, write="i, k", reads=["i, k + 1"])
+    return producer_consumer(
+        "alloc",
+        producer_ranges={"i": "0:N", "k": "0:K"},
+        consumer_ranges={"i": "0:N", "k": "0:K-1"},
+        write="i, k",
+        reads=["i, k + 1"],
+    )
 
 
 def test_a_removed_transient_is_worth_its_allocation_on_the_cpu():
     sdfg = _pointwise()
     cand = _candidate(sdfg)
-    base = gx.CostModel(representative_sizes=SIZES, allocation_bytes_per_byte=0.0).estimate(sdfg, cand)
-    priced = gx.CostModel(representative_sizes=SIZES, allocation_bytes_per_byte=3.0).estimate(sdfg, cand)
+    base = gx.CostModel(representative_sizes=SIZES, allocation_bytes_per_byte=0.0).estimate(
+        sdfg, cand
+    )
+    priced = gx.CostModel(representative_sizes=SIZES, allocation_bytes_per_byte=3.0).estimate(
+        sdfg, cand
+    )
     volume_bytes = 20480 * 80 * 8
     assert priced["allocation_bytes"] == base["allocation_bytes"] == volume_bytes
     assert priced["gain_bytes"] - base["gain_bytes"] == pytest.approx(3.0 * volume_bytes)

@@ -9,6 +9,7 @@ import pytest
 from gt4py_dace_xforms.cli.main import main
 from gt4py_dace_xforms.tools import census, determinism, programs
 
+
 SEED = "gt4py_dace_xforms.cli.demo:vertical_difference_computed_program"
 THREE_LEVEL = "gt4py_dace_xforms.cli.demo:three_level_sum_program"
 
@@ -19,12 +20,16 @@ E2V = gtx.FieldOffset("E2V", source=Vertex, target=(Edge, E2VDim))
 
 
 @gtx.field_operator
-def _edge_sum(v: gtx.Field[gtx.Dims[Vertex], gtx.float64]) -> gtx.Field[gtx.Dims[Edge], gtx.float64]:
+def _edge_sum(
+    v: gtx.Field[gtx.Dims[Vertex], gtx.float64],
+) -> gtx.Field[gtx.Dims[Edge], gtx.float64]:
     return v(E2V[0]) + v(E2V[1])
 
 
 @gtx.program
-def edge_sum(v: gtx.Field[gtx.Dims[Vertex], gtx.float64], out: gtx.Field[gtx.Dims[Edge], gtx.float64]):
+def edge_sum(
+    v: gtx.Field[gtx.Dims[Vertex], gtx.float64], out: gtx.Field[gtx.Dims[Edge], gtx.float64]
+):
     _edge_sum(v, out=out)
 
 
@@ -42,9 +47,19 @@ def test_load_program_errors_are_one_line():
 def test_discover_finds_programs_defined_in_a_module_and_their_features():
     refs = programs.discover(["gt4py_dace_xforms.cli.demo"])
     names = {r.name for r in refs}
-    assert {"vertical_difference_program", "vertical_difference_computed_program", "three_level_sum_program"} <= names
-    assert programs.features(programs.load_program(SEED)) == {"concat_where": True, "vertical_shift": True}
-    assert programs.features(programs.load_program(THREE_LEVEL)) == {"concat_where": False, "vertical_shift": True}
+    assert {
+        "vertical_difference_program",
+        "vertical_difference_computed_program",
+        "three_level_sum_program",
+    } <= names
+    assert programs.features(programs.load_program(SEED)) == {
+        "concat_where": True,
+        "vertical_shift": True,
+    }
+    assert programs.features(programs.load_program(THREE_LEVEL)) == {
+        "concat_where": False,
+        "vertical_shift": True,
+    }
     assert programs.features(edge_sum) == {"concat_where": False, "vertical_shift": False}
     assert programs.discover(["no_such_package_xyz"]) == []
 
@@ -69,9 +84,9 @@ def test_reason_class_abstracts_names_and_numbers():
     a = census.reason_class("producer reads 'x' through two AccessNodes")
     b = census.reason_class("producer reads 'y_12' through two AccessNodes")
     assert a == b == "producer reads X through two AccessNodes"
-    assert census.reason_class("concat regions cannot be proven to cover the read [0, n - 1] in dimension 1") == (
-        "concat regions cannot be proven to cover the read [..] in dimension N"
-    )
+    assert census.reason_class(
+        "concat regions cannot be proven to cover the read [0, n - 1] in dimension 1"
+    ) == ("concat regions cannot be proven to cover the read [..] in dimension N")
     assert census.reason_class("analysis failed: KeyError: 'abc'") == "analysis failed"
 
 
@@ -94,7 +109,9 @@ def test_census_table_and_json_sum_over_programs(seed_census):
     broken = census.ProgramCensus("m:broken", error="ValueError: no")
     results = [seed_census, broken]
     text = census.table(results)
-    assert "vertical_difference_computed_program" in text and re.search(r"broken +error: ValueError: no", text)
+    assert "vertical_difference_computed_program" in text and re.search(
+        r"broken +error: ValueError: no", text
+    )
     data = json.loads(census.to_json(results))
     assert data["total"]["candidates"] == 1 and data["total"]["transients_stock"] == 1
     assert [p["program"] for p in data["programs"]] == [SEED, "m:broken"]
@@ -115,7 +132,9 @@ def test_cli_census_exact_without_compare_is_one_line_error(capsys):
     # --exact changes how builds compile; without --compare nothing compiles.
     assert main(["census", THREE_LEVEL, "--exact"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("gt4py-dace-xforms: error:") and "--exact only applies to --compare" in err
+    assert (
+        err.startswith("gt4py-dace-xforms: error:") and "--exact only applies to --compare" in err
+    )
     assert "\n" not in err
 
 
@@ -129,7 +148,9 @@ def test_cli_census_writes_json(tmp_path, capsys):
 
 def test_census_lists_the_arrays_gt4py_accesses_in_an_undefined_order(seed_census):
     """issue 32's program (tests/test_races.py): `t_out` written twice in one state, unordered."""
-    racy = census.census_program(programs.ProgramRef("test_races", "written_read_overwritten"), transients=False)
+    racy = census.census_program(
+        programs.ProgramRef("test_races", "written_read_overwritten"), transients=False
+    )
     assert racy.error is None and [x.split("@")[0] for x in racy.racy] == ["t_out"], racy.racy
     assert seed_census.racy == []
     text = census.table([seed_census, racy])

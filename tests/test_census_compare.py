@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from gt4py_dace_xforms.measure import census_compare as cc
-
 from gt4py_dace_xforms.tools import programs
+
 
 METRICS = "icon4py.model.common.metrics.metric_fields"
 
@@ -34,7 +34,9 @@ needs_icon4py = pytest.mark.skipif(not _icon4py_available(), reason="icon4py is 
 @pytest.mark.compile
 @pytest.mark.icon4py
 @needs_icon4py
-@pytest.mark.parametrize("ref, exact", zip(CI_PROGRAMS, (False, True)), ids=lambda r: getattr(r, "name", str(r)))
+@pytest.mark.parametrize(
+    "ref, exact", zip(CI_PROGRAMS, (False, True)), ids=lambda r: getattr(r, "name", str(r))
+)
 def test_census_program_outputs_equal_stock_with_inlines_applied(ref, exact):
     # One test per program, so that each is compiled once, on whichever worker runs it; the
     # second without FP contraction, where nothing but bitwise equality counts.
@@ -75,7 +77,11 @@ def test_diff_field_tells_bitwise_rounding_and_real_differences_apart():
     off = ref.copy()
     off[1, 2] = 4.001
     d = cc.diff_field("f", "sound", off, ref)
-    assert not d.within_tolerance and d.max_abs == pytest.approx(1e-3) and d.max_rel == pytest.approx(2.5e-4)
+    assert (
+        not d.within_tolerance
+        and d.max_abs == pytest.approx(1e-3)
+        and d.max_rel == pytest.approx(2.5e-4)
+    )
     moved_nan = ref.copy()
     moved_nan[0, 2], moved_nan[0, 0] = 1.0, np.nan
     assert not cc.diff_field("f", "model", moved_nan, ref).within_tolerance
@@ -86,10 +92,14 @@ def test_diff_field_tells_bitwise_rounding_and_real_differences_apart():
 def test_exact_turns_a_rounding_difference_into_a_failure():
     reference = np.array([1.0, 2.0])
     ulp = np.array([1.0, np.nextafter(2.0, 3.0)])
-    assert cc.diff_field("f", "model", ulp, reference).within_tolerance  # rounding, by the tolerance
+    assert cc.diff_field(
+        "f", "model", ulp, reference
+    ).within_tolerance  # rounding, by the tolerance
     assert not cc.diff_field("f", "model", ulp, reference, exact=True).within_tolerance
     assert cc.diff_field("f", "model", reference.copy(), reference, exact=True).within_tolerance
-    assert cc.compare_program(programs.ProgramRef("gt4py_dace_xforms.cli.demo", "nope"), exact=True).exact
+    assert cc.compare_program(
+        programs.ProgramRef("gt4py_dace_xforms.cli.demo", "nope"), exact=True
+    ).exact
 
 
 def test_a_program_without_inputs_is_reported_as_an_error_not_skipped():

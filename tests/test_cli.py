@@ -4,8 +4,8 @@ import json
 import os
 
 import pytest
-
 from builders import producer_consumer
+
 from gt4py_dace_xforms.cli.main import main
 
 
@@ -43,7 +43,11 @@ def test_optimize_writes_output_and_report(sdfg_file, tmp_path, capsys):
 
     assert "tmp" not in dace.SDFG.from_file(str(out)).arrays
     records = json.loads(rep.read_text())
-    assert records[0]["applied"] and records[0]["intermediate"] == "tmp" and records[0]["mode"] != "window"
+    assert (
+        records[0]["applied"]
+        and records[0]["intermediate"] == "tmp"
+        and records[0]["mode"] != "window"
+    )
 
 
 def test_optimize_with_windows_sweeps(sdfg_file, tmp_path, capsys):
@@ -84,7 +88,9 @@ def test_invalid_sdfg_is_rejected(tmp_path, capsys):
     sdfg = dace.SDFG("invalid")
     sdfg.add_array("a", [4], dace.float64)
     st = sdfg.add_state()
-    st.add_edge(st.add_access("a"), None, st.add_tasklet("t", {"x"}, {}, "pass"), "x", dace.Memlet("a[7]"))
+    st.add_edge(
+        st.add_access("a"), None, st.add_tasklet("t", {"x"}, {}, "pass"), "x", dace.Memlet("a[7]")
+    )
     path = tmp_path / "invalid.sdfg"
     sdfg.save(str(path))
     before = path.read_bytes()
@@ -118,14 +124,21 @@ def test_unwritable_output_is_refused(sdfg_file, tmp_path, capsys):
 
 
 def test_optimize_with_cost_model_prints_decisions(sdfg_file, tmp_path, capsys):
-    assert main(["optimize", str(sdfg_file), "-o", str(tmp_path / "o.sdfg"), "--target", "gpu"]) == 0
+    assert (
+        main(["optimize", str(sdfg_file), "-o", str(tmp_path / "o.sdfg"), "--target", "gpu"]) == 0
+    )
     text = capsys.readouterr().out
     assert "cost model (gpu):" in text and "tmp -> consumer_map: inline; saves" in text
 
 
 def test_persistent_transients_decline_recomputation(sdfg_file, tmp_path, capsys):
     """The fixture's read at k and k+1 recomputes: declined for a run with persistent transients."""
-    assert main(["optimize", str(sdfg_file), "-o", str(tmp_path / "o.sdfg"), "--persistent-transients"]) == 0
+    assert (
+        main(
+            ["optimize", str(sdfg_file), "-o", str(tmp_path / "o.sdfg"), "--persistent-transients"]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "2-D transients: 1 before, 1 after" in text and "persistent_transients" in text
 

@@ -17,6 +17,7 @@ from gt4py_dace_xforms.analysis.column_reads import column_read_plan
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.tools.compare import two_d_transients
 
+
 N, K = 6, 5
 
 
@@ -48,7 +49,9 @@ def _scan(read: str, writes_input: bool = False, rows: int = N) -> dace.SDFG:
     inner.add_node(loop)
     inner.add_edge(init, loop, dace.InterstateEdge())
     body = loop.add_state("step", is_start_block=True)
-    tl = body.add_tasklet("step", {"__s", "__t"}, {"__s_out", "__r"}, "__s_out = 0.5 * __s + __t\n__r = __s_out")
+    tl = body.add_tasklet(
+        "step", {"__s", "__t"}, {"__s_out", "__r"}, "__s_out = 0.5 * __s + __t\n__r = __s_out"
+    )
     body.add_edge(body.add_access("s"), None, tl, "__s", dace.Memlet("s[0]"))
     body.add_edge(body.add_access("t"), None, tl, "__t", dace.Memlet(f"t[{read}]"))
     body.add_edge(tl, "__s_out", body.add_access("s"), None, dace.Memlet("s[0]"))
@@ -59,8 +62,13 @@ def _scan(read: str, writes_input: bool = False, rows: int = N) -> dace.SDFG:
     return inner
 
 
-def build(read: str = "i, k", memlet: str = "0:i + 1, 0:K", writes_input: bool = False, dynamic: bool = False,
-          start: int = 0):
+def build(
+    read: str = "i, k",
+    memlet: str = "0:i + 1, 0:K",
+    writes_input: bool = False,
+    dynamic: bool = False,
+    start: int = 0,
+):
     """`start`: both Maps run over `start:N` and `T` holds only those columns, from its
     first point (`T[i - start]`), as gt4py lays out a transient of a domain that does not
     start at 0 (the scan then reads `t[i - start, k]` through `T[0:i - start + 1]`)."""
@@ -78,13 +86,24 @@ def build(read: str = "i, k", memlet: str = "0:i + 1, 0:K", writes_input: bool =
     st.add_memlet_path(col, mx, tn, src_conn="o", memlet=dace.Memlet(f"T[{col_index}, 0:{K}]"))
     # the scan, given T as gt4py gives it
     se, sx = st.add_map("scan_map", {"i": f"{start}:{N}"})
-    scan = st.add_nested_sdfg(_scan(read, writes_input, rows=N - start), {"t": None},
-                              {"r": None, **({"t": None} if writes_input else {})}, symbol_mapping={"i": "i"})
-    st.add_memlet_path(tn, se, scan, dst_conn="t",
-                       memlet=dace.Memlet(f"T[{memlet.replace('K', str(K))}]", dynamic=dynamic))
+    scan = st.add_nested_sdfg(
+        _scan(read, writes_input, rows=N - start),
+        {"t": None},
+        {"r": None, **({"t": None} if writes_input else {})},
+        symbol_mapping={"i": "i"},
+    )
+    st.add_memlet_path(
+        tn,
+        se,
+        scan,
+        dst_conn="t",
+        memlet=dace.Memlet(f"T[{memlet.replace('K', str(K))}]", dynamic=dynamic),
+    )
     st.add_memlet_path(scan, sx, out, src_conn="r", memlet=dace.Memlet(f"out[i, 0:{K}]"))
     if writes_input:
-        st.add_memlet_path(scan, sx, st.add_access("T"), src_conn="t", memlet=dace.Memlet(f"T[{col_index}, 0:{K}]"))
+        st.add_memlet_path(
+            scan, sx, st.add_access("T"), src_conn="t", memlet=dace.Memlet(f"T[{col_index}, 0:{K}]")
+        )
     sdfg.validate()
     return sdfg
 
@@ -125,7 +144,9 @@ def test_the_plan_holds_and_the_scan_gets_one_column():
     assert tuple(edge.dst.sdfg.arrays["t"].shape) == (K,)
     # what the narrowing is for: gt4py's Map fusion now fuses the column Map with the scan
     assert two_d_transients(sdfg) == ["T"]
-    fused = sdfg.apply_transformations_repeated(gtx_transformations.MapFusionVertical(only_toplevel_maps=True))
+    fused = sdfg.apply_transformations_repeated(
+        gtx_transformations.MapFusionVertical(only_toplevel_maps=True)
+    )
     assert fused == 1 and two_d_transients(sdfg) == []
     sdfg.validate()
 
@@ -142,7 +163,9 @@ def test_a_transient_laid_out_from_the_domains_first_point():
     sdfg.validate()
     st, edge = _scan_edge(sdfg)
     assert str(edge.data.subset) == f"i - {START}, 0:{K}"
-    fused = sdfg.apply_transformations_repeated(gtx_transformations.MapFusionVertical(only_toplevel_maps=True))
+    fused = sdfg.apply_transformations_repeated(
+        gtx_transformations.MapFusionVertical(only_toplevel_maps=True)
+    )
     assert fused == 1 and two_d_transients(sdfg) == []
 
 
@@ -154,13 +177,23 @@ def test_a_neighbour_column_is_narrowed_but_not_fused():
     sdfg.validate()
     st, edge = _scan_edge(sdfg)
     assert str(edge.data.subset) == f"i + 1, 0:{K}"
-    assert sdfg.apply_transformations_repeated(gtx_transformations.MapFusionVertical(only_toplevel_maps=True)) == 0
+    assert (
+        sdfg.apply_transformations_repeated(
+            gtx_transformations.MapFusionVertical(only_toplevel_maps=True)
+        )
+        == 0
+    )
     assert two_d_transients(sdfg) == ["T"]
 
 
 def test_without_it_gt4py_does_not_fuse():
     sdfg = build()
-    assert sdfg.apply_transformations_repeated(gtx_transformations.MapFusionVertical(only_toplevel_maps=True)) == 0
+    assert (
+        sdfg.apply_transformations_repeated(
+            gtx_transformations.MapFusionVertical(only_toplevel_maps=True)
+        )
+        == 0
+    )
     assert two_d_transients(sdfg) == ["T"]
 
 
@@ -172,7 +205,12 @@ def test_narrowed_and_fused_compute_the_same(variant):
     narrowed = build(**variant)
     assert narrowed.apply_transformations_repeated(gx.NestedColumnRead) == 1
     fused = copy.deepcopy(narrowed)
-    assert fused.apply_transformations_repeated(gtx_transformations.MapFusionVertical(only_toplevel_maps=True)) == 1
+    assert (
+        fused.apply_transformations_repeated(
+            gtx_transformations.MapFusionVertical(only_toplevel_maps=True)
+        )
+        == 1
+    )
     for s in (reference, narrowed, fused):
         out = np.zeros((N, K))
         s(a=a.copy(), out=out)
@@ -185,7 +223,12 @@ HOSTILE = [
     (dict(writes_input=True), "writes 't'"),
     (dict(dynamic=True), "dynamic"),
 ]
-HOSTILE_IDS = ["twice-the-index", "index-from-the-loop-variable", "nested-sdfg-writes-it", "dynamic-memlet"]
+HOSTILE_IDS = [
+    "twice-the-index",
+    "index-from-the-loop-variable",
+    "nested-sdfg-writes-it",
+    "dynamic-memlet",
+]
 
 
 @pytest.mark.parametrize("variant, reason", HOSTILE, ids=HOSTILE_IDS)
@@ -204,15 +247,28 @@ def test_can_be_applied_never_raises_on_a_broken_match():
     sdfg = build()
     st, edge = _scan_edge(sdfg)
     xf = gx.NestedColumnRead()
-    xf.setup_match(sdfg, sdfg.cfg_id, sdfg.node_id(st), {gx.NestedColumnRead.map_entry: st.node_id(edge.src),
-                                                         gx.NestedColumnRead.nested: st.node_id(edge.dst)}, 0)
-    del edge.dst.sdfg.arrays["t"]  # the nested SDFG lost its array: the analysis fails, the matcher declines
+    xf.setup_match(
+        sdfg,
+        sdfg.cfg_id,
+        sdfg.node_id(st),
+        {
+            gx.NestedColumnRead.map_entry: st.node_id(edge.src),
+            gx.NestedColumnRead.nested: st.node_id(edge.dst),
+        },
+        0,
+    )
+    del edge.dst.sdfg.arrays[
+        "t"
+    ]  # the nested SDFG lost its array: the analysis fails, the matcher declines
     assert xf.can_be_applied(st, 0, sdfg) is False
 
 
 def test_policies_and_report():
     assert gx.CostModel("cpu").column_reads_on and not gx.CostModel("gpu").column_reads_on
-    assert gx.CostModel("gpu", column_reads=True).column_reads_on and gx.InlineWhereSound().column_reads
+    assert (
+        gx.CostModel("gpu", column_reads=True).column_reads_on
+        and gx.InlineWhereSound().column_reads
+    )
     assert not gx.CostModel("cpu", column_reads=False).column_reads_on
     from gt4py_dace_xforms.policy.default import InlineOnly
 

@@ -1,14 +1,14 @@
 """concat_where results read at vertical offsets, lowered from gt4py: stock vs inlined vs numpy."""
 
+import gt4py.next as gtx
 import numpy as np
 import pytest
-
-import gt4py.next as gtx
 from gt4py.next import Dims, float32
 from gt4py.next.ffront.experimental import concat_where
+from gt4py_helpers import assert_equal_to_stock, rerun, side_by_side
 
 from gt4py_dace_xforms.measure.poison import poison_unread
-from gt4py_helpers import assert_equal_to_stock, rerun, side_by_side
+
 
 pytestmark = pytest.mark.compile
 
@@ -25,6 +25,7 @@ def field(shape=(NC, NL), dtype=np.float64):
 
 
 # --- programs -------------------------------------------------------------------------------
+
 
 @gtx.field_operator
 def four_offsets(a: F64, b: F64) -> F64:
@@ -60,7 +61,9 @@ def runtime_boundary_program(a: F64, b: F64, out: F64, surface_level: gtx.int32,
 
 
 @gtx.field_operator
-def exact_inputs(interior: gtx.Field[Dims[Cell, K], gtx.float64], surface: gtx.Field[Dims[Cell, K], gtx.float64]) -> F64:
+def exact_inputs(
+    interior: gtx.Field[Dims[Cell, K], gtx.float64], surface: gtx.Field[Dims[Cell, K], gtx.float64]
+) -> F64:
     # `interior` only exists for k >= 1, where it is selected; at k = 0 it is out of bounds.
     theta = concat_where(K < 1, surface * 2.0, interior + 1.0)
     return theta(K + 1) - theta
@@ -84,6 +87,7 @@ def single_precision_program(a: F32, b: F32, out: F32):
 
 # --- numpy ----------------------------------------------------------------------------------
 
+
 def _select(k_split, lower, upper):
     return np.where(np.arange(lower.shape[1])[None, :] < k_split, lower, upper)
 
@@ -101,7 +105,12 @@ def test_four_offsets_of_one_concat_result():
     # its consumers by level range before the hook runs; each piece is inlined).
     applied = run.inlined.report.applied
     assert applied and all(len(set(r.shifts)) == len(r.shifts) for r in applied)
-    assert {s for r in applied for s in r.shifts} == {("0", "-1"), ("0", "0"), ("0", "1"), ("0", "2")}
+    assert {s for r in applied for s in r.shifts} == {
+        ("0", "-1"),
+        ("0", "0"),
+        ("0", "1"),
+        ("0", "2"),
+    }
     assert max(len(r.shifts) for r in applied) == 4, run.inlined.report.table()
 
 
@@ -110,7 +119,9 @@ def test_nested_concat_where_three_regions():
     run = side_by_side(nested_program, dict(a=a, b=b, c=c, out=out), ("out",))
     assert_equal_to_stock(run)
     t = _select(1, 3.0 * c.asnumpy(), _select(5, 2.0 * b.asnumpy(), a.asnumpy() + 1.0))
-    np.testing.assert_allclose(run.results["inlined"]["out"][:, : NL - 1], t[:, 1:] - t[:, :-1], rtol=1e-14)
+    np.testing.assert_allclose(
+        run.results["inlined"]["out"][:, : NL - 1], t[:, 1:] - t[:, :-1], rtol=1e-14
+    )
     assert len(run.transients("inlined")) < len(run.transients("stock"))
 
 
@@ -118,8 +129,11 @@ def test_nested_concat_where_three_regions():
 def test_runtime_boundary_and_domain_start(start):
     a, b, out = field(), field(), field()
     lev = 9
-    run = side_by_side(runtime_boundary_program, dict(a=a, b=b, out=out, surface_level=np.int32(lev),
-                                                     start=np.int32(start)), ("out",))
+    run = side_by_side(
+        runtime_boundary_program,
+        dict(a=a, b=b, out=out, surface_level=np.int32(lev), start=np.int32(start)),
+        ("out",),
+    )
     assert_equal_to_stock(run)
     t = _select(lev - 1, 0.5 * a.asnumpy(), b.asnumpy() - 1.0)
     ref = (t[:, 1:] - t[:, :-1])[2:, start:]
@@ -131,12 +145,16 @@ def test_branch_out_of_bounds_outside_its_region_is_evaluated_lazily():
     """`interior` is sized exactly (levels 1..NL-1); the upper branch must never run at k = 0."""
     interior = gtx.as_field(gtx.domain({Cell: (0, NC), K: (1, NL)}), RNG.random((NC, NL - 1)))
     surface, out = field(), field()
-    run = side_by_side(exact_inputs_program, dict(interior=interior, surface=surface, out=out), ("out",))
+    run = side_by_side(
+        exact_inputs_program, dict(interior=interior, surface=surface, out=out), ("out",)
+    )
     assert_equal_to_stock(run)
     t = np.empty((NC, NL))
     t[:, 0] = 2.0 * surface.asnumpy()[:, 0]
     t[:, 1:] = interior.asnumpy() + 1.0
-    np.testing.assert_allclose(run.results["inlined"]["out"][:, : NL - 1], t[:, 1:] - t[:, :-1], rtol=1e-14)
+    np.testing.assert_allclose(
+        run.results["inlined"]["out"][:, : NL - 1], t[:, 1:] - t[:, :-1], rtol=1e-14
+    )
     assert run.transients("inlined") == []
 
 
@@ -145,7 +163,9 @@ def test_float32():
     run = side_by_side(single_precision_program, dict(a=a, b=b, out=out), ("out",))
     assert_equal_to_stock(run, rtol=1e-6)
     t = _select(1, b.asnumpy() * np.float32(2.0), a.asnumpy() + np.float32(1.0))
-    np.testing.assert_allclose(run.results["inlined"]["out"][:, : NL - 1], t[:, 1:] - t[:, :-1], rtol=1e-6)
+    np.testing.assert_allclose(
+        run.results["inlined"]["out"][:, : NL - 1], t[:, 1:] - t[:, :-1], rtol=1e-6
+    )
     assert run.transients("inlined") == []
 
 
@@ -181,7 +201,10 @@ def test_annotations_prove_eager_evaluation():
     # The same builds on inputs that are NaN wherever the program does not read them: the
     # eager copy's discarded reads stay inside, and no selected value comes from outside.
     poisoned = poison_unread(run.inlined.sdfg, dict(a=a, b=b, out=out))
-    assert np.isnan(poisoned["a"].asnumpy()[[0, 1, 14, 15]]).all() and not np.isnan(poisoned["a"].asnumpy()[2:14]).any()
+    assert (
+        np.isnan(poisoned["a"].asnumpy()[[0, 1, 14, 15]]).all()
+        and not np.isnan(poisoned["a"].asnumpy()[2:14]).any()
+    )
     again = rerun(run, eager_provable_program, poisoned, ("out",))
     assert not np.isnan(again.results["stock"]["out"][2:14, : NL - 1]).any()
     assert_equal_to_stock(again)
@@ -193,17 +216,29 @@ def test_split_consumers_of_a_concat_are_swept_as_a_window_group():
     stock on clean and on poisoned inputs."""
     a, b, out = field(), field(), field()
     run = side_by_side(eager_provable_program, dict(a=a, b=b, out=out), ("out",), windows=True)
-    assert _modes(run) == {"window"} and len(run.inlined.report.applied) == 2, run.inlined.report.table()
+    assert _modes(run) == {"window"} and len(run.inlined.report.applied) == 2, (
+        run.inlined.report.table()
+    )
     assert run.transients("inlined") == []
     assert_equal_to_stock(run)
-    assert_equal_to_stock(rerun(run, eager_provable_program, poison_unread(run.inlined.sdfg, dict(a=a, b=b, out=out)),
-                                ("out",)))
+    assert_equal_to_stock(
+        rerun(
+            run,
+            eager_provable_program,
+            poison_unread(run.inlined.sdfg, dict(a=a, b=b, out=out)),
+            ("out",),
+        )
+    )
 
 
 def test_lazy_when_a_branch_is_out_of_bounds_elsewhere():
     interior = gtx.as_field(gtx.domain({Cell: (0, NC), K: (1, NL)}), RNG.random((NC, NL - 1)))
-    run = side_by_side(exact_inputs_program, dict(interior=interior, surface=field(), out=field()), ("out",),
-                       windows=False)
+    run = side_by_side(
+        exact_inputs_program,
+        dict(interior=interior, surface=field(), out=field()),
+        ("out",),
+        windows=False,
+    )
     # gt4py splits the consumer at k = 1 (windows off: each piece could be swept instead,
     # a window group): the piece reading level 0 must select lazily
     # (the upper branch would read `interior` at level 0); the piece above may be eager.
@@ -231,9 +266,17 @@ def test_scalar_and_lower_dimensional_branches_broadcast():
     s = gtx.as_field([Cell], RNG.random(NC))
     run = side_by_side(broadcast_branches_program, dict(a=a, s=s, out=out), ("out",))
     assert_equal_to_stock(run)
-    t = _select(1, np.full((NC, NL), 0.5), _select(4, np.repeat(2.0 * s.asnumpy()[:, None], NL, axis=1), a.asnumpy() + 1.0))
-    np.testing.assert_allclose(run.results["inlined"]["out"][:, : NL - 1], t[:, 1:] - t[:, :-1], rtol=1e-14)
-    assert run.inlined.report.applied and len(run.transients("inlined")) < max(1, len(run.transients("stock")))
+    t = _select(
+        1,
+        np.full((NC, NL), 0.5),
+        _select(4, np.repeat(2.0 * s.asnumpy()[:, None], NL, axis=1), a.asnumpy() + 1.0),
+    )
+    np.testing.assert_allclose(
+        run.results["inlined"]["out"][:, : NL - 1], t[:, 1:] - t[:, :-1], rtol=1e-14
+    )
+    assert run.inlined.report.applied and len(run.transients("inlined")) < max(
+        1, len(run.transients("stock"))
+    )
 
 
 def test_cell_only_field_branch_read_at_k_plus_1_compiles_and_matches_numpy():
@@ -250,4 +293,6 @@ def test_cell_only_field_branch_read_at_k_plus_1_compiles_and_matches_numpy():
     t = _select(1, np.repeat(c.asnumpy()[:, None], NL, axis=1), b.asnumpy())
     np.testing.assert_allclose(out.asnumpy()[:, : NL - 1], t[:, 1:] - t[:, :-1], rtol=1e-14)
     # The library took the concat node before gt4py's replacement could see it.
-    assert any(r.applied and r.removed_intermediate for r in build.report.records), build.report.table()
+    assert any(r.applied and r.removed_intermediate for r in build.report.records), (
+        build.report.table()
+    )

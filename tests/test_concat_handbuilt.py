@@ -9,15 +9,27 @@ from dace.sdfg import nodes as dn
 
 import gt4py_dace_xforms as gx
 
+
 SOUND = gx.InlineWhereSound()  # these tests are about soundness: inline whatever is sound
 from builders import compare_before_after, inlined_copies, transient_arrays
+
 
 RNG = np.random.default_rng(11)
 SYMS = dict(N=5, K=8)
 
 
-def _concat_sdfg(name, *, regions, reads=("i, k", "i, k + 1"), consumer_k="0:K-1", cross_state=False,
-                 clobber_between=False, copy_surface=False, read_in_both_states=False, full_input=False):
+def _concat_sdfg(
+    name,
+    *,
+    regions,
+    reads=("i, k", "i, k + 1"),
+    consumer_k="0:K-1",
+    cross_state=False,
+    clobber_between=False,
+    copy_surface=False,
+    read_in_both_states=False,
+    full_input=False,
+):
     """`tmp` written by one Map per region (`(k_range, input, index, code)`), read at `reads`.
 
     The upper branch reads `interior`, which has one level fewer than `tmp`: evaluating
@@ -35,36 +47,68 @@ def _concat_sdfg(name, *, regions, reads=("i, k", "i, k + 1"), consumer_k="0:K-1
     tmp = s1.add_access("tmp")
     for n, (krange, data, index, code) in enumerate(regions):
         if copy_surface and n == 0:
-            s1.add_nedge(s1.add_access("surface"), tmp, dace.Memlet("surface[0:N, 0:1] -> [0:N, 0:1]"))
+            s1.add_nedge(
+                s1.add_access("surface"), tmp, dace.Memlet("surface[0:N, 0:1] -> [0:N, 0:1]")
+            )
             continue
-        s1.add_mapped_tasklet(f"branch{n}", {"i": "0:N", "k": krange}, {"__x": dace.Memlet(f"{data}[{index}]")},
-                              code, {"__o": dace.Memlet("tmp[i, k]")}, external_edges=True, output_nodes={"tmp": tmp})
+        s1.add_mapped_tasklet(
+            f"branch{n}",
+            {"i": "0:N", "k": krange},
+            {"__x": dace.Memlet(f"{data}[{index}]")},
+            code,
+            {"__o": dace.Memlet("tmp[i, k]")},
+            external_edges=True,
+            output_nodes={"tmp": tmp},
+        )
     if read_in_both_states:
         sdfg.add_array("early", ["N", "K"], dace.float64)
-        s1.add_mapped_tasklet("early_reader", {"i": "0:N", "k": "1:K"}, {"__x": dace.Memlet("tmp[i, k - 1]")},
-                              "__o = 3.0 * __x", {"__o": dace.Memlet("early[i, k]")}, external_edges=True,
-                              input_nodes={"tmp": tmp})
+        s1.add_mapped_tasklet(
+            "early_reader",
+            {"i": "0:N", "k": "1:K"},
+            {"__x": dace.Memlet("tmp[i, k - 1]")},
+            "__o = 3.0 * __x",
+            {"__o": dace.Memlet("early[i, k]")},
+            external_edges=True,
+            input_nodes={"tmp": tmp},
+        )
     if cross_state:
         mid = sdfg.add_state_after(s1, "middle")
         if clobber_between:
-            mid.add_mapped_tasklet("clobber", {"i": "0:N"}, {}, "__o = 0.0", {"__o": dace.Memlet("surface[i, 0]")},
-                                   external_edges=True)
+            mid.add_mapped_tasklet(
+                "clobber",
+                {"i": "0:N"},
+                {},
+                "__o = 0.0",
+                {"__o": dace.Memlet("surface[i, 0]")},
+                external_edges=True,
+            )
         s2 = sdfg.add_state_after(mid, "consume")
         src = s2.add_access("tmp")
     else:
         s2, src = s1, tmp
     conns = {f"__t{n}": dace.Memlet(f"tmp[{r}]") for n, r in enumerate(reads)}
-    s2.add_mapped_tasklet("consumer", {"i": "0:N", "k": consumer_k}, conns,
-                          "__o = " + " + ".join(f"{n + 1}.0 * __t{n}" for n in range(len(reads))),
-                          {"__o": dace.Memlet("out[i, k]")}, external_edges=True, input_nodes={"tmp": src})
+    s2.add_mapped_tasklet(
+        "consumer",
+        {"i": "0:N", "k": consumer_k},
+        conns,
+        "__o = " + " + ".join(f"{n + 1}.0 * __t{n}" for n in range(len(reads))),
+        {"__o": dace.Memlet("out[i, k]")},
+        external_edges=True,
+        input_nodes={"tmp": src},
+    )
     sdfg.validate()
     return sdfg
 
 
-TWO = [("0:1", "surface", "i, 0", "__o = 2.0 * __x"), ("1:K", "interior", "i, k - 1", "__o = __x + 1.0")]
-THREE = [("0:1", "surface", "i, 0", "__o = 2.0 * __x"),
-         ("1:3", "interior", "i, k - 1", "__o = __x - 5.0"),
-         ("3:K", "interior", "i, k - 1", "__o = __x + 1.0")]
+TWO = [
+    ("0:1", "surface", "i, 0", "__o = 2.0 * __x"),
+    ("1:K", "interior", "i, k - 1", "__o = __x + 1.0"),
+]
+THREE = [
+    ("0:1", "surface", "i, 0", "__o = 2.0 * __x"),
+    ("1:3", "interior", "i, k - 1", "__o = __x - 5.0"),
+    ("3:K", "interior", "i, k - 1", "__o = __x + 1.0"),
+]
 
 
 def _theta(arrays, three=False):
@@ -78,8 +122,11 @@ def _theta(arrays, three=False):
 
 
 def _arrays(sdfg):
-    return {n: RNG.random([int(dace.symbolic.evaluate(s, SYMS)) for s in d.shape])
-            for n, d in sdfg.arrays.items() if not d.transient}
+    return {
+        n: RNG.random([int(dace.symbolic.evaluate(s, SYMS)) for s in d.shape])
+        for n, d in sdfg.arrays.items()
+        if not d.transient
+    }
 
 
 def _inline(sdfg):
@@ -88,13 +135,19 @@ def _inline(sdfg):
 
 
 def _conditional_blocks(sdfg):
-    return [b for n in (x for st in sdfg.states() for x in st.nodes() if isinstance(x, dn.NestedSDFG))
-            for b in n.sdfg.all_control_flow_blocks() if isinstance(b, dace.sdfg.state.ConditionalBlock)]
+    return [
+        b
+        for n in (x for st in sdfg.states() for x in st.nodes() if isinstance(x, dn.NestedSDFG))
+        for b in n.sdfg.all_control_flow_blocks()
+        if isinstance(b, dace.sdfg.state.ConditionalBlock)
+    ]
 
 
 @pytest.mark.compile
 def test_concat_read_in_the_same_and_in_a_later_state():
-    sdfg = _concat_sdfg("concat_both_states", regions=TWO, cross_state=True, read_in_both_states=True)
+    sdfg = _concat_sdfg(
+        "concat_both_states", regions=TWO, cross_state=True, read_in_both_states=True
+    )
     after, report = _inline(sdfg)
     assert len(report.applied) == 2 and report.applied[-1].removed_intermediate, report.table()
     assert transient_arrays(after) == [] and inlined_copies(after) == 3
@@ -110,8 +163,12 @@ def test_concat_read_in_the_same_and_in_a_later_state():
 @pytest.mark.parametrize("variant", ["two_maps", "three_maps", "copy_branch", "cross_state"])
 def test_concat_read_at_k_and_k1_lazy_equals_untransformed_and_numpy(variant):
     three = variant == "three_maps"
-    sdfg = _concat_sdfg(f"concat_{variant}", regions=THREE if three else TWO,
-                        copy_surface=variant == "copy_branch", cross_state=variant == "cross_state")
+    sdfg = _concat_sdfg(
+        f"concat_{variant}",
+        regions=THREE if three else TWO,
+        copy_surface=variant == "copy_branch",
+        cross_state=variant == "cross_state",
+    )
     after, report = _inline(sdfg)
     assert [r.intermediate for r in report.applied] == ["tmp"], report.table()
     assert transient_arrays(after) == [] and inlined_copies(after) == 2
@@ -168,32 +225,73 @@ def _unread_branch_sdfg(name="unread_branch"):
     st = sdfg.add_state("main")
     mid, tmp = st.add_access("mid"), st.add_access("tmp")
     lower, upper = {"i": f"0:{DN}", "k": "0:2"}, {"i": f"0:{DN}", "k": f"2:{DK}"}
-    st.add_mapped_tasklet("A", lower, {"__a": dace.Memlet("a[i, k]")}, "__m = 2.0 * __a\n__t = __a + 1.0",
-                          {"__m": dace.Memlet("mid[i, k]"), "__t": dace.Memlet("tmp[i, k]")},
-                          external_edges=True, output_nodes={"mid": mid, "tmp": tmp})
-    st.add_mapped_tasklet("B", upper, {"__b": dace.Memlet("b[i, k]")}, "__m = 3.0 * __b",
-                          {"__m": dace.Memlet("mid[i, k]")}, external_edges=True, output_nodes={"mid": mid})
-    st.add_mapped_tasklet("D", upper, {"__m": dace.Memlet("mid[i, k]")}, "__t = __m + 1.0",
-                          {"__t": dace.Memlet("tmp[i, k]")}, external_edges=True,
-                          input_nodes={"mid": mid}, output_nodes={"tmp": tmp})
-    st.add_mapped_tasklet("C", lower, {"__t": dace.Memlet("tmp[i, k]"), "__m": dace.Memlet("mid[i, k]")},
-                          "__o = __t * __m", {"__o": dace.Memlet("out1[i, k]")}, external_edges=True,
-                          input_nodes={"mid": mid, "tmp": tmp})
-    st.add_mapped_tasklet("E", upper, {"__m": dace.Memlet("mid[i, k]")}, "__o = 5.0 * __m",
-                          {"__o": dace.Memlet("out2[i, k]")}, external_edges=True, input_nodes={"mid": mid})
+    st.add_mapped_tasklet(
+        "A",
+        lower,
+        {"__a": dace.Memlet("a[i, k]")},
+        "__m = 2.0 * __a\n__t = __a + 1.0",
+        {"__m": dace.Memlet("mid[i, k]"), "__t": dace.Memlet("tmp[i, k]")},
+        external_edges=True,
+        output_nodes={"mid": mid, "tmp": tmp},
+    )
+    st.add_mapped_tasklet(
+        "B",
+        upper,
+        {"__b": dace.Memlet("b[i, k]")},
+        "__m = 3.0 * __b",
+        {"__m": dace.Memlet("mid[i, k]")},
+        external_edges=True,
+        output_nodes={"mid": mid},
+    )
+    st.add_mapped_tasklet(
+        "D",
+        upper,
+        {"__m": dace.Memlet("mid[i, k]")},
+        "__t = __m + 1.0",
+        {"__t": dace.Memlet("tmp[i, k]")},
+        external_edges=True,
+        input_nodes={"mid": mid},
+        output_nodes={"tmp": tmp},
+    )
+    st.add_mapped_tasklet(
+        "C",
+        lower,
+        {"__t": dace.Memlet("tmp[i, k]"), "__m": dace.Memlet("mid[i, k]")},
+        "__o = __t * __m",
+        {"__o": dace.Memlet("out1[i, k]")},
+        external_edges=True,
+        input_nodes={"mid": mid, "tmp": tmp},
+    )
+    st.add_mapped_tasklet(
+        "E",
+        upper,
+        {"__m": dace.Memlet("mid[i, k]")},
+        "__o = 5.0 * __m",
+        {"__o": dace.Memlet("out2[i, k]")},
+        external_edges=True,
+        input_nodes={"mid": mid},
+    )
     sdfg.validate()
     return sdfg
 
 
 def _map_entry(sdfg, label):
-    [entry] = [n for st in sdfg.states() for n in st.nodes()
-               if isinstance(n, dn.MapEntry) and n.map.label.startswith(label)]
+    [entry] = [
+        n
+        for st in sdfg.states()
+        for n in st.nodes()
+        if isinstance(n, dn.MapEntry) and n.map.label.startswith(label)
+    ]
     return entry
 
 
 def _consumer_reads(sdfg, label):
     st = sdfg.states()[0]
-    return sorted((e.data.data, str(e.data.subset)) for e in st.in_edges(_map_entry(sdfg, label)) if e.data.data)
+    return sorted(
+        (e.data.data, str(e.data.subset))
+        for e in st.in_edges(_map_entry(sdfg, label))
+        if e.data.data
+    )
 
 
 def _tmp_candidate(sdfg, consumer="C"):
@@ -226,7 +324,9 @@ def test_unread_writer_is_priced_as_before():
 
     sdfg = _unread_branch_sdfg("unread_branch_priced")
     cand = _tmp_candidate(sdfg)
-    whole = dataclasses.replace(cand, concat=ConcatAnalysis(cand.concat.writers, cand.concat.split_dims))
+    whole = dataclasses.replace(
+        cand, concat=ConcatAnalysis(cand.concat.writers, cand.concat.split_dims)
+    )
     for model in (gx.CostModel("cpu"), gx.CostModel("gpu")):
         assert model.estimate(sdfg, cand) == model.estimate(sdfg, whole)
         mine, before = model.decide(sdfg, cand), model.decide(sdfg, whole)
@@ -240,12 +340,17 @@ def test_unread_writer_and_its_inputs_stay_out_of_the_consumer():
     sdfg = _unread_branch_sdfg("unread_branch_applied")
     after = copy.deepcopy(sdfg)
     report = gx.gt_inline_fusion(after, cost_model=InlineOnly(intermediates=("tmp",)))
-    assert [(r.intermediate, r.removed_intermediate) for r in report.applied] == [("tmp", True)], report.table()
+    assert [(r.intermediate, r.removed_intermediate) for r in report.applied] == [("tmp", True)], (
+        report.table()
+    )
     assert _consumer_reads(after, "C") == [("a", f"0:{DN}, 0:{DK}"), ("mid", f"0:{DN}, 0:2")]
     assert not _conditional_blocks(after) and inlined_copies(after) == 1
     # D wrote only `tmp`: it goes with it; `mid` stays for C's own read and E.
     assert "tmp" not in after.arrays and "mid" in after.arrays
-    assert not any(isinstance(n, dn.MapEntry) and n.map.label.startswith("D") for n in after.states()[0].nodes())
+    assert not any(
+        isinstance(n, dn.MapEntry) and n.map.label.startswith("D")
+        for n in after.states()[0].nodes()
+    )
 
 
 def test_unread_writer_leaves_gt4py_no_more_than_stock():
@@ -285,7 +390,11 @@ def test_unread_writer_inline_equals_untransformed_and_numpy():
 
 
 #: Three regions, the last one reading its own field `full`, which no read below level 3 reaches.
-THREE_FULL = [TWO[0], ("1:3", "interior", "i, k - 1", "__o = __x - 5.0"), ("3:K", "full", "i, k", "__o = __x + 1.0")]
+THREE_FULL = [
+    TWO[0],
+    ("1:3", "interior", "i, k - 1", "__o = __x - 5.0"),
+    ("3:K", "full", "i, k", "__o = __x + 1.0"),
+]
 
 
 @pytest.mark.compile
@@ -299,7 +408,10 @@ def test_unread_last_writer_lazy_selection_of_the_others_equals_untransformed_an
     blocks = _conditional_blocks(after)
     assert len(blocks) == 2 and all(len(b.branches) == 2 for b in blocks)
     consumer = _map_entry(after, "consumer")
-    assert sorted(e.data.data for e in after.states()[0].in_edges(consumer)) == ["interior", "surface"]
+    assert sorted(e.data.data for e in after.states()[0].in_edges(consumer)) == [
+        "interior",
+        "surface",
+    ]
     arrays = _arrays(sdfg)
     got = compare_before_after(sdfg, after, arrays, SYMS)
     t = _theta(arrays, three=True)

@@ -9,23 +9,30 @@ from __future__ import annotations
 import copy
 
 import dace
+import gt4py.next as gtx
 import numpy as np
 import pytest
+from builders import run
 from dace import subsets as sbs
-
-import gt4py.next as gtx
 from gt4py.next import Dims
 from gt4py.next.ffront.experimental import concat_where
-from gt4py.next.program_processors.runners.dace.transformations import redundant_array_removers as gt_rar
-from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
+from gt4py.next.program_processors.runners.dace.transformations import (
+    redundant_array_removers as gt_rar,
+)
+from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import (
+    GT4PyAutoOptHook,
+)
+from gt4py_helpers import run_out
 
-from builders import compile_cached, run
 from gt4py_dace_xforms.analysis.copy_cover import copy_covers_array
 from gt4py_dace_xforms.integration.capture import capture_stages
 from gt4py_dace_xforms.tools.compare import inline_build, stock_build, two_d_transients
 from gt4py_dace_xforms.transformations import copy_chain
-from gt4py_dace_xforms.transformations.copy_chain import ProvenCopyChainRemover, gt_remove_copy_chains
-from gt4py_helpers import run_out
+from gt4py_dace_xforms.transformations.copy_chain import (
+    ProvenCopyChainRemover,
+    gt_remove_copy_chains,
+)
+
 
 # ---- the proof --------------------------------------------------------------------------
 
@@ -82,7 +89,9 @@ def test_gt4py_leaves_the_chain_and_the_proof_folds_it():
     assert gt_remove_copy_chains(sdfg) == 1
     sdfg.validate()
     assert "tmp" not in sdfg.arrays
-    [writer] = [e for st in sdfg.states() for e in st.edges() if isinstance(e.dst, dace.nodes.MapExit)]
+    [writer] = [
+        e for st in sdfg.states() for e in st.edges() if isinstance(e.dst, dace.nodes.MapExit)
+    ]
     assert writer.data.data == "out"  # the Map writes the output directly
 
 
@@ -131,14 +140,21 @@ def test_usable_without_single_use_data_and_round_trips():
     assert sdfg.apply_transformations_repeated(ProvenCopyChainRemover, print_report=False) == 1
     assert "tmp" not in sdfg.arrays
     xform = ProvenCopyChainRemover()
-    assert type(dace.transformation.PatternTransformation.from_json(xform.to_json())) is ProvenCopyChainRemover
+    assert (
+        type(dace.transformation.PatternTransformation.from_json(xform.to_json()))
+        is ProvenCopyChainRemover
+    )
 
 
 def test_listed_by_the_optimizer_the_viewer_uses():
     from dace.transformation.optimizer import SDFGOptimizer
 
     sdfg = _chain("chain_viewer")
-    [match] = [m for m in SDFGOptimizer(sdfg).get_pattern_matches() if isinstance(m, ProvenCopyChainRemover)]
+    [match] = [
+        m
+        for m in SDFGOptimizer(sdfg).get_pattern_matches()
+        if isinstance(m, ProvenCopyChainRemover)
+    ]
     match.apply_pattern(append=False)
     sdfg.validate()
     assert "tmp" not in sdfg.arrays
@@ -159,7 +175,13 @@ def nested_concat(a: F64, b: F64, c: F64, nlev: gtx.int32) -> F64:
 
 @gtx.program
 def nested_concat_program(
-    a: F64, b: F64, c: F64, out: F64, nlev: gtx.int32, vertical_start: gtx.int32, vertical_end: gtx.int32
+    a: F64,
+    b: F64,
+    c: F64,
+    out: F64,
+    nlev: gtx.int32,
+    vertical_start: gtx.int32,
+    vertical_end: gtx.int32,
 ):
     nested_concat(a, b, c, nlev, out=out, domain={Cell: (0, 16), K: (vertical_start, vertical_end)})
 
@@ -185,11 +207,16 @@ def test_nested_concat_where_matches_stock_and_numpy():
         init = rng.random((NC, NL + 1))
         args = dict(a=a, b=b, c=c, out=gtx.as_field([Cell, K], init), nlev=np.int32(nlev),
                     vertical_start=np.int32(vs), vertical_end=np.int32(ve))  # fmt: skip
-        got, ref = run_out(nested_concat_program, library, args), run_out(nested_concat_program, stock, args)
+        got, ref = (
+            run_out(nested_concat_program, library, args),
+            run_out(nested_concat_program, stock, args),
+        )
         np.testing.assert_array_equal(got, ref)
         lv = np.arange(NL + 1)[None, :]
         want = np.where(lv < 1, an * 2.0, np.where(lv == nlev, bn + 1.0, cn * an))
         inside = (lv >= vs) & (lv < ve)
         np.testing.assert_array_equal(got, np.where(inside, want, init))
-    assert sum(r.copy_chains_removed for r in library.reports) >= 4, [r.copy_chains_removed for r in library.reports]
+    assert sum(r.copy_chains_removed for r in library.reports) >= 4, [
+        r.copy_chains_removed for r in library.reports
+    ]
     assert len(two_d_transients(library.post_sdfgs[0])) < len(two_d_transients(stock.post_sdfgs[0]))

@@ -6,13 +6,14 @@ import json
 
 import dace
 import pytest
+from builders import producer_consumer
 from dace.sdfg.state import LoopRegion
+from test_concat_handbuilt import TWO, _concat_sdfg
 
 import gt4py_dace_xforms as gx
-from builders import producer_consumer
 from gt4py_dace_xforms.analysis.candidate import analyse_candidate
 from gt4py_dace_xforms.integration.lowering import KEY
-from test_concat_handbuilt import TWO, _concat_sdfg
+
 
 SIZES = (("N", 20480), ("K", 80))
 
@@ -33,8 +34,13 @@ def _model(**kw):
 
 
 def test_cheap_producer_read_at_one_offset_is_inlined():
-    sdfg = producer_consumer("cheap", producer_ranges={"i": "0:N", "k": "0:K"},
-                             consumer_ranges={"i": "0:N", "k": "0:K-1"}, write="i, k", reads=["i, k + 1"])
+    sdfg = producer_consumer(
+        "cheap",
+        producer_ranges={"i": "0:N", "k": "0:K"},
+        consumer_ranges={"i": "0:N", "k": "0:K-1"},
+        write="i, k",
+        reads=["i, k + 1"],
+    )
     decision = _model().decide(sdfg, _candidate(sdfg))
     assert decision.accept, decision.reason
     assert decision.figures["gain_bytes"] > 0 and decision.figures["assumed"] == []
@@ -42,30 +48,47 @@ def test_cheap_producer_read_at_one_offset_is_inlined():
 
 def test_expensive_producer_read_at_many_offsets_is_declined():
     code = "__out = " + " + ".join(f"__a * {n}.5 / (__a + {n}.0)" for n in range(8))
-    sdfg = producer_consumer("expensive", producer_ranges={"i": "0:N", "k": "0:K"},
-                             consumer_ranges={"i": "0:N", "k": "0:K-6"}, write="i, k",
-                             reads=[f"i, k + {d}" for d in range(6)], producer_code=code)
+    sdfg = producer_consumer(
+        "expensive",
+        producer_ranges={"i": "0:N", "k": "0:K"},
+        consumer_ranges={"i": "0:N", "k": "0:K-6"},
+        write="i, k",
+        reads=[f"i, k + {d}" for d in range(6)],
+        producer_code=code,
+    )
     decision = _model().decide(sdfg, _candidate(sdfg))
     assert not decision.accept and "no gain" in decision.reason, decision.reason
-    report = gx.gt_inline_fusion(copy.deepcopy(sdfg), cost_model=dataclasses.replace(_model(), windows=False))
+    report = gx.gt_inline_fusion(
+        copy.deepcopy(sdfg), cost_model=dataclasses.replace(_model(), windows=False)
+    )
     assert not report.applied and report.declined[0].figures["copies"] == 6
     # What inlining cannot afford, a window can: each level evaluated once, plus 5 per column.
     report = gx.gt_inline_fusion(copy.deepcopy(sdfg), cost_model=_model(windows=True))
     (rec,) = report.applied
     assert rec.mode == "window" and report.windowed == ["tmp"] and rec.figures["window_width"] == 6
-    assert rec.figures["inline_copies"] == 6 and "each level evaluated once (inlined: 6 times)" in rec.reason
+    assert (
+        rec.figures["inline_copies"] == 6
+        and "each level evaluated once (inlined: 6 times)" in rec.reason
+    )
 
 
 def test_windows_are_off_unless_asked_for():
     """Off by default (measured 4-5x slower than icon4py's own build of the target,
     docs/cost_model.md); `windows=True` turns them on, where the CPU saves the allocation."""
-    sdfg = producer_consumer("win", producer_ranges={"i": "0:N", "k": "0:K"},
-                             consumer_ranges={"i": "0:N", "k": "0:K-1"}, write="i, k", reads=["i, k", "i, k + 1"])
+    sdfg = producer_consumer(
+        "win",
+        producer_ranges={"i": "0:N", "k": "0:K"},
+        consumer_ranges={"i": "0:N", "k": "0:K-1"},
+        write="i, k",
+        reads=["i, k", "i, k + 1"],
+    )
     from gt4py_dace_xforms.analysis.window import analyse_window
 
     plan = analyse_window(sdfg, _candidate(sdfg))
     default = gx.CostModel("cpu").decide_window(sdfg, plan)
-    assert not default.accept and default.reason.startswith("windows are off (the default"), default.reason
+    assert not default.accept and default.reason.startswith("windows are off (the default"), (
+        default.reason
+    )
     assert gx.CostModel("cpu", windows=True).decide_window(sdfg, plan).accept
     off = gx.CostModel("cpu", persistent_transients=True, windows=True).decide_window(sdfg, plan)
     assert not off.accept and "persistent transients" in off.reason
@@ -85,17 +108,24 @@ def test_model_window_compiles_and_equals_untransformed():
     import numpy as np
     from builders import compare_before_after
 
-    sdfg = producer_consumer("winrun", producer_ranges={"i": "0:N", "k": "0:K"},
-                             consumer_ranges={"i": "0:N", "k": "0:K-2"}, write="i, k",
-                             reads=["i, k", "i, k + 1", "i, k + 2"])
+    sdfg = producer_consumer(
+        "winrun",
+        producer_ranges={"i": "0:N", "k": "0:K"},
+        consumer_ranges={"i": "0:N", "k": "0:K-2"},
+        write="i, k",
+        reads=["i, k", "i, k + 1", "i, k + 2"],
+    )
     after = copy.deepcopy(sdfg)
     report = gx.gt_inline_fusion(after, cost_model=gx.CostModel("cpu", windows=True))
     assert [r.mode for r in report.applied] == ["window"] and report.windowed == ["tmp"]
     assert "tmp" not in after.arrays
     syms = dict(N=5, K=9)
     rng = np.random.default_rng(30)
-    arrays = {n: rng.random([int(dace.symbolic.evaluate(x, syms)) for x in d.shape])
-              for n, d in sdfg.arrays.items() if not d.transient}
+    arrays = {
+        n: rng.random([int(dace.symbolic.evaluate(x, syms)) for x in d.shape])
+        for n, d in sdfg.arrays.items()
+        if not d.transient
+    }
     compare_before_after(sdfg, after, arrays, syms)
 
 
@@ -104,9 +134,15 @@ def test_gathering_producer_is_declined_when_copies_repeat_the_gathers(reads, ac
     """A producer that indexes a row itself (a neighbor gather, `a[conn[i], k]` in gt4py)
     reads a different line per element; a second copy repeats those loads (3 here). Inlining such
     a C2E reduction at k and k-1 made icon4py's predictor program 1.33x slower."""
-    sdfg = producer_consumer("gather", producer_ranges={"i": "0:N", "k": "0:K"},
-                             consumer_ranges={"i": "0:N", "k": "0:K-1"}, write="i, k", reads=reads,
-                             input_index="0:N, k", producer_code="__out = __a[(7 * i) % N] + __a[(3 * i) % N] + __a[(5 * i) % N]")
+    sdfg = producer_consumer(
+        "gather",
+        producer_ranges={"i": "0:N", "k": "0:K"},
+        consumer_ranges={"i": "0:N", "k": "0:K-1"},
+        write="i, k",
+        reads=reads,
+        input_index="0:N, k",
+        producer_code="__out = __a[(7 * i) % N] + __a[(3 * i) % N] + __a[(5 * i) % N]",
+    )
     decision = _model().decide(sdfg, _candidate(sdfg))
     assert decision.accept == accept, decision.reason
     assert decision.figures["gather_bytes"] == (0 if accept else 3 * 20480 * 79 * 8)
@@ -114,9 +150,14 @@ def test_gathering_producer_is_declined_when_copies_repeat_the_gathers(reads, ac
 
 def test_partial_inline_declined_when_inputs_cost_more_to_load():
     """`tmp` stays for a copy to `keep`; the copy needs `a`, which the consumer does not read."""
-    sdfg = producer_consumer("partial", producer_ranges={"i": "0:N", "k": "0:K"},
-                             consumer_ranges={"i": "0:N", "k": "0:K-1"}, write="i, k", reads=["i, k + 1"],
-                             producer_code="__out = __a * __a + 1.0")
+    sdfg = producer_consumer(
+        "partial",
+        producer_ranges={"i": "0:N", "k": "0:K"},
+        consumer_ranges={"i": "0:N", "k": "0:K-1"},
+        write="i, k",
+        reads=["i, k + 1"],
+        producer_code="__out = __a * __a + 1.0",
+    )
     sdfg.add_array("keep", ["N", "K"], dace.float64)
     st = sdfg.states()[0]
     tmp = next(n for n in st.data_nodes() if n.data == "tmp")
@@ -125,13 +166,21 @@ def test_partial_inline_declined_when_inputs_cost_more_to_load():
     assert not cand.removes_intermediate
     assert "partial inlines are off" in _model().decide(sdfg, cand).reason  # the default
     decision = _model(allow_partial=True).decide(sdfg, cand)
-    assert not decision.accept and decision.figures["extra_load_bytes"] >= decision.figures["saved_bytes"]
+    assert (
+        not decision.accept
+        and decision.figures["extra_load_bytes"] >= decision.figures["saved_bytes"]
+    )
     assert gx.InlineWhereSound().decide(sdfg, cand).accept  # sound, just not worth it
 
 
 def test_intermediate_feeding_a_scan_is_declined_where_guarded():
-    sdfg = producer_consumer("scan_fed", producer_ranges={"i": "0:N", "k": "0:K"},
-                             consumer_ranges={"i": "0:N", "k": "0:K-1"}, write="i, k", reads=["i, k + 1"])
+    sdfg = producer_consumer(
+        "scan_fed",
+        producer_ranges={"i": "0:N", "k": "0:K"},
+        consumer_ranges={"i": "0:N", "k": "0:K-1"},
+        write="i, k",
+        reads=["i, k + 1"],
+    )
     # `out` feeds a column loop (how gt4py lowers a scan): a nested SDFG with a LoopRegion.
     inner = dace.SDFG("scan_body")
     inner.add_array("col", ["K"], dace.float64)
@@ -148,7 +197,9 @@ def test_intermediate_feeding_a_scan_is_declined_where_guarded():
     me, mx = st.add_map("scan", {"i": "0:N"})
     node = st.add_nested_sdfg(inner, {"col": None}, {"res": None}, symbol_mapping={"K": "K"})
     st.add_memlet_path(out, me, node, dst_conn="col", memlet=dace.Memlet("out[i, 0:K]"))
-    st.add_memlet_path(node, mx, st.add_access("scanned"), src_conn="res", memlet=dace.Memlet("scanned[i, 0:K]"))
+    st.add_memlet_path(
+        node, mx, st.add_access("scanned"), src_conn="res", memlet=dace.Memlet("scanned[i, 0:K]")
+    )
     sdfg.validate()
     cand = _candidate(sdfg)
     for guarded in (gx.CostModel("gpu"), gx.CostModel("cpu", scan_guard=True)):
@@ -163,13 +214,26 @@ def test_intermediate_feeding_a_scan_is_declined_where_guarded():
 
 def _annotated_concat():
     """A concat whose branches are in bounds everywhere, with the annotations lowering writes."""
-    sdfg = _concat_sdfg("eager_ok", regions=[("0:1", "surface", "i, 0", "__o = 2.0 * __x"),
-                                             ("1:K", "full", "i, k", "__o = __x + 1.0")], full_input=True)
+    sdfg = _concat_sdfg(
+        "eager_ok",
+        regions=[
+            ("0:1", "surface", "i, 0", "__o = 2.0 * __x"),
+            ("1:K", "full", "i, k", "__o = __x + 1.0"),
+        ],
+        full_input=True,
+    )
     for name, shape in (("surface", ["N", "1"]), ("full", ["N", "K"])):
         sdfg.arrays[name].location[KEY] = json.dumps(
-            {"kind": "field", "covers": [["0", "N"], ["0", shape[1]]], "origin": ["0", "0"]})
+            {"kind": "field", "covers": [["0", "N"], ["0", shape[1]]], "origin": ["0", "0"]}
+        )
     sdfg.arrays["tmp"].location[KEY] = json.dumps(
-        {"kind": "concat", "dim": 1, "shape": ["N", "K"], "branches": [{"selected": ["0", "1"]}, {"selected": ["1", "K"]}]})
+        {
+            "kind": "concat",
+            "dim": 1,
+            "shape": ["N", "K"],
+            "branches": [{"selected": ["0", "1"]}, {"selected": ["1", "K"]}],
+        }
+    )
     return sdfg
 
 
@@ -179,8 +243,13 @@ def test_eager_needs_annotations_and_the_gpu_model_prefers_it():
     assert cand.eager, cand.lazy_reason
     assert not _model(target="gpu").decide(sdfg, cand).force_lazy
     assert _model(target="cpu", prefer_eager=False).decide(sdfg, cand).force_lazy
-    bare = _concat_sdfg("eager_unannotated", regions=[("0:1", "surface", "i, 0", "__o = 2.0 * __x"),
-                                                      ("1:K", "interior", "i, k - 1", "__o = __x + 1.0")])
+    bare = _concat_sdfg(
+        "eager_unannotated",
+        regions=[
+            ("0:1", "surface", "i, 0", "__o = 2.0 * __x"),
+            ("1:K", "interior", "i, k - 1", "__o = __x + 1.0"),
+        ],
+    )
     assert not _candidate(bare).eager and "annotation" in _candidate(bare).lazy_reason
 
 
@@ -196,8 +265,11 @@ def test_eager_rewrite_compiles_and_equals_untransformed():
     assert [r.mode for r in report.applied] == ["eager"]
     syms = dict(N=5, K=8)
     rng = np.random.default_rng(3)
-    arrays = {n: rng.random([int(dace.symbolic.evaluate(s, syms)) for s in d.shape])
-              for n, d in sdfg.arrays.items() if not d.transient}
+    arrays = {
+        n: rng.random([int(dace.symbolic.evaluate(s, syms)) for s in d.shape])
+        for n, d in sdfg.arrays.items()
+        if not d.transient
+    }
     compare_before_after(sdfg, after, arrays, syms)
 
 
@@ -211,27 +283,46 @@ def _add_second_reader(sdfg):
     sdfg.add_array("out2", ["N", "K"], dace.float64)
     st = sdfg.states()[0]
     tmp = next(n for n in st.data_nodes() if n.data == "tmp")
-    st.add_mapped_tasklet("second", {"i": "0:N", "k": "0:K-1"}, {"__t": dace.Memlet("tmp[i, k + 1]")}, "__o = -__t",
-                          {"__o": dace.Memlet("out2[i, k]")}, external_edges=True, input_nodes={"tmp": tmp})
+    st.add_mapped_tasklet(
+        "second",
+        {"i": "0:N", "k": "0:K-1"},
+        {"__t": dace.Memlet("tmp[i, k + 1]")},
+        "__o = -__t",
+        {"__o": dace.Memlet("out2[i, k]")},
+        external_edges=True,
+        input_nodes={"tmp": tmp},
+    )
     sdfg.validate()
 
 
 def test_group_of_readers_is_judged_together():
     """Two consumers read `tmp` at k+1; neither alone removes it, both together do."""
-    sdfg = producer_consumer("group", producer_ranges={"i": "0:N", "k": "0:K"},
-                             consumer_ranges={"i": "0:N", "k": "0:K-1"}, write="i, k", reads=["i, k + 1"],
-                             producer_code="__out = __a * __a + 1.0")
+    sdfg = producer_consumer(
+        "group",
+        producer_ranges={"i": "0:N", "k": "0:K"},
+        consumer_ranges={"i": "0:N", "k": "0:K-1"},
+        write="i, k",
+        reads=["i, k + 1"],
+        producer_code="__out = __a * __a + 1.0",
+    )
     _add_second_reader(sdfg)
     first = _candidate(sdfg)
-    assert not first.removes_intermediate and not _model(allow_partial=True).decide(sdfg, first).accept
+    assert (
+        not first.removes_intermediate and not _model(allow_partial=True).decide(sdfg, first).accept
+    )
     report = gx.gt_inline_fusion(sdfg, cost_model=_model())
     assert len(report.applied) == 2 and report.applied[-1].removed_intermediate, report.table()
     assert "readers inlined" in report.applied[0].reason and "tmp" not in sdfg.arrays
 
 
 def test_copy_fed_concat_read_in_place_is_left_to_gt4py():
-    sdfg = _concat_sdfg("copies_in_place", regions=[("0:1", "surface", "i, 0", "")], copy_surface=True,
-                        reads=("i, k",), consumer_k="0:1")
+    sdfg = _concat_sdfg(
+        "copies_in_place",
+        regions=[("0:1", "surface", "i, 0", "")],
+        copy_surface=True,
+        reads=("i, k",),
+        consumer_k="0:1",
+    )
     cand = _candidate(sdfg)
     assert all(b.slice is None for b in cand.concat.branches)
     assert "concat_where replacement" in _model().decide(sdfg, cand).reason
@@ -254,21 +345,33 @@ def test_unknown_horizontal_extent_is_scaled_from_a_known_one():
     # a Map over 1000 vertices elsewhere (gt4py's temporaries reached through a table)
     sdfg.add_array("vtx", ["1000"], dace.float64, transient=True)
     sdfg.add_state_after(sdfg.states()[0]).add_mapped_tasklet(
-        "vertices", {"i_Vertex_gtx_horizontal": "0:1000"}, {}, "__o = 1.0",
-        {"__o": dace.Memlet("vtx[i_Vertex_gtx_horizontal]")}, external_edges=True)
+        "vertices",
+        {"i_Vertex_gtx_horizontal": "0:1000"},
+        {},
+        "__o = 1.0",
+        {"__o": dace.Memlet("vtx[i_Vertex_gtx_horizontal]")},
+        external_edges=True,
+    )
     assert horizontal_extents(sdfg) == ({"Vertex": 1000.0}, {"Cell"})
     fig = model.estimate(sdfg, _candidate(sdfg))
     assert fig["points"] == 2000.0 * 80 and {"N", "K"} <= set(fig["assumed"])
 
 
-@pytest.mark.parametrize("known, dim, expected", [
-    ({"Vertex": 10242.0}, "Edge", 30726.0),   # diag_normal_wind: an Edge domain, its vertices known
-    ({"Vertex": 10242.0}, "Vertex", 10242.0),  # the dimension itself
-    ({"Edge": 30720.0, "Vertex": 10242.0}, "Cell", 20484.0),  # the largest scaled guess
-    ({"Vertex": 10242.0}, None, 10242.0),  # dimension unknown: the largest known
-    ({"Vertex": 10242.0}, "Level", 10242.0),  # not an icosahedral dimension: the largest known
-    ({}, "Edge", None),
-])
+@pytest.mark.parametrize(
+    "known, dim, expected",
+    [
+        (
+            {"Vertex": 10242.0},
+            "Edge",
+            30726.0,
+        ),  # diag_normal_wind: an Edge domain, its vertices known
+        ({"Vertex": 10242.0}, "Vertex", 10242.0),  # the dimension itself
+        ({"Edge": 30720.0, "Vertex": 10242.0}, "Cell", 20484.0),  # the largest scaled guess
+        ({"Vertex": 10242.0}, None, 10242.0),  # dimension unknown: the largest known
+        ({"Vertex": 10242.0}, "Level", 10242.0),  # not an icosahedral dimension: the largest known
+        ({}, "Edge", None),
+    ],
+)
 def test_horizontal_guess(known, dim, expected):
     from gt4py_dace_xforms.policy.cost_model import horizontal_guess
 
@@ -290,8 +393,13 @@ def test_array_extent_over_the_program_domain_takes_its_dimension():
     assert _shape_dim(extent, horizontal_extents(sdfg)[1]) == "Edge"
     sdfg.add_array("vtx", ["1000"], dace.float64, transient=True)
     sdfg.add_state_after(sdfg.states()[0]).add_mapped_tasklet(
-        "vertices", {"i_Vertex_gtx_horizontal": "0:1000"}, {}, "__o = 1.0",
-        {"__o": dace.Memlet("vtx[i_Vertex_gtx_horizontal]")}, external_edges=True)
+        "vertices",
+        {"i_Vertex_gtx_horizontal": "0:1000"},
+        {},
+        "__o = 1.0",
+        {"__o": dace.Memlet("vtx[i_Vertex_gtx_horizontal]")},
+        external_edges=True,
+    )
     fig = gx.CostModel().estimate(sdfg, _candidate(sdfg))
     assert fig["points"] == 3000.0 * 80 and fig["allocation_bytes"] == 3000.0 * 80 * 8
 
@@ -307,7 +415,9 @@ def test_group_of_gathering_readers_pays_for_the_gathers():
     _add_second_reader(sdfg)
     before = sdfg.hash_sdfg()
     report = gx.gt_inline_fusion(sdfg, cost_model=_model())
-    assert not report.applied and "no gain for all 2 readers together" in report.declined[0].reason, report.table()
+    assert (
+        not report.applied and "no gain for all 2 readers together" in report.declined[0].reason
+    ), report.table()
     assert sdfg.hash_sdfg() == before
 
 
@@ -321,10 +431,19 @@ def test_branch_copying_a_map_written_concat_node_is_left_to_gt4py():
     inner = next(n for n in state.data_nodes() if n.data == "surface")
     sdfg.arrays["surface"].transient = True
     sdfg.add_array("src", ["N"], dace.float64)
-    for name, irange, code in (("west", "0:1", "__o = 4.0 * __x"), ("east", "1:N", "__o = __x - 1.0")):
-        state.add_mapped_tasklet(name, {"i": irange}, {"__x": dace.Memlet("src[i]")}, code,
-                                 {"__o": dace.Memlet("surface[i, 0]")}, external_edges=True,
-                                 output_nodes={"surface": inner})
+    for name, irange, code in (
+        ("west", "0:1", "__o = 4.0 * __x"),
+        ("east", "1:N", "__o = __x - 1.0"),
+    ):
+        state.add_mapped_tasklet(
+            name,
+            {"i": irange},
+            {"__x": dace.Memlet("src[i]")},
+            code,
+            {"__o": dace.Memlet("surface[i, 0]")},
+            external_edges=True,
+            output_nodes={"surface": inner},
+        )
     sdfg.validate()
     cand = _candidate(sdfg)
     assert cand.concat is not None and any(b.source is not None for b in cand.concat.branches)
@@ -334,8 +453,13 @@ def test_branch_copying_a_map_written_concat_node_is_left_to_gt4py():
 
 def _seed_like(name="persistent"):
     """The seed's shape: `tmp` read at k and k+1 (two copies), cheap producer."""
-    return producer_consumer(name, producer_ranges={"i": "0:N", "k": "0:K"},
-                             consumer_ranges={"i": "0:N", "k": "0:K-1"}, write="i, k", reads=["i, k", "i, k + 1"])
+    return producer_consumer(
+        name,
+        producer_ranges={"i": "0:N", "k": "0:K"},
+        consumer_ranges={"i": "0:N", "k": "0:K-1"},
+        write="i, k",
+        reads=["i, k", "i, k + 1"],
+    )
 
 
 def test_persistent_transients_decline_recomputation_on_the_cpu():
@@ -349,8 +473,13 @@ def test_persistent_transients_decline_recomputation_on_the_cpu():
     persistent = _model(persistent_transients=True).decide(sdfg, cand)
     assert not persistent.accept and "persistent_transients" in persistent.reason
     assert _model(target="gpu", persistent_transients=True).decide(sdfg, cand).accept
-    once = producer_consumer("once", producer_ranges={"i": "0:N", "k": "0:K"},
-                             consumer_ranges={"i": "0:N", "k": "0:K-1"}, write="i, k", reads=["i, k + 1"])
+    once = producer_consumer(
+        "once",
+        producer_ranges={"i": "0:N", "k": "0:K"},
+        consumer_ranges={"i": "0:N", "k": "0:K-1"},
+        write="i, k",
+        reads=["i, k + 1"],
+    )
     decision = _model(persistent_transients=True).decide(once, _candidate(once))
     assert decision.accept and decision.figures["recomputed_points"] == 0, decision.reason
     before = sdfg.hash_sdfg()
@@ -360,31 +489,47 @@ def test_persistent_transients_decline_recomputation_on_the_cpu():
 
 def test_persistent_transients_decline_a_group_that_recomputes():
     """Two readers, one copy each: together they evaluate every point twice."""
-    sdfg = producer_consumer("group_persistent", producer_ranges={"i": "0:N", "k": "0:K"},
-                             consumer_ranges={"i": "0:N", "k": "0:K-1"}, write="i, k", reads=["i, k + 1"],
-                             producer_code="__out = __a * __a + 1.0")
+    sdfg = producer_consumer(
+        "group_persistent",
+        producer_ranges={"i": "0:N", "k": "0:K"},
+        consumer_ranges={"i": "0:N", "k": "0:K-1"},
+        write="i, k",
+        reads=["i, k + 1"],
+        producer_code="__out = __a * __a + 1.0",
+    )
     _add_second_reader(sdfg)
     before = sdfg.hash_sdfg()
     report = gx.gt_inline_fusion(sdfg, cost_model=_model(persistent_transients=True))
-    assert not report.applied and "persistent_transients" in report.declined[0].reason, report.table()
+    assert not report.applied and "persistent_transients" in report.declined[0].reason, (
+        report.table()
+    )
     assert report.declined[0].figures["group_recomputed_points"] > 0 and sdfg.hash_sdfg() == before
-    assert len(gx.gt_inline_fusion(sdfg, cost_model=_model()).applied) == 2  # per-call transients: taken
+    assert (
+        len(gx.gt_inline_fusion(sdfg, cost_model=_model()).applied) == 2
+    )  # per-call transients: taken
 
 
 def test_memory_mode_reaches_the_default_cost_model():
     """gt4py's memory mode, as `gt_auto_optimize` gets it, decides `persistent_transients`
     of the hooks' default model: the hook declines the seed's read when it is PERSISTENT."""
     from gt4py.next.program_processors.runners.dace.transformations import TransientMemoryMode
-    from gt4py_dace_xforms.integration.hooks import INLINE_STAGES, default_policy, is_persistent, optimization_hooks
+
+    from gt4py_dace_xforms.integration.hooks import (
+        INLINE_STAGES,
+        default_policy,
+        is_persistent,
+        optimization_hooks,
+    )
 
     assert is_persistent(TransientMemoryMode.PERSISTENT) and is_persistent("persistent")
     assert not any(is_persistent(m) for m in (None, TransientMemoryMode.SCOPED, "POOL"))
     assert default_policy(False, TransientMemoryMode.PERSISTENT).persistent_transients
     for mode, applied in ((None, 1), (TransientMemoryMode.PERSISTENT, 0)):
         sdfg, reports = _seed_like(f"hooked_{applied}"), []
-        optimization_hooks(reports=reports, transient_memory_mode=mode, copy_chains=False)[INLINE_STAGES[0]](sdfg)
+        optimization_hooks(reports=reports, transient_memory_mode=mode, copy_chains=False)[
+            INLINE_STAGES[0]
+        ](sdfg)
         assert len(reports[0].applied) == applied, reports[0].table()
-
 
 
 def _readers_in_branches(name="exclusive", *, loop=False):
@@ -419,14 +564,22 @@ def _readers_in_branches(name="exclusive", *, loop=False):
         region = ControlFlowRegion(f"branch_{n}", sdfg=sdfg)
         block.add_branch(None if cond is None else dace.properties.CodeBlock(cond), region)
         st = region.add_state(f"read_{n}", is_start_block=True)
-        st.add_mapped_tasklet(f"reader_{n}", {"i": "0:N", "k": "0:K-1"}, {"__t": dace.Memlet("tmp[i, k + 1]")},
-                              "__o = 2.0 * __t", {"__o": dace.Memlet(f"{out}[i, k]")}, external_edges=True)
+        st.add_mapped_tasklet(
+            f"reader_{n}",
+            {"i": "0:N", "k": "0:K-1"},
+            {"__t": dace.Memlet("tmp[i, k + 1]")},
+            "__o = 2.0 * __t",
+            {"__o": dace.Memlet(f"{out}[i, k]")},
+            external_edges=True,
+        )
     sdfg.validate()
     return sdfg
 
 
 def _reader_states(sdfg):
-    return sorted((st for st in sdfg.all_states() if st.label.startswith("read_")), key=lambda st: st.label)
+    return sorted(
+        (st for st in sdfg.all_states() if st.label.startswith("read_")), key=lambda st: st.label
+    )
 
 
 def test_readers_in_the_two_branches_of_an_if_else_are_priced_as_one_call_runs_them():
@@ -453,7 +606,9 @@ def test_readers_in_branches_a_loop_repeats_are_priced_together():
 
     sdfg = _readers_in_branches("exclusive_loop", loop=True)
     first, second = _reader_states(sdfg)
-    assert not mutually_exclusive(first, second) and co_executed_sets([first, second]) == [frozenset({0, 1})]
+    assert not mutually_exclusive(first, second) and co_executed_sets([first, second]) == [
+        frozenset({0, 1})
+    ]
     before = sdfg.hash_sdfg()
     report = gx.gt_inline_fusion(sdfg, cost_model=_model())
     assert not report.applied, report.table()
@@ -475,8 +630,9 @@ def test_readers_in_branches_inlined_equal_untransformed(flag):
     compare_before_after(sdfg, after, arrays, syms, outputs=("out", "out2"))
 
 
-def _multi_output_producer(name: str, *, shared: bool, shifted: bool = False, cheap: bool = False,
-                           offsets: int = 0) -> dace.SDFG:
+def _multi_output_producer(
+    name: str, *, shared: bool, shifted: bool = False, cheap: bool = False, offsets: int = 0
+) -> dace.SDFG:
     """A producer Map writing `tmp` and the output `out2` (gt4py's multi-output Maps):
     `s = f(a)`, `tmp = s + b`, `out2 = (s if shared else a) * 2`; a consumer Map reads
     `tmp` at levels k, k + 1, ... (`offsets` of them; 2 with `shifted`, a vertical
@@ -493,15 +649,24 @@ def _multi_output_producer(name: str, *, shared: bool, shifted: bool = False, ch
     sdfg.add_scalar("s", dace.float64, transient=True)
     st = sdfg.add_state("main")
     me, mx = st.add_map("producer", {"i": "0:N", "k": "0:K"})
-    a, b, tmp, out2 = st.add_access("a"), st.add_access("b"), st.add_access("tmp"), st.add_access("out2")
+    a, b, tmp, out2 = (
+        st.add_access("a"),
+        st.add_access("b"),
+        st.add_access("tmp"),
+        st.add_access("out2"),
+    )
     if cheap:
         f = st.add_tasklet("f", {"__a"}, {"__s"}, "__s = __a * 0.5")
         st.add_memlet_path(a, me, f, dst_conn="__a", memlet=dace.Memlet("a[i, k]"))
     else:
         # `f` indexes a row of `a` itself, as gt4py's neighbor reductions index a field
         # through a table: the slice gathers, as icon4py's gtir_tmp_273's does
-        f = st.add_tasklet("f", {"__a"}, {"__s"},
-                           "__s = " + " + ".join(f"__a[k] / ({n}.0 + __a[k])" for n in range(8)))
+        f = st.add_tasklet(
+            "f",
+            {"__a"},
+            {"__s"},
+            "__s = " + " + ".join(f"__a[k] / ({n}.0 + __a[k])" for n in range(8)),
+        )
         st.add_memlet_path(a, me, f, dst_conn="__a", memlet=dace.Memlet("a[i, 0:K]"))
     s = st.add_access("s")
     st.add_edge(f, "__s", s, None, dace.Memlet("s[0]"))
@@ -515,10 +680,18 @@ def _multi_output_producer(name: str, *, shared: bool, shifted: bool = False, ch
     else:
         st.add_memlet_path(a, me, h, dst_conn="__x", memlet=dace.Memlet("a[i, k]"))
     st.add_memlet_path(h, mx, out2, src_conn="__o", memlet=dace.Memlet("out2[i, k]"))
-    reads = {f"__t{d}": dace.Memlet(f"tmp[i, k + {d}]" if d else "tmp[i, k]") for d in range(offsets)}
-    st.add_mapped_tasklet("consumer", {"i": "0:N", "k": f"0:K-{offsets - 1}" if offsets > 1 else "0:K"},
-                          inputs=reads, code="__o = 3.0 * " + " - ".join(reads),
-                          outputs={"__o": dace.Memlet("out[i, k]")}, external_edges=True, input_nodes={"tmp": tmp})
+    reads = {
+        f"__t{d}": dace.Memlet(f"tmp[i, k + {d}]" if d else "tmp[i, k]") for d in range(offsets)
+    }
+    st.add_mapped_tasklet(
+        "consumer",
+        {"i": "0:N", "k": f"0:K-{offsets - 1}" if offsets > 1 else "0:K"},
+        inputs=reads,
+        code="__o = 3.0 * " + " - ".join(reads),
+        outputs={"__o": dace.Memlet("out[i, k]")},
+        external_edges=True,
+        input_nodes={"tmp": tmp},
+    )
     sdfg.validate()
     return sdfg
 
@@ -531,9 +704,14 @@ def test_multi_output_producer_keeps_the_work_its_other_outputs_need():
     alone, shared = (_multi_output_producer(f"multi_{s}", shared=s) for s in (False, True))
     f_alone = _model().estimate(alone, _candidate(alone))
     f_shared = _model().estimate(shared, _candidate(shared))
-    assert f_alone["kept_ops_per_point"] == 0 and f_alone["kept_input_load_bytes"] > 0  # `a`: still read for out2
+    assert (
+        f_alone["kept_ops_per_point"] == 0 and f_alone["kept_input_load_bytes"] > 0
+    )  # `a`: still read for out2
     assert f_shared["kept_ops_per_point"] > 0 and f_shared["kept_input_load_bytes"] > 0
-    assert f_shared["extra_ops"] > f_alone["extra_ops"] and f_shared["gain_bytes"] < f_alone["gain_bytes"]
+    assert (
+        f_shared["extra_ops"] > f_alone["extra_ops"]
+        and f_shared["gain_bytes"] < f_alone["gain_bytes"]
+    )
     assert not _model().decide(shared, _candidate(shared)).accept
 
 
@@ -544,14 +722,18 @@ def test_a_producer_that_stays_is_not_repeated_at_several_offsets_on_the_cpu():
     static target, `gtir_tmp_15_split_2`: the build with those copies ran 1.004-1.037 of
     stock, without them 0.917-0.933, lam-decomposed with fresh pages). The GPU model, and a
     CPU model allowed two offsets, take both; a decline leaves the SDFG as it was."""
-    one, two = (_multi_output_producer(f"shared_{n}", shared=True, cheap=True, offsets=n) for n in (1, 2))
+    one, two = (
+        _multi_output_producer(f"shared_{n}", shared=True, cheap=True, offsets=n) for n in (1, 2)
+    )
     taken = _model().decide(one, _candidate(one))
     assert taken.accept and taken.figures["kept_ops_per_point"] > 0, taken.reason
     declined = _model().decide(two, _candidate(two))
     assert not declined.accept and declined.figures["gain_bytes"] > 0
-    assert declined.reason.startswith("consumer_map reads tmp at 2 offsets, and its producer stays for other outputs, "
-                                      "still computing 1 of a copy's 2 operations: more than "
-                                      "shared_producer_max_offsets=1"), declined.reason
+    assert declined.reason.startswith(
+        "consumer_map reads tmp at 2 offsets, and its producer stays for other outputs, "
+        "still computing 1 of a copy's 2 operations: more than "
+        "shared_producer_max_offsets=1"
+    ), declined.reason
     assert _model(target="gpu").decide(two, _candidate(two)).accept
     assert _model(shared_producer_max_offsets=2).decide(two, _candidate(two)).accept
     before = two.hash_sdfg()
@@ -565,8 +747,13 @@ def test_multi_output_producer_is_not_windowed_where_the_sweep_repeats_its_kept_
     still computes and loads what its other write needs (the static predictor solver's
     `gtir_tmp_136`, windowed: +12.8M instructions and +36 MB of counted traffic against the
     build without the window, bench/static/counts_solver.txt)."""
-    single = producer_consumer("window_single", producer_ranges={"i": "0:N", "k": "0:K"},
-                               consumer_ranges={"i": "0:N", "k": "0:K-1"}, write="i, k", reads=["i, k", "i, k + 1"])
+    single = producer_consumer(
+        "window_single",
+        producer_ranges={"i": "0:N", "k": "0:K"},
+        consumer_ranges={"i": "0:N", "k": "0:K-1"},
+        write="i, k",
+        reads=["i, k", "i, k + 1"],
+    )
     assert gx.gt_inline_fusion(single, cost_model=_model(windows=True)).windowed == ["tmp"]
     sdfg = _multi_output_producer("window_multi", shared=True, shifted=True)
     report = gx.gt_inline_fusion(sdfg, cost_model=_model(windows=True))
@@ -575,7 +762,11 @@ def test_multi_output_producer_is_not_windowed_where_the_sweep_repeats_its_kept_
 
     fresh = _multi_output_producer("window_multi_plan", shared=True, shifted=True)
     decision = _model(windows=True).decide_window(fresh, analyse_window(fresh, _candidate(fresh)))
-    assert not decision.accept and "window: no gain" in decision.reason and "B loads" in decision.reason
+    assert (
+        not decision.accept
+        and "window: no gain" in decision.reason
+        and "B loads" in decision.reason
+    )
     assert decision.figures["kept_ops_per_point"] > 0
 
 
@@ -585,9 +776,14 @@ def test_multi_output_producer_is_not_windowed_where_the_sweep_repeats_its_kept_
 def _static_seed(name, n=2048, k=80):
     """The seed's shape with literal sizes, as a static build has them: `tmp` is
     n x k x 8 bytes (1.25 MiB by default)."""
-    return producer_consumer(name, shape=(str(n), str(k)), producer_ranges={"i": f"0:{n}", "k": f"0:{k}"},
-                             consumer_ranges={"i": f"0:{n}", "k": f"0:{k - 1}"}, write="i, k",
-                             reads=["i, k", "i, k + 1"])
+    return producer_consumer(
+        name,
+        shape=(str(n), str(k)),
+        producer_ranges={"i": f"0:{n}", "k": f"0:{k}"},
+        consumer_ranges={"i": f"0:{n}", "k": f"0:{k - 1}"},
+        write="i, k",
+        reads=["i, k", "i, k + 1"],
+    )
 
 
 def test_reused_memory_declines_what_recomputes_or_windows_and_keeps_the_sdfg():
@@ -605,17 +801,31 @@ def test_reused_memory_declines_what_recomputes_or_windows_and_keeps_the_sdfg():
     fresh = gx.CostModel("cpu", fresh_page_bytes=128 * 1024, windows=True)
     assert fresh.reused_memory(sdfg, "tmp") is None and fresh.decide_window(sdfg, plan).accept
     why = glibc.reused_memory(sdfg, "tmp")
-    assert why == "tmp (1.25 MiB) is under the allocator's 32 MiB mmap threshold, so its memory is reused from call to call"
+    assert (
+        why
+        == "tmp (1.25 MiB) is under the allocator's 32 MiB mmap threshold, so its memory is reused from call to call"
+    )
     window = glibc.decide_window(sdfg, plan)
-    assert not window.accept and window.reason == f"window: the sweep saves no allocation: {why} (fresh_page_bytes)"
+    assert (
+        not window.accept
+        and window.reason == f"window: the sweep saves no allocation: {why} (fresh_page_bytes)"
+    )
     inline = glibc.decide(sdfg, cand)
-    assert not inline.accept and "recomputes" in inline.reason and "fresh_page_bytes" in inline.reason
+    assert (
+        not inline.accept and "recomputes" in inline.reason and "fresh_page_bytes" in inline.reason
+    )
     before = sdfg.hash_sdfg()
     report = gx.gt_inline_fusion(sdfg, cost_model=glibc)
     assert not report.applied and report.windowed == [] and sdfg.hash_sdfg() == before
     # nothing recomputed: still taken (the traffic saved is all it gets, and it costs nothing)
-    once = producer_consumer("regime_once", shape=("2048", "80"), producer_ranges={"i": "0:2048", "k": "0:80"},
-                             consumer_ranges={"i": "0:2048", "k": "0:79"}, write="i, k", reads=["i, k + 1"])
+    once = producer_consumer(
+        "regime_once",
+        shape=("2048", "80"),
+        producer_ranges={"i": "0:2048", "k": "0:80"},
+        consumer_ranges={"i": "0:2048", "k": "0:79"},
+        write="i, k",
+        reads=["i, k + 1"],
+    )
     assert glibc.decide(once, _candidate(once)).accept
     # the GPU model has no allocation term: unchanged
     assert gx.CostModel("gpu", fresh_page_bytes=32 * 2**20).reused_memory(sdfg, "tmp") is None
@@ -642,7 +852,9 @@ def test_fresh_page_bytes_comes_from_the_process(monkeypatch):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(allocator, "_set", [])
     assert allocator.fresh_page_bytes() == 32 * 2**20 == gx.CostModel().page_threshold
-    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=1:glibc.malloc.mmap_threshold=65536")
+    monkeypatch.setenv(
+        "GLIBC_TUNABLES", "glibc.malloc.trim_threshold=1:glibc.malloc.mmap_threshold=65536"
+    )
     assert allocator.fresh_page_bytes() == 65536
     monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "131072")
     assert allocator.fresh_page_bytes() == 131072

@@ -1,18 +1,20 @@
 """Machine-independent counts (issue 31): one call replayed under callgrind. CI-sized: the
 three-level demo program at 64 cells x 80 levels, stock, inlined and windowed."""
 
+import gt4py.next as gtx
 import numpy as np
 import pytest
 
-import gt4py.next as gtx
-
-from gt4py_dace_xforms.integration.workers import restart_build_workers
 from gt4py_dace_xforms.cli import demo
+from gt4py_dace_xforms.integration.workers import restart_build_workers
 from gt4py_dace_xforms.measure import counts
 from gt4py_dace_xforms.tools.compare import inline_build, stock_build
 
-pytestmark = [pytest.mark.compile,
-              pytest.mark.skipif(counts.valgrind() is None, reason="valgrind is not installed")]
+
+pytestmark = [
+    pytest.mark.compile,
+    pytest.mark.skipif(counts.valgrind() is None, reason="valgrind is not installed"),
+]
 
 NLEV = 80
 
@@ -27,20 +29,30 @@ def test_parse_callgrind_reads_the_totals():
 
 @pytest.fixture(scope="module")
 def captured(tmp_path_factory, monkeypatch_module):
-    monkeypatch_module.setenv("CXXFLAGS", counts.COUNT_CXXFLAGS)  # valgrind 3.19 cannot decode AVX-512
+    monkeypatch_module.setenv(
+        "CXXFLAGS", counts.COUNT_CXXFLAGS
+    )  # valgrind 3.19 cannot decode AVX-512
     restart_build_workers()  # gt4py's workers compile with the environment they started with
     rng = np.random.default_rng(31)
     x, y = rng.random((64, NLEV)), rng.random((64, NLEV))
     folders = {}
-    for label, build in (("stock", stock_build()), ("inlined", inline_build(windows=False)),
-                         ("window", inline_build(windows=True))):
-        args = dict(a=gtx.as_field([demo.Cell, demo.K], x), b=gtx.as_field([demo.Cell, demo.K], y),
-                    out=gtx.as_field([demo.Cell, demo.K], np.zeros((64, NLEV))), nlev=np.int32(NLEV))
+    for label, build in (
+        ("stock", stock_build()),
+        ("inlined", inline_build(windows=False)),
+        ("window", inline_build(windows=True)),
+    ):
+        args = dict(
+            a=gtx.as_field([demo.Cell, demo.K], x),
+            b=gtx.as_field([demo.Cell, demo.K], y),
+            out=gtx.as_field([demo.Cell, demo.K], np.zeros((64, NLEV))),
+            nlev=np.int32(NLEV),
+        )
         call = demo.three_level_sum_program.with_backend(build.backend)
         call(**args, offset_provider={})
         buffers = [v.ndarray for v in args.values() if hasattr(v, "ndarray")]
-        [folders[label]] = counts.capture_call(lambda: call(**args, offset_provider={}),
-                                               tmp_path_factory.mktemp(label), buffers)
+        [folders[label]] = counts.capture_call(
+            lambda: call(**args, offset_provider={}), tmp_path_factory.mktemp(label), buffers
+        )
     return folders
 
 
@@ -55,7 +67,9 @@ def test_a_replayed_call_counts_the_same_twice(captured):
     assert first.events == again.events and first.instructions > 10_000
 
 
-def test_a_replay_does_not_depend_on_the_callers_paths_or_environment(captured, tmp_path, monkeypatch):
+def test_a_replay_does_not_depend_on_the_callers_paths_or_environment(
+    captured, tmp_path, monkeypatch
+):
     """The same call replayed from a folder with a longer path and with a larger environment:
     the same events. (The folder's path length once moved the replaying interpreter's heap,
     memcpy's alignment and so the instruction count; the environment's size the stack.)"""
@@ -76,7 +90,11 @@ def test_inlining_and_windows_remove_the_temporarys_memory_traffic(captured):
     got = {label: counts.count_call(folder, "gpu") for label, folder in captured.items()}
     stock = got["stock"]
     for label in ("inlined", "window"):
-        assert got[label].events["DLmw"] < 0.6 * stock.events["DLmw"], (label, got[label].events, stock.events)
+        assert got[label].events["DLmw"] < 0.6 * stock.events["DLmw"], (
+            label,
+            got[label].events,
+            stock.events,
+        )
         assert got[label].ll_misses < stock.ll_misses
     inlined = got["inlined"].instructions / stock.instructions
     window = got["window"].instructions / stock.instructions

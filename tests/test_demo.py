@@ -14,9 +14,14 @@ def test_quiet_filters_only_inside_the_demo():
         warnings.simplefilter("always")
         with demo.quiet_third_party():
             for _ in range(3):
-                warnings.warn("Python is not running in optimized mode, which may impact performance.", UserWarning)
+                warnings.warn(
+                    "Python is not running in optimized mode, which may impact performance.",
+                    UserWarning,
+                )
                 warnings.warn("something else", UserWarning)
-        warnings.warn("Python is not running in optimized mode, which may impact performance.", UserWarning)
+        warnings.warn(
+            "Python is not running in optimized mode, which may impact performance.", UserWarning
+        )
     messages = [str(w.message) for w in caught]
     assert messages.count("something else") == 1  # shown once
     assert sum(m.startswith("Python is not running") for m in messages) == 1  # only the one outside
@@ -26,7 +31,11 @@ def test_progress_prints_one_line_when_not_a_terminal(capsys):
     with demo.progress("compiling x"):
         pass
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "  compiling x ..." and out[1].startswith("  compiling x: ") and out[1].endswith(" s")
+    assert (
+        out[0] == "  compiling x ..."
+        and out[1].startswith("  compiling x: ")
+        and out[1].endswith(" s")
+    )
 
 
 def test_target_inputs_follow_its_signature():
@@ -45,8 +54,9 @@ def test_target_inputs_follow_its_signature():
 
 
 def test_random_args_from_a_users_signature():
-    from gt4py_dace_xforms.tools.programs import random_args
     from user_programs import shifted_sum
+
+    from gt4py_dace_xforms.tools.programs import random_args
 
     args = random_args(shifted_sum, {"Cell": 64, "K": 7}, seed=2, scalars={"nlev": 7})
     assert list(args) == ["a", "b", "out", "nlev"]
@@ -54,7 +64,9 @@ def test_random_args_from_a_users_signature():
     assert 0.5 <= args["a"].asnumpy().min() and args["a"].asnumpy().max() < 1.5
     again = random_args(shifted_sum, {"Cell": 64, "K": 7}, seed=2, scalars={"nlev": 7})
     assert np.array_equal(again["b"].asnumpy(), args["b"].asnumpy())
-    with pytest.raises(ValueError, match=r"no value for integer/boolean scalar parameter\(s\) \['nlev'\]"):
+    with pytest.raises(
+        ValueError, match=r"no value for integer/boolean scalar parameter\(s\) \['nlev'\]"
+    ):
         random_args(shifted_sum, {"Cell": 64, "K": 7})
     with pytest.raises(ValueError, match=r"no size for dimension\(s\) \['K'\] of field 'a'"):
         random_args(shifted_sum, {"Cell": 64}, scalars={"nlev": 7})

@@ -10,12 +10,14 @@ import warnings
 from unittest import mock
 
 import dace
+import gt4py.next as gtx
 import numpy as np
 import pytest
-
-import gt4py.next as gtx
 from gt4py.next import Dims
-from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
+from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import (
+    GT4PyAutoOptHook,
+)
+from gt4py_helpers import run_out
 
 import gt4py_dace_xforms as gx
 from gt4py_dace_xforms.integration import failsafe, hooks
@@ -23,7 +25,6 @@ from gt4py_dace_xforms.integration.capture import capture_stages
 from gt4py_dace_xforms.tools.compare import inline_build, stock_build, two_d_transients
 from gt4py_dace_xforms.transformations import inline_fusion_pass, rewrite
 
-from gt4py_helpers import run_out
 
 Cell = gtx.Dimension("Cell")
 K = gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)
@@ -70,7 +71,9 @@ def _failing(original, calls: list):
 
 @pytest.fixture(scope="module")
 def first_step():
-    taken = capture_stages(shifted_and_copied, [(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)], offset_provider={})
+    taken = capture_stages(
+        shifted_and_copied, [(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)], offset_provider={}
+    )
     return taken[(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)]
 
 
@@ -91,8 +94,12 @@ def test_restore_in_place_puts_back_the_snapshot(first_step):
     sdfg.validate()
     # Every block and nested SDFG belongs to the restored object, not to the snapshot.
     assert all(b.sdfg is sdfg for b in sdfg.nodes())
-    assert all(n.sdfg.parent_sdfg is sdfg for st in sdfg.states() for n in st.nodes()
-               if isinstance(n, dace.nodes.NestedSDFG))
+    assert all(
+        n.sdfg.parent_sdfg is sdfg
+        for st in sdfg.states()
+        for n in st.nodes()
+        if isinstance(n, dace.nodes.NestedSDFG)
+    )
     assert sdfg.cfg_list[0] is sdfg and saved.hash_sdfg() == before  # the snapshot is untouched
 
 
@@ -104,8 +111,10 @@ def test_failure_in_a_rewrite_leaves_the_hooks_sdfg_as_received(first_step, leni
     calls: list = []
     reports: list = []
     hook = hooks.make_inline_hook(gx.InlineWhereSound(), reports)
-    with mock.patch.object(module, attr, _failing(getattr(module, attr), calls)), \
-            warnings.catch_warnings(record=True) as caught:
+    with (
+        mock.patch.object(module, attr, _failing(getattr(module, attr), calls)),
+        warnings.catch_warnings(record=True) as caught,
+    ):
         warnings.simplefilter("always")
         hook(sdfg)
         hook(sdfg)  # gt4py's next step: the program is left alone, no second warning
@@ -115,7 +124,11 @@ def test_failure_in_a_rewrite_leaves_the_hooks_sdfg_as_received(first_step, leni
     ours = [w for w in caught if issubclass(w.category, failsafe.LibraryFailureWarning)]
     assert len(ours) == 1, [str(w.message) for w in caught]
     text = str(ours[0].message)
-    assert f"'{sdfg.name}'" in text and "Injected: injected failure" in text and "docs/failsafe.md" in text
+    assert (
+        f"'{sdfg.name}'" in text
+        and "Injected: injected failure" in text
+        and "docs/failsafe.md" in text
+    )
     assert [len(r.failures) for r in reports] == [1] and not reports[0].records
 
 
@@ -138,8 +151,10 @@ def test_failed_inlining_compiles_the_stock_program(lenient, serial_builds):
     stock = stock_build()
     ref = run_out(shifted_and_copied, stock, args)
     build = inline_build(policy=gx.InlineWhereSound())
-    with mock.patch.object(rewrite, "inline_candidate", _failing(rewrite.inline_candidate, [])), \
-            warnings.catch_warnings(record=True) as caught:
+    with (
+        mock.patch.object(rewrite, "inline_candidate", _failing(rewrite.inline_candidate, [])),
+        warnings.catch_warnings(record=True) as caught,
+    ):
         warnings.simplefilter("always")
         got = run_out(shifted_and_copied, build, args)
     assert np.array_equal(got, ref)

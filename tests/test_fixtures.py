@@ -4,22 +4,29 @@ import copy
 import dataclasses
 
 import dace
+import fixture_lib
 import pytest
 from dace.transformation.optimizer import SDFGOptimizer
 
-import fixture_lib
 import gt4py_dace_xforms as gx
 from gt4py_dace_xforms.integration.hooks import default_policy
 
+
 EVERYTHING_SOUND = gx.InlineWhereSound(skip_pointwise=True)
 
-VIEWABLE = ["seed_multi_offset", "two_symbol_index", "icon4py_compute_perturbed_quantities_and_interpolation",
-            "icon4py_compute_perturbed_quantities_and_interpolation_static"]
+VIEWABLE = [
+    "seed_multi_offset",
+    "two_symbol_index",
+    "icon4py_compute_perturbed_quantities_and_interpolation",
+    "icon4py_compute_perturbed_quantities_and_interpolation_static",
+]
 
 
 @pytest.fixture(scope="module")
 def fixtures():
-    return {name: fixture_lib.load_fixture(name) for name in [*VIEWABLE, "seed_vertical_difference"]}
+    return {
+        name: fixture_lib.load_fixture(name) for name in [*VIEWABLE, "seed_vertical_difference"]
+    }
 
 
 @pytest.mark.parametrize("name", VIEWABLE)
@@ -45,10 +52,12 @@ def test_icon4py_fixture_stock_inline_fuser_accepts_none_ours_applies(fixtures):
     everything = gx.gt_inline_fusion(sound, cost_model=EVERYTHING_SOUND)
     report = gx.gt_inline_fusion(sdfg, cost_model=default_policy())
     after = fixture_lib.count_2d_transients(sdfg)
-    print(f"\nicon4py fixture: stock inline_fuser accepts {accepted}/{total} candidate reads; "
-          f"sound: {len(everything.applied)} ({everything.copies} copies, 2-D transients {before} -> "
-          f"{fixture_lib.count_2d_transients(sound)}); CPU cost model: {len(report.applied)} applied "
-          f"({report.copies} copies), 2-D transients {before} -> {after}\n{report.table()}")
+    print(
+        f"\nicon4py fixture: stock inline_fuser accepts {accepted}/{total} candidate reads; "
+        f"sound: {len(everything.applied)} ({everything.copies} copies, 2-D transients {before} -> "
+        f"{fixture_lib.count_2d_transients(sound)}); CPU cost model: {len(report.applied)} applied "
+        f"({report.copies} copies), 2-D transients {before} -> {after}\n{report.table()}"
+    )
     assert len(everything.applied) >= 10 and fixture_lib.count_2d_transients(sound) <= before - 5
     # The model keeps gtir_tmp_15 (three readers, 39 M operations recomputed against 13 MB:
     # no gain at the fitted CPU balance) and removes gtir_tmp_49 and gtir_tmp_63.
@@ -83,14 +92,21 @@ def test_static_icon4py_fixture_states_fused_then_the_model_removes_one_of_stock
     assert len(list(sdfg.states())) == 2
     assert fuse_states(sdfg) == 1 and len(list(sdfg.states())) == 1
     windowed = copy.deepcopy(sdfg)
-    report = gx.gt_inline_fusion(windowed, cost_model=dataclasses.replace(default_policy(), windows=True))
+    report = gx.gt_inline_fusion(
+        windowed, cost_model=dataclasses.replace(default_policy(), windows=True)
+    )
     assert "gtir_tmp_63" in report.windowed, report.table()
     report = gx.gt_inline_fusion(sdfg, cost_model=default_policy())
     kept = {n for n, d in sdfg.arrays.items() if d.transient and len(d.shape) == 2}
     assert "gtir_tmp_63" not in kept and report.windowed == [], report.table()
-    assert any(r.intermediate == "gtir_tmp_63" and r.removed_intermediate for r in report.applied), report.table()
+    assert any(
+        r.intermediate == "gtir_tmp_63" and r.removed_intermediate for r in report.applied
+    ), report.table()
     declined = [r for r in report.declined if r.intermediate == "gtir_tmp_15"]
     assert "gtir_tmp_15" in kept and declined, report.table()
     assert all("no gain for all 3 readers together" in r.reason for r in declined), report.table()
-    assert declined[0].figures["kept_ops_per_point"] > 0 and declined[0].figures["kept_input_load_bytes"] > 0
+    assert (
+        declined[0].figures["kept_ops_per_point"] > 0
+        and declined[0].figures["kept_input_load_bytes"] > 0
+    )
     sdfg.validate()

@@ -4,11 +4,10 @@ reduced to the smallest SDFG or gt4py program that showed it."""
 import dace
 import numpy as np
 import pytest
-
+from builders import compare_before_after, deep
 from gt4py.next.program_processors.runners.dace.transformations.map_splitter import MapSplitter
 
 import gt4py_dace_xforms as gx
-from builders import compare_before_after, deep
 
 
 def _fused_two_output_producer() -> dace.SDFG:
@@ -23,7 +22,10 @@ def _fused_two_output_producer() -> dace.SDFG:
     state = sdfg.add_state("main")
     a, tmp, side, out = (state.add_access(n) for n in ("a", "tmp", "side", "out"))
     me, mx = state.add_map("producer", dict(i="0:N", k="0:K"))
-    for scalar, target, code in (("s_tmp", tmp, "__o = 2.0 * __a + 1.0"), ("s_side", side, "__o = __a - 3.0")):
+    for scalar, target, code in (
+        ("s_tmp", tmp, "__o = 2.0 * __a + 1.0"),
+        ("s_side", side, "__o = __a - 3.0"),
+    ):
         t = state.add_tasklet(f"t_{scalar}", {"__a"}, {"__o"}, code)
         state.add_memlet_path(a, me, t, dst_conn="__a", memlet=dace.Memlet("a[i, k]"))
         acc = state.add_access(scalar)
@@ -75,19 +77,34 @@ def _kept_for_a_copy(k_start, k_stop) -> dace.SDFG:
     state = sdfg.add_state("main")
     a, tmp, out0, out1 = (state.add_access(n) for n in ("a", "tmp", "out0", "out1"))
     state.add_mapped_tasklet(
-        "producer", dict(i="0:N", k=f"{k_start} - 2:{k_stop} + 1"),
-        inputs={"__a": dace.Memlet("a[i, k]")}, code="__o = __a - 1.0",
+        "producer",
+        dict(i="0:N", k=f"{k_start} - 2:{k_stop} + 1"),
+        inputs={"__a": dace.Memlet("a[i, k]")},
+        code="__o = __a - 1.0",
         outputs={"__o": dace.Memlet(f"tmp[i, k - ({k_start}) + 2]")},
-        external_edges=True, input_nodes={"a": a}, output_nodes={"tmp": tmp},
+        external_edges=True,
+        input_nodes={"a": a},
+        output_nodes={"tmp": tmp},
     )
     state.add_mapped_tasklet(
-        "consumer", dict(i="0:N", k=f"{k_start}:{k_stop}"),
-        inputs={"__t": dace.Memlet(f"tmp[i, k - ({k_start}) + 3]")}, code="__o = 3.0 * __t",
+        "consumer",
+        dict(i="0:N", k=f"{k_start}:{k_stop}"),
+        inputs={"__t": dace.Memlet(f"tmp[i, k - ({k_start}) + 3]")},
+        code="__o = 3.0 * __t",
         outputs={"__o": dace.Memlet("out0[i, k]")},
-        external_edges=True, input_nodes={"tmp": tmp}, output_nodes={"out0": out0},
+        external_edges=True,
+        input_nodes={"tmp": tmp},
+        output_nodes={"out0": out0},
     )
-    state.add_nedge(tmp, out1, dace.Memlet(data="tmp", subset=f"0:N, 0:{k_stop} - ({k_start})",
-                                           other_subset=f"0:N, {k_start}:{k_stop}"))
+    state.add_nedge(
+        tmp,
+        out1,
+        dace.Memlet(
+            data="tmp",
+            subset=f"0:N, 0:{k_stop} - ({k_start})",
+            other_subset=f"0:N, {k_start}:{k_stop}",
+        ),
+    )
     sdfg.validate()
     return sdfg
 
@@ -107,13 +124,17 @@ def test_kept_intermediate_that_map_splitter_cannot_split_is_declined():
     # left to split.
     sdfg = _kept_for_a_copy(3, 12)
     report = gx.gt_inline_fusion(sdfg, cost_model=gx.InlineWhereSound())
-    assert [(r.consumer, r.removed_intermediate) for r in report.applied] == [("consumer_map", False)], report.table()
+    assert [(r.consumer, r.removed_intermediate) for r in report.applied] == [
+        ("consumer_map", False)
+    ], report.table()
     assert report.writebacks_retargeted == ["tmp"] and "tmp" not in sdfg.arrays
     assert sdfg.apply_transformations_repeated(MapSplitter) == 0
     sdfg = _kept_for_a_copy(3, 12)
     report = gx.gt_inline_fusion(sdfg, cost_model=gx.InlineWhereSound(writeback_retarget=False))
     assert [(r.consumer, r.removed_intermediate) for r in report.applied] == [
-        ("consumer_map", False), ("writeback_tmp_out1_map", True)], report.table()
+        ("consumer_map", False),
+        ("writeback_tmp_out1_map", True),
+    ], report.table()
     assert "tmp" not in sdfg.arrays
     assert sdfg.apply_transformations_repeated(MapSplitter) == 0
 
@@ -127,8 +148,18 @@ def test_generated_shape_with_neighbor_reads_of_a_local():
 
     t0 = Bin("+", Bin("*", Read("a"), Lit(2.0)), Read("b"))
     out = Bin("-", Read("t0", 0, 1), Read("t0", 1, 2))
-    prog = Prog(dtype="float64", fields=("a", "b"), cells=(), scalars=(), levels=(), locals=(("t0", t0),),
-                outputs=(out,), cell_domain=(0, NC), k_domain=(0, NL - 1), runtime_k_domain=False)
+    prog = Prog(
+        dtype="float64",
+        fields=("a", "b"),
+        cells=(),
+        scalars=(),
+        levels=(),
+        locals=(("t0", t0),),
+        outputs=(out,),
+        cell_domain=(0, NC),
+        k_domain=(0, NL - 1),
+        runtime_k_domain=False,
+    )
     assert prog.uses_neighbors() and "t0(C2C[2])(K + 1)" in prog.source()
     outcome = check(prog, 0, ("stock", "sound", "cost_model"))
     assert outcome.applied["sound"] >= 1
@@ -143,11 +174,25 @@ def test_generated_shape_with_a_local_chosen_by_an_if(flag):
     from fuzzing.runner import check
     from fuzzing.strategy import NC, NL, Bin, Cond, Lit, Pick, Prog, Read, Where
 
-    t0 = Pick("flag", Bin("*", Read("a"), Lit(2.0)), Where(Cond("<", 3), Read("b"), Bin("+", Read("a"), Read("b"))))
+    t0 = Pick(
+        "flag",
+        Bin("*", Read("a"), Lit(2.0)),
+        Where(Cond("<", 3), Read("b"), Bin("+", Read("a"), Read("b"))),
+    )
     out = Bin("-", Read("t0", 1), Read("t0", -1))
-    prog = Prog(dtype="float64", fields=("a", "b"), cells=(), scalars=(), levels=(), locals=(("t0", t0),),
-                outputs=(out,), cell_domain=(0, NC), k_domain=(1, NL - 1), runtime_k_domain=False,
-                flags=(("flag", flag),))
+    prog = Prog(
+        dtype="float64",
+        fields=("a", "b"),
+        cells=(),
+        scalars=(),
+        levels=(),
+        locals=(("t0", t0),),
+        outputs=(out,),
+        cell_domain=(0, NC),
+        k_domain=(1, NL - 1),
+        runtime_k_domain=False,
+        flags=(("flag", flag),),
+    )
     assert "    if flag:\n        t0 = a * 2.0\n    else:" in prog.source()
     outcome = check(prog, 0, ("stock", "sound", "cost_model"))
     assert outcome.applied["sound"] >= 1
@@ -163,8 +208,18 @@ def test_generated_shape_with_a_scan_of_a_shifted_local():
 
     t0 = Bin("+", Bin("*", Read("a"), Lit(2.0)), Read("b"))
     out = Scan(Bin("-", Read("t0", 1), Read("b")))
-    prog = Prog(dtype="float64", fields=("a", "b"), cells=(), scalars=(), levels=(), locals=(("t0", t0),),
-                outputs=(out,), cell_domain=(0, NC), k_domain=(2, NL - 1), runtime_k_domain=False)
+    prog = Prog(
+        dtype="float64",
+        fields=("a", "b"),
+        cells=(),
+        scalars=(),
+        levels=(),
+        locals=(("t0", t0),),
+        outputs=(out,),
+        cell_domain=(0, NC),
+        k_domain=(2, NL - 1),
+        runtime_k_domain=False,
+    )
     assert "return decay(t0(K + 1) - b)" in prog.source()
     outcome = check(prog, 0, ("stock", "sound", "cost_model"))
     assert outcome.applied["sound"] >= 1
@@ -180,8 +235,18 @@ def test_generated_concat_on_an_interior_domain_agrees_on_poisoned_inputs():
 
     t0 = Where(Cond("<", 4), Bin("*", Read("a"), Lit(2.0)), Bin("+", Read("b"), Lit(1.0)))
     out = Bin("-", Read("t0", 1), Read("t0", 0))
-    prog = Prog(dtype="float64", fields=("a", "b"), cells=(), scalars=(), levels=(), locals=(("t0", t0),),
-                outputs=(out,), cell_domain=(1, NC - 1), k_domain=(1, NL - 3), runtime_k_domain=False)
+    prog = Prog(
+        dtype="float64",
+        fields=("a", "b"),
+        cells=(),
+        scalars=(),
+        levels=(),
+        locals=(("t0", t0),),
+        outputs=(out,),
+        cell_domain=(1, NC - 1),
+        k_domain=(1, NL - 3),
+        runtime_k_domain=False,
+    )
     outcome = check(prog, 0, ("stock", "sound"))
     assert outcome.applied["sound"] >= 1
     assert {"stock" + POISONED, "sound" + POISONED} <= set(outcome.outputs)
@@ -199,11 +264,24 @@ def test_generated_local_that_is_also_an_output():
 
     t0 = Where(Cond("<", 3), Bin("*", Read("a"), Lit(2.0)), Bin("+", Read("a"), Read("b")))
     out = Bin("-", Read("t0", 1), Read("b"))
-    prog = Prog(dtype="float64", fields=("a", "b"), cells=(), scalars=(), levels=(), locals=(("t0", t0),),
-                outputs=(out, Read("t0")), cell_domain=(0, NC), k_domain=(0, NL - 1), runtime_k_domain=False)
+    prog = Prog(
+        dtype="float64",
+        fields=("a", "b"),
+        cells=(),
+        scalars=(),
+        levels=(),
+        locals=(("t0", t0),),
+        outputs=(out, Read("t0")),
+        cell_domain=(0, NC),
+        k_domain=(0, NL - 1),
+        runtime_k_domain=False,
+    )
     assert "return t0(K + 1) - b, t0" in prog.source()
     outcome = check(prog, 0, ("stock", "sound", "cost_model"))
-    assert outcome.applied["sound"] >= 1 and outcome.retargeted["sound"] == 1, (outcome.applied, outcome.retargeted)
+    assert outcome.applied["sound"] >= 1 and outcome.retargeted["sound"] == 1, (
+        outcome.applied,
+        outcome.retargeted,
+    )
 
 
 @pytest.mark.compile
@@ -217,8 +295,18 @@ def test_generated_nested_concat_on_a_runtime_domain_folds_its_copy_chain():
 
     inner = Where(Cond("<", 6), Bin("+", Read("a"), Read("b")), Bin("*", Read("b"), Lit(0.5)))
     t0 = Where(Cond("<", 3), Bin("*", Read("a"), Lit(2.0)), inner)
-    prog = Prog(dtype="float64", fields=("a", "b"), cells=(), scalars=(), levels=(), locals=(("t0", t0),),
-                outputs=(Read("t0"),), cell_domain=(0, NC), k_domain=(1, NL - 2), runtime_k_domain=True)
+    prog = Prog(
+        dtype="float64",
+        fields=("a", "b"),
+        cells=(),
+        scalars=(),
+        levels=(),
+        locals=(("t0", t0),),
+        outputs=(Read("t0"),),
+        cell_domain=(0, NC),
+        k_domain=(1, NL - 2),
+        runtime_k_domain=True,
+    )
     assert "concat_where(K < 3, a * 2.0, concat_where(K < 6, a + b, b * 0.5))" in prog.source()
     outcome = check(prog, 0, ("stock", "sound", "cost_model"))
     assert outcome.folded["cost_model"] >= 1 and outcome.folded["sound"] >= 1, outcome.folded
@@ -232,10 +320,12 @@ def test_generated_local_split_in_cell_and_k_on_static_zones():
     keeps t0 as two pieces (cells [1, 3) split at level 3, cells [3, 5)); the library's
     proves the pieces cover every read (analysis.boxes) and removes them. Stock, the
     library's builds and numpy agree."""
-    from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
-
     from fuzzing.runner import check, load
     from fuzzing.strategy import NC, NL, ZONES, Bin, Cond, Lit, Prog, Read, Where
+    from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import (
+        GT4PyAutoOptHook,
+    )
+
     from gt4py_dace_xforms.integration.capture import capture_stages
     from gt4py_dace_xforms.integration.hooks import optimization_hooks
     from gt4py_dace_xforms.tools.compare import two_d_transients
@@ -243,16 +333,39 @@ def test_generated_local_split_in_cell_and_k_on_static_zones():
 
     inner = Where(Cond("<", 3), Bin("*", Read("a"), Lit(2.0)), Bin("+", Read("b"), Read("a", 1)))
     t0 = Where(Cond("<", 0, "end_cell_local", dim="Cell"), inner, Bin("*", Read("a"), Lit(0.5)))
-    prog = Prog(dtype="float64", fields=("a", "b"), cells=(), scalars=(), levels=(), locals=(("t0", t0),),
-                outputs=(Bin("-", Read("t0", 1), Read("t0")),), cell_domain=(0, NC), k_domain=(0, NL - 2),
-                runtime_k_domain=False, static=True, zones=tuple(zip(ZONES, (1, 2, 3, 5))),
-                out_cells=(("start_cell_nudging", "end_cell_halo"),))
-    assert "concat_where(Cell < end_cell_local, concat_where(K < 3, a * 2.0, b + a(K + 1)), a * 0.5)" in prog.source()
+    prog = Prog(
+        dtype="float64",
+        fields=("a", "b"),
+        cells=(),
+        scalars=(),
+        levels=(),
+        locals=(("t0", t0),),
+        outputs=(Bin("-", Read("t0", 1), Read("t0")),),
+        cell_domain=(0, NC),
+        k_domain=(0, NL - 2),
+        runtime_k_domain=False,
+        static=True,
+        zones=tuple(zip(ZONES, (1, 2, 3, 5))),
+        out_cells=(("start_cell_nudging", "end_cell_halo"),),
+    )
+    assert (
+        "concat_where(Cell < end_cell_local, concat_where(K < 3, a * 2.0, b + a(K + 1)), a * 0.5)"
+        in prog.source()
+    )
     post = (GT4PyAutoOptHook.TopLevelDataFlowPost, 1)
     static = static_args(prog.call_args(0))
-    stock = two_d_transients(capture_stages(load(prog), [post], offset_provider={}, static_args=static)[post])
-    library = two_d_transients(capture_stages(load(prog), [post], offset_provider={}, static_args=static,
-                                              optimization_hooks=optimization_hooks())[post])
+    stock = two_d_transients(
+        capture_stages(load(prog), [post], offset_provider={}, static_args=static)[post]
+    )
+    library = two_d_transients(
+        capture_stages(
+            load(prog),
+            [post],
+            offset_provider={},
+            static_args=static,
+            optimization_hooks=optimization_hooks(),
+        )[post]
+    )
     assert len(stock) == 2 and all("_split_" in n for n in stock), stock  # t0's two pieces
     assert set(stock) - set(library), (stock, library)
     outcome = check(prog, 0, ("stock", "sound", "cost_model"))
@@ -271,7 +384,17 @@ def test_generated_scan_in_a_cell_split_at_run_time_on_a_run_time_k_domain():
     from fuzzing.strategy import NC, Cond, Prog, Read, Scan, Where
 
     out = Where(Cond(">=", 0, "nc", dim="Cell"), Scan(Read("b", 1)), Read("b"))
-    prog = Prog(dtype="float64", fields=("b",), cells=(), scalars=(), levels=(("nc", 2),), locals=(),
-                outputs=(out,), cell_domain=(0, NC), k_domain=(1, 16), runtime_k_domain=True)
+    prog = Prog(
+        dtype="float64",
+        fields=("b",),
+        cells=(),
+        scalars=(),
+        levels=(("nc", 2),),
+        locals=(),
+        outputs=(out,),
+        cell_domain=(0, NC),
+        k_domain=(1, 16),
+        runtime_k_domain=True,
+    )
     assert "return concat_where(Cell >= nc, decay(b(K + 1)), b)" in prog.source()
     check(prog, 0, ALL_BUILDS)

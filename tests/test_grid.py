@@ -5,14 +5,14 @@ far better than random tables, and the static values and CLI with a layout. No c
 
 import time
 
+import gt4py.next as gtx
 import numpy as np
 import pytest
-
-import gt4py.next as gtx
 
 from gt4py_dace_xforms.tools import grid as grid_mod
 from gt4py_dace_xforms.tools.layouts import ALIASES, DEFAULT_LAYOUT, LAYOUTS, all_layouts, layout
 from gt4py_dace_xforms.tools.programs import ICOSAHEDRAL_NEIGHBORS
+
 
 SMALL = {name: grid_mod.generate(16, 12, *seams) for name, seams in LAYOUTS.items()}
 GRIDS = [g for name in LAYOUTS for g in (SMALL[name], layout(name).grid())]
@@ -51,7 +51,11 @@ def test_tables_are_mutually_consistent(g):
     for s in (0, 1):
         assert (t["C2V"][t["E2C"][:, s]][:, :, None] == t["E2V"][:, None, :]).any(1).all()
     # C2E2C: the cell across each edge, never the cell itself; "O" tables put self first
-    across = np.where(t["E2C"][t["C2E"]][..., 0] == cells[:, None], t["E2C"][t["C2E"]][..., 1], t["E2C"][t["C2E"]][..., 0])
+    across = np.where(
+        t["E2C"][t["C2E"]][..., 0] == cells[:, None],
+        t["E2C"][t["C2E"]][..., 1],
+        t["E2C"][t["C2E"]][..., 0],
+    )
     assert (t["C2E2C"] == across).all() and (t["C2E2C"] != cells[:, None]).all()
     assert (t["C2E2CO"][:, 0] == cells).all() and (t["C2E2CO"][:, 1:] == t["C2E2C"]).all()
     assert (t["E2C2EO"][:, 0] == edges).all() and (t["E2C2EO"][:, 1:] == t["E2C2E"]).all()
@@ -63,10 +67,12 @@ def test_tables_are_mutually_consistent(g):
         assert ((far != t["E2V"][:, 0]) & (far != t["E2V"][:, 1])).all()
     # E2C2E: the other two edges of each cell, in cell order
     for s in (0, 1):
-        mine = t["E2C2E"][:, 2 * s: 2 * s + 2]
+        mine = t["E2C2E"][:, 2 * s : 2 * s + 2]
         assert (t["C2E"][t["E2C"][:, s]][:, :, None] == mine[:, None, :]).any(1).all()
         assert (mine != edges[:, None]).all()
-    assert ((t["E2V"][t["V2E"]] == t["V2E2V"][..., None]).any(-1)).all() and (t["V2E2V"] != verts[:, None]).all()
+    assert ((t["E2V"][t["V2E"]] == t["V2E2V"][..., None]).any(-1)).all() and (
+        t["V2E2V"] != verts[:, None]
+    ).all()
     assert (t["C2E2C2E"] == t["C2E"][t["C2E2C"]].reshape(-1, 9)).all()
     assert (t["C2E2C2E2C"] == t["C2E2C"][t["C2E2C"]].reshape(-1, 9)).all()
 
@@ -79,7 +85,9 @@ def test_zone_orderings_relabel_the_same_torus(name):
     perm = {}
     for dim, order in ordered.lattice.items():
         assert (np.sort(order) == np.arange(len(order))).all()
-        perm[dim] = np.argsort(ordered.lattice[dim])[plain.lattice[dim]]  # plain index -> ordered index
+        perm[dim] = np.argsort(ordered.lattice[dim])[
+            plain.lattice[dim]
+        ]  # plain index -> ordered index
     for table, (src, dst) in grid_mod.TABLE_DIMS.items():
         moved = np.empty_like(ordered.tables[table])
         moved[perm[src]] = perm[dst][plain.tables[table]]
@@ -102,11 +110,23 @@ def test_zones_are_contiguous_and_ordered(g):
 def _chain(values: dict, dim: str) -> list[int]:
     """icon4py's required order of `dim`'s bounds, start of lateral boundary row 1 to count."""
     last = grid_mod.BOUNDARY_ROWS[dim.capitalize()]
-    names = ["lateral_boundary"] + [f"lateral_boundary_level_{k}" for k in range(2, last + 1)] + ["nudging"]
+    names = (
+        ["lateral_boundary"]
+        + [f"lateral_boundary_level_{k}" for k in range(2, last + 1)]
+        + ["nudging"]
+    )
     names += ["nudging_level_2"] if dim == "edge" else []
     starts = [values[f"start_{dim}_{n}"] for n in names]
-    ends = [values[f"{w}_{dim}_{n}"] for w, n in (("start", "interior"), ("end", "local"), ("end", "halo"),
-                                                  ("end", "halo_level_2"), ("end", "end"))]
+    ends = [
+        values[f"{w}_{dim}_{n}"]
+        for w, n in (
+            ("start", "interior"),
+            ("end", "local"),
+            ("end", "halo"),
+            ("end", "halo_level_2"),
+            ("end", "end"),
+        )
+    ]
     return starts + ends
 
 
@@ -120,7 +140,12 @@ def test_layout_bounds_ordered_as_icon4py_requires(lay):
     v, n = lay.values, lay.sizes["Cell"]
     if lay.limited_area:  # each boundary row a few hundred cells
         assert 100 < v["end_cell_lateral_boundary"] - v["start_cell_lateral_boundary"] < 1000
-        assert v["start_cell_interior"] > v["start_cell_nudging"] > v["start_cell_lateral_boundary_level_4"] > 0
+        assert (
+            v["start_cell_interior"]
+            > v["start_cell_nudging"]
+            > v["start_cell_lateral_boundary_level_4"]
+            > 0
+        )
     else:
         assert v["start_cell_interior"] == v["end_cell_nudging"] == 0
     if lay.name.endswith("decomposed"):  # two halo lines: a few % of a 20480-cell rank
@@ -144,14 +169,27 @@ def test_bounds_equal_icon4pys_compute_domain_bounds(lay):
     dim_of = {"Cell": dims.CellDim, "Edge": dims.EdgeDim, "Vertex": dims.VertexDim}
     info = definitions.DecompositionInfo()
     for name, dim in dim_of.items():
-        info.set_dimension(dim, np.arange(g.sizes[name]), g.halo[name] == grid_mod.OWNED, g.halo[name].astype(np.int32))
+        info.set_dimension(
+            dim,
+            np.arange(g.sizes[name]),
+            g.halo[name] == grid_mod.OWNED,
+            g.halo[name].astype(np.int32),
+        )
     found = {}
     for name, dim in dim_of.items():
         rows = {dim: gtx.as_field([dim], g.rows[name].astype(np.int32))}
-        for which, bounds in zip(("start", "end"), grid_refinement.compute_domain_bounds(dim, rows, info)):
+        for which, bounds in zip(
+            ("start", "end"), grid_refinement.compute_domain_bounds(dim, rows, info)
+        ):
             for domain, value in bounds.items():
-                zone = str(domain.zone).replace("lb_level_", "lateral_boundary_level_").replace("halo_level_1", "halo")
-                zone = zone.replace("lateral_boundary_level_1", "lateral_boundary").replace("nudging_level_1", "nudging")
+                zone = (
+                    str(domain.zone)
+                    .replace("lb_level_", "lateral_boundary_level_")
+                    .replace("halo_level_1", "halo")
+                )
+                zone = zone.replace("lateral_boundary_level_1", "lateral_boundary").replace(
+                    "nudging_level_1", "nudging"
+                )
                 found[f"{which}_{name.lower()}_{zone}"] = int(value)
     assert len(found) == 70 and found == {k: g.bounds[k] for k in found}
 
@@ -174,24 +212,43 @@ def test_bad_shapes_and_seams_are_refused():
         layout("regional")
     # Too small for a limited-area rank's zones: icon4py's empty zone (0, 0) would put the
     # nudging zone before the boundary rows.
-    with pytest.raises(ValueError, match=r"layout 'lam' needs a larger grid than 256 cells: .* \(a zone is empty\)"):
+    with pytest.raises(
+        ValueError, match=r"layout 'lam' needs a larger grid than 256 cells: .* \(a zone is empty\)"
+    ):
         layout("lam", 256)
-    assert layout("lam", 512).values["start_cell_nudging"] > layout("lam", 512).values["start_cell_lateral_boundary_level_4"]
+    assert (
+        layout("lam", 512).values["start_cell_nudging"]
+        > layout("lam", 512).values["start_cell_lateral_boundary_level_4"]
+    )
 
 
 @pytest.mark.parametrize("name", list(LAYOUTS))
 def test_model_values_with_a_layout(name):
     from gt4py_dace_xforms.tools.static_values import model_values
 
-    params = {"start_cell_lateral_boundary_level_3": "INT32", "end_cell_local": "INT32", "end_cell_halo": "INT32",
-              "end_edge_halo_level_2": "INT32", "start_cell_index_nudging": "INT32", "halo_idx": "INT32",
-              "horizontal_start": "INT32", "horizontal_end": "INT32", "limited_area": "BOOL",
-              "end_index_of_damping_layer": "INT32", "vertical_end": "INT32"}
+    params = {
+        "start_cell_lateral_boundary_level_3": "INT32",
+        "end_cell_local": "INT32",
+        "end_cell_halo": "INT32",
+        "end_edge_halo_level_2": "INT32",
+        "start_cell_index_nudging": "INT32",
+        "halo_idx": "INT32",
+        "horizontal_start": "INT32",
+        "horizontal_end": "INT32",
+        "limited_area": "BOOL",
+        "end_index_of_damping_layer": "INT32",
+        "vertical_end": "INT32",
+    }
     lay = layout(name)
     values = model_values("p", params, horizontal="Edge", layout=name)
-    assert values == {**{k: lay.values[k] for k in params if k in lay.values}, "horizontal_start": 0,
-                      "horizontal_end": lay.sizes["Edge"], "limited_area": lay.limited_area,
-                      "end_index_of_damping_layer": 8, "vertical_end": 80}
+    assert values == {
+        **{k: lay.values[k] for k in params if k in lay.values},
+        "horizontal_start": 0,
+        "horizontal_end": lay.sizes["Edge"],
+        "limited_area": lay.limited_area,
+        "end_index_of_damping_layer": 8,
+        "vertical_end": 80,
+    }
     assert model_values("p", params, horizontal="Edge", layout=lay) == values
     with pytest.raises(ValueError, match=r"\['horizontal_start_p3', 'mystery'\]"):
         model_values("p", {"mystery": "INT32", "horizontal_start_p3": "INT32"}, layout=name)
@@ -201,7 +258,11 @@ def test_model_values_without_a_layout_unchanged():
     from gt4py_dace_xforms.tools.static_values import model_values
 
     params = {"end_edge_nudging": "INT32", "start_cell_nudging": "INT32", "limited_area": "BOOL"}
-    assert model_values("p", params) == {"end_edge_nudging": 30720, "start_cell_nudging": 0, "limited_area": False}
+    assert model_values("p", params) == {
+        "end_edge_nudging": 30720,
+        "start_cell_nudging": 0,
+        "limited_area": False,
+    }
     assert DEFAULT_LAYOUT in LAYOUTS
 
 
@@ -209,7 +270,9 @@ def test_model_values_without_a_layout_unchanged():
 
 dims = pytest.importorskip("icon4py.model.common.dimension")
 CellK = gtx.Field[gtx.Dims[dims.CellDim, dims.KDim], gtx.float64]
-C2E2C = dims.C2E2C  # by its own name: gt4py 1.2.1's frontend does not resolve `dims.C2E2C` in an operator
+C2E2C = (
+    dims.C2E2C
+)  # by its own name: gt4py 1.2.1's frontend does not resolve `dims.C2E2C` in an operator
 
 
 @gtx.field_operator
@@ -218,10 +281,22 @@ def _sum_of_neighbors(a: CellK) -> CellK:
 
 
 @gtx.program
-def sum_of_neighbors(a: CellK, out: CellK, start_cell_nudging: gtx.int32, end_cell_halo: gtx.int32,
-                 vertical_start: gtx.int32, vertical_end: gtx.int32):
-    _sum_of_neighbors(a, out=out, domain={dims.CellDim: (start_cell_nudging, end_cell_halo),
-                                      dims.KDim: (vertical_start, vertical_end)})
+def sum_of_neighbors(
+    a: CellK,
+    out: CellK,
+    start_cell_nudging: gtx.int32,
+    end_cell_halo: gtx.int32,
+    vertical_start: gtx.int32,
+    vertical_end: gtx.int32,
+):
+    _sum_of_neighbors(
+        a,
+        out=out,
+        domain={
+            dims.CellDim: (start_cell_nudging, end_cell_halo),
+            dims.KDim: (vertical_start, vertical_end),
+        },
+    )
 
 
 def test_static_offset_provider_with_a_layout_gives_the_grids_tables():
@@ -229,19 +304,33 @@ def test_static_offset_provider_with_a_layout_gives_the_grids_tables():
 
     provider = static_offset_provider(sum_of_neighbors, layout="lam-decomposed")
     assert list(provider) == ["C2E2C"]
-    assert (np.asarray(provider["C2E2C"].ndarray) == layout("lam-decomposed").grid().tables["C2E2C"]).all()
-    assert static_offset_provider(sum_of_neighbors)["C2E2C"].ndarray.shape == (20480, 3)  # random tables, as before
+    assert (
+        np.asarray(provider["C2E2C"].ndarray) == layout("lam-decomposed").grid().tables["C2E2C"]
+    ).all()
+    assert static_offset_provider(sum_of_neighbors)["C2E2C"].ndarray.shape == (
+        20480,
+        3,
+    )  # random tables, as before
     assert program_static_values(sum_of_neighbors, layout="lam-decomposed") == {
-        "start_cell_nudging": 1260, "end_cell_halo": 20228, "vertical_start": 0, "vertical_end": 80}
+        "start_cell_nudging": 1260,
+        "end_cell_halo": 20228,
+        "vertical_start": 0,
+        "vertical_end": 80,
+    }
 
 
 def test_cli_explain_static_with_a_layout_names_it(capsys):
     from gt4py_dace_xforms.cli.main import main
 
-    assert main(["explain", "test_grid:sum_of_neighbors", "--static", "--layout", "global-decomposed"]) == 0
+    assert (
+        main(["explain", "test_grid:sum_of_neighbors", "--static", "--layout", "global-decomposed"])
+        == 0
+    )
     out = capsys.readouterr().out
     values = layout("global-decomposed").values
-    assert ("static arguments (as icon4py's setup_program compiles them, layout global-decomposed): "
-            f"start_cell_nudging=0, end_cell_halo={values['end_cell_halo']}") in out
+    assert (
+        "static arguments (as icon4py's setup_program compiles them, layout global-decomposed): "
+        f"start_cell_nudging=0, end_cell_halo={values['end_cell_halo']}"
+    ) in out
     assert main(["explain", "test_grid:sum_of_neighbors", "--layout", "lam"]) == 2
     assert "--layout chooses the values of --static" in capsys.readouterr().err

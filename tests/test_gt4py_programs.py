@@ -1,11 +1,12 @@
 """gt4py programs compiled with stock dace and with the inliner: same results, fewer transients."""
 
+import gt4py.next as gtx
 import numpy as np
 import pytest
 
-import gt4py.next as gtx
 from gt4py_dace_xforms.cli import demo
 from gt4py_dace_xforms.tools.compare import inline_build, stock_build, two_d_transients
+
 
 pytestmark = pytest.mark.compile
 
@@ -21,7 +22,10 @@ def three_level_sum_runs():
     for name, build in {"stock": stock_build(), "inlined": inline_build()}.items():
         out = gtx.zeros({demo.Cell: NCELLS, demo.K: NLEV}, dtype=gtx.float64)
         demo.three_level_sum_program.with_backend(build.backend)(
-            gtx.as_field([demo.Cell, demo.K], a), gtx.as_field([demo.Cell, demo.K], b), out, np.int32(NLEV),
+            gtx.as_field([demo.Cell, demo.K], a),
+            gtx.as_field([demo.Cell, demo.K], b),
+            out,
+            np.int32(NLEV),
             offset_provider={},
         )
         runs[name] = (build, out.asnumpy())
@@ -50,5 +54,7 @@ def test_reads_at_k_k1_k2_one_copy_per_distinct_offset(three_level_sum_runs):
 
 
 def test_demo_passes(capsys):
-    assert demo.run_demo(target=False, substep=False) == 0  # the icon4py target and the substep: make demo
+    assert (
+        demo.run_demo(target=False, substep=False) == 0
+    )  # the icon4py target and the substep: make demo
     assert "demo: OK" in capsys.readouterr().out

@@ -13,17 +13,20 @@ from typing import Mapping, Optional
 from unittest import mock
 
 import dace
+import fixture_lib
 import numpy as np
 import pytest
+from builders import compile_cached, producer_consumer, run
 from dace.sdfg import nodes as dn
 from dace.transformation.passes.pattern_matching import match_patterns
 from hypothesis import HealthCheck, assume, event, given, note, reject, settings, strategies as hst
 
-import fixture_lib
 import gt4py_dace_xforms as gx
-from builders import compile_cached, producer_consumer, run
 
-dace_replace = importlib.import_module("dace.sdfg.replace")  # `dace.sdfg.replace` is also a function
+
+dace_replace = importlib.import_module(
+    "dace.sdfg.replace"
+)  # `dace.sdfg.replace` is also a function
 
 RNG = np.random.default_rng(5)
 SOUND = gx.InlineWhereSound()
@@ -44,8 +47,9 @@ def _match_all(sdfg: dace.SDFG) -> list[tuple[gx.InlineFuser, str]]:
         seen.append((self, "applicable" if ok else result.reason))
         return ok
 
-    with mock.patch.object(gx.InlineFuser, "can_be_applied", recording), dace.config.set_temporary(
-        "optimizer", "match_exception", value=True
+    with (
+        mock.patch.object(gx.InlineFuser, "can_be_applied", recording),
+        dace.config.set_temporary("optimizer", "match_exception", value=True),
     ):
         list(match_patterns(sdfg, gx.InlineFuser))
     return seen
@@ -99,9 +103,13 @@ def check(
     failed = [r.reason for r in report.declined if r.reason.startswith("analysis failed")]
     assert not failed, failed
     if work.hash_sdfg() == h:
-        assert not report.applied and not report.writebacks_retargeted and not report.column_reads, report.table()
+        assert (
+            not report.applied and not report.writebacks_retargeted and not report.column_reads
+        ), report.table()
     else:
-        assert report.applied or report.writebacks_retargeted or report.column_reads, "declined but changed the SDFG"
+        assert report.applied or report.writebacks_retargeted or report.column_reads, (
+            "declined but changed the SDFG"
+        )
         _same_results(sdfg, work, symbols, arrays, reject_uncompilable=reject_uncompilable)
 
     # (d)-(g) Vertical windows, outputs as buffers, column reads, in-place updates, copies
@@ -110,8 +118,12 @@ def check(
     # an applied one computes the same (not run again where it equals the pass's result).
     same = dict(symbols=symbols, arrays=arrays, reject_uncompilable=reject_uncompilable)
     _through_dace_loop(sdfg, gx.VerticalWindow, "window", h, None, **same)
-    for xform, tag in ((gx.OutputAsBuffer, "outbuf"), (gx.NestedColumnRead, "column"), (gx.InPlaceUpdate, "inplace"),
-                       (gx.CopyIntoReaders, "copyreaders")):
+    for xform, tag in (
+        (gx.OutputAsBuffer, "outbuf"),
+        (gx.NestedColumnRead, "column"),
+        (gx.InPlaceUpdate, "inplace"),
+        (gx.CopyIntoReaders, "copyreaders"),
+    ):
         _through_dace_loop(sdfg, xform, tag, h, work.hash_sdfg(), **same)
 
     if not viewer:
@@ -123,12 +135,20 @@ def check(
     if n and other.hash_sdfg() != work.hash_sdfg():
         # Same rewrite as (b): compiled only where the pass itself changed nothing.
         runnable = compile_viewer and not report.applied
-        _same_results(sdfg, other, symbols if runnable else None, arrays, tag="viewer",
-                      reject_uncompilable=reject_uncompilable)
+        _same_results(
+            sdfg,
+            other,
+            symbols if runnable else None,
+            arrays,
+            tag="viewer",
+            reject_uncompilable=reject_uncompilable,
+        )
     return work, report, matches
 
 
-def _through_dace_loop(sdfg, xform, tag, original_hash, done_hash, *, symbols, arrays, reject_uncompilable):
+def _through_dace_loop(
+    sdfg, xform, tag, original_hash, done_hash, *, symbols, arrays, reject_uncompilable
+):
     """`xform` applied by DaCe's loop to a copy of `sdfg`: declined, the copy is unchanged;
     applied, it computes what `sdfg` computes (unless it equals `done_hash`, an SDFG
     already compared)."""
@@ -138,7 +158,9 @@ def _through_dace_loop(sdfg, xform, tag, original_hash, done_hash, *, symbols, a
     if n == 0:
         assert other.hash_sdfg() == original_hash, f"{xform.__name__} declined but changed the SDFG"
     elif other.hash_sdfg() != done_hash:
-        _same_results(sdfg, other, symbols, arrays, tag=tag, reject_uncompilable=reject_uncompilable)
+        _same_results(
+            sdfg, other, symbols, arrays, tag=tag, reject_uncompilable=reject_uncompilable
+        )
 
 
 def _same_results(before, after, symbols, arrays, tag="after", reject_uncompilable=False):
@@ -175,7 +197,11 @@ def _run_defined(sdfg, tag, data, symbols):
     sdfg = copy.deepcopy(sdfg)
     data = dict(data)
     for name, desc in sdfg.arrays.items():
-        if not desc.transient or type(desc) is not dace.data.Array or desc.dtype not in (dace.float64, dace.float32):
+        if (
+            not desc.transient
+            or type(desc) is not dace.data.Array
+            or desc.dtype not in (dace.float64, dace.float32)
+        ):
             continue
         try:
             shape = [int(dace.symbolic.evaluate(s, symbols)) for s in desc.shape]
@@ -220,11 +246,25 @@ def view_read_by_consumer():
     sdfg.add_view("tv", ["N", "K"], dace.float64)
     st = sdfg.add_state()
     tmp, tv = st.add_access("tmp"), st.add_access("tv")
-    st.add_mapped_tasklet("producer", FULL, {"__a": dace.Memlet("a[i, k]")}, "__o = 2.0 * __a",
-                          {"__o": dace.Memlet("tmp[i, k]")}, external_edges=True, output_nodes={"tmp": tmp})
+    st.add_mapped_tasklet(
+        "producer",
+        FULL,
+        {"__a": dace.Memlet("a[i, k]")},
+        "__o = 2.0 * __a",
+        {"__o": dace.Memlet("tmp[i, k]")},
+        external_edges=True,
+        output_nodes={"tmp": tmp},
+    )
     st.add_edge(tmp, None, tv, "views", dace.Memlet("tmp[0:N, 0:K]"))
-    st.add_mapped_tasklet("consumer", SHIFTED, {"__t": dace.Memlet("tv[i, k + 1]")}, "__o = __t",
-                          {"__o": dace.Memlet("out[i, k]")}, external_edges=True, input_nodes={"tv": tv})
+    st.add_mapped_tasklet(
+        "consumer",
+        SHIFTED,
+        {"__t": dace.Memlet("tv[i, k + 1]")},
+        "__o = __t",
+        {"__o": dace.Memlet("out[i, k]")},
+        external_edges=True,
+        input_nodes={"tv": tv},
+    )
     return sdfg
 
 
@@ -237,11 +277,25 @@ def view_written_by_producer():
     sdfg.add_view("tv", ["N", "K"], dace.float64)
     st = sdfg.add_state()
     tmp, tv = st.add_access("tmp"), st.add_access("tv")
-    st.add_mapped_tasklet("producer", FULL, {"__a": dace.Memlet("a[i, k]")}, "__o = 2.0 * __a",
-                          {"__o": dace.Memlet("tv[i, k]")}, external_edges=True, output_nodes={"tv": tv})
+    st.add_mapped_tasklet(
+        "producer",
+        FULL,
+        {"__a": dace.Memlet("a[i, k]")},
+        "__o = 2.0 * __a",
+        {"__o": dace.Memlet("tv[i, k]")},
+        external_edges=True,
+        output_nodes={"tv": tv},
+    )
     st.add_edge(tv, "views", tmp, None, dace.Memlet("tmp[0:N, 0:K]"))
-    st.add_mapped_tasklet("consumer", SHIFTED, {"__t": dace.Memlet("tmp[i, k + 1]")}, "__o = __t",
-                          {"__o": dace.Memlet("out[i, k]")}, external_edges=True, input_nodes={"tmp": tmp})
+    st.add_mapped_tasklet(
+        "consumer",
+        SHIFTED,
+        {"__t": dace.Memlet("tmp[i, k + 1]")},
+        "__o = __t",
+        {"__o": dace.Memlet("out[i, k]")},
+        external_edges=True,
+        input_nodes={"tmp": tmp},
+    )
     return sdfg
 
 
@@ -253,11 +307,24 @@ def wcr_on_consumer_write():
     sdfg.add_array("tmp", ["N", "K"], dace.float64, transient=True)
     st = sdfg.add_state()
     tmp = st.add_access("tmp")
-    st.add_mapped_tasklet("producer", FULL, {"__a": dace.Memlet("a[i, k]")}, "__o = 2.0 * __a + 1.0",
-                          {"__o": dace.Memlet("tmp[i, k]")}, external_edges=True, output_nodes={"tmp": tmp})
-    st.add_mapped_tasklet("consumer", SHIFTED, {"__t": dace.Memlet("tmp[i, k + 1]")}, "__o = __t",
-                          {"__o": dace.Memlet("out[i]", wcr="lambda x, y: x + y")}, external_edges=True,
-                          input_nodes={"tmp": tmp})
+    st.add_mapped_tasklet(
+        "producer",
+        FULL,
+        {"__a": dace.Memlet("a[i, k]")},
+        "__o = 2.0 * __a + 1.0",
+        {"__o": dace.Memlet("tmp[i, k]")},
+        external_edges=True,
+        output_nodes={"tmp": tmp},
+    )
+    st.add_mapped_tasklet(
+        "consumer",
+        SHIFTED,
+        {"__t": dace.Memlet("tmp[i, k + 1]")},
+        "__o = __t",
+        {"__o": dace.Memlet("out[i]", wcr="lambda x, y: x + y")},
+        external_edges=True,
+        input_nodes={"tmp": tmp},
+    )
     return sdfg
 
 
@@ -274,17 +341,26 @@ def wcr_inside_producer():
     t1 = st.add_tasklet("p1", {"__a"}, {"__o"}, "__o = 2.0 * __a")
     acc = st.add_access("acc")
     t2 = st.add_tasklet("p2", {"__x"}, {"__o"}, "__o = __x + 1.0")
-    me.add_in_connector("IN_a"); me.add_out_connector("OUT_a")
-    mx.add_in_connector("IN_tmp"); mx.add_out_connector("OUT_tmp")
+    me.add_in_connector("IN_a")
+    me.add_out_connector("OUT_a")
+    mx.add_in_connector("IN_tmp")
+    mx.add_out_connector("OUT_tmp")
     st.add_edge(a, None, me, "IN_a", dace.Memlet("a[0:N, 0:K]"))
     st.add_edge(me, "OUT_a", t1, "__a", dace.Memlet("a[i, k]"))
     st.add_edge(t1, "__o", acc, None, dace.Memlet("acc[0]", wcr="lambda x, y: x + y"))
     st.add_edge(acc, None, t2, "__x", dace.Memlet("acc[0]"))
     st.add_edge(t2, "__o", mx, "IN_tmp", dace.Memlet("tmp[i, k]"))
     st.add_edge(mx, "OUT_tmp", tmp, None, dace.Memlet("tmp[0:N, 0:K]"))
-    st.add_mapped_tasklet("consumer", SHIFTED, {"__t": dace.Memlet("tmp[i, k + 1]")}, "__o = __t",
-                          {"__o": dace.Memlet("out[i, k]")}, external_edges=True,
-                          input_nodes={"tmp": tmp}, output_nodes={"out": out})
+    st.add_mapped_tasklet(
+        "consumer",
+        SHIFTED,
+        {"__t": dace.Memlet("tmp[i, k + 1]")},
+        "__o = __t",
+        {"__o": dace.Memlet("out[i, k]")},
+        external_edges=True,
+        input_nodes={"tmp": tmp},
+        output_nodes={"out": out},
+    )
     return sdfg
 
 
@@ -299,12 +375,24 @@ def _dynamic_range(name, *, in_producer: bool, stop: str):
     tmp = st.add_access("tmp")
     prod_range = {"i": "0:N", "k": f"0:{stop}"} if in_producer else FULL
     cons_range = SHIFTED if in_producer else {"i": "0:N", "k": f"0:{stop}"}
-    _, pe, _ = st.add_mapped_tasklet("producer", prod_range, {"__a": dace.Memlet("a[i, k]")}, "__o = 2.0 * __a",
-                                     {"__o": dace.Memlet("tmp[i, k]")}, external_edges=True,
-                                     output_nodes={"tmp": tmp})
-    _, ce, _ = st.add_mapped_tasklet("consumer", cons_range, {"__t": dace.Memlet("tmp[i, k + 1]")}, "__o = __t",
-                                     {"__o": dace.Memlet("out[i, k]")}, external_edges=True,
-                                     input_nodes={"tmp": tmp})
+    _, pe, _ = st.add_mapped_tasklet(
+        "producer",
+        prod_range,
+        {"__a": dace.Memlet("a[i, k]")},
+        "__o = 2.0 * __a",
+        {"__o": dace.Memlet("tmp[i, k]")},
+        external_edges=True,
+        output_nodes={"tmp": tmp},
+    )
+    _, ce, _ = st.add_mapped_tasklet(
+        "consumer",
+        cons_range,
+        {"__t": dace.Memlet("tmp[i, k + 1]")},
+        "__o = __t",
+        {"__o": dace.Memlet("out[i, k]")},
+        external_edges=True,
+        input_nodes={"tmp": tmp},
+    )
     entry = pe if in_producer else ce
     entry.add_in_connector("nk")
     st.add_edge(st.add_access("nk_data"), None, entry, "nk", dace.Memlet("nk_data[0]"))
@@ -338,13 +426,24 @@ def dynamic_connector_shadows_symbol():
     init = sdfg.add_state("init", is_start_block=True)
     st = sdfg.add_state_after(init, "main", assignments={"s": "2"})
     tmp = st.add_access("tmp")
-    st.add_mapped_tasklet("producer", {"i": "0:N", "k": "s:K+s"}, {"__a": dace.Memlet("a[i, k - s]")},
-                          "__o = 2.0 * __a + s", {"__o": dace.Memlet("tmp[i, k - s]")}, external_edges=True,
-                          output_nodes={"tmp": tmp})
-    _, ce, _ = st.add_mapped_tasklet("consumer", {"i": "0:N", "k": "0:Min(s, K - 1)"},
-                                     {"__t": dace.Memlet("tmp[i, k + 1]")}, "__o = __t",
-                                     {"__o": dace.Memlet("out[i, k]")}, external_edges=True,
-                                     input_nodes={"tmp": tmp})
+    st.add_mapped_tasklet(
+        "producer",
+        {"i": "0:N", "k": "s:K+s"},
+        {"__a": dace.Memlet("a[i, k - s]")},
+        "__o = 2.0 * __a + s",
+        {"__o": dace.Memlet("tmp[i, k - s]")},
+        external_edges=True,
+        output_nodes={"tmp": tmp},
+    )
+    _, ce, _ = st.add_mapped_tasklet(
+        "consumer",
+        {"i": "0:N", "k": "0:Min(s, K - 1)"},
+        {"__t": dace.Memlet("tmp[i, k + 1]")},
+        "__o = __t",
+        {"__o": dace.Memlet("out[i, k]")},
+        external_edges=True,
+        input_nodes={"tmp": tmp},
+    )
     ce.add_in_connector("s")
     st.add_edge(st.add_access("s_data"), None, ce, "s", dace.Memlet("s_data[0]"))
     return sdfg
@@ -373,9 +472,15 @@ def nested_sdfg_in_producer():
     ns = st.add_nested_sdfg(_scale_sdfg(), {"x"}, {"y"})
     st.add_memlet_path(a, me, ns, dst_conn="x", memlet=dace.Memlet("a[i, k]"))
     st.add_memlet_path(ns, mx, tmp, src_conn="y", memlet=dace.Memlet("tmp[i, k]"))
-    st.add_mapped_tasklet("consumer", SHIFTED, {"__t": dace.Memlet("tmp[i, k + 1]"), "__u": dace.Memlet("tmp[i, k]")},
-                          "__o = __t - __u", {"__o": dace.Memlet("out[i, k]")}, external_edges=True,
-                          input_nodes={"tmp": tmp})
+    st.add_mapped_tasklet(
+        "consumer",
+        SHIFTED,
+        {"__t": dace.Memlet("tmp[i, k + 1]"), "__u": dace.Memlet("tmp[i, k]")},
+        "__o = __t - __u",
+        {"__o": dace.Memlet("out[i, k]")},
+        external_edges=True,
+        input_nodes={"tmp": tmp},
+    )
     return sdfg
 
 
@@ -387,8 +492,15 @@ def _nested_consumer(name, read: str):
     sdfg.add_array("tmp", ["N", "K"], dace.float64, transient=True)
     st = sdfg.add_state()
     tmp, out = st.add_access("tmp"), st.add_access("out")
-    st.add_mapped_tasklet("producer", FULL, {"__a": dace.Memlet("a[i, k]")}, "__o = 2.0 * __a + 1.0",
-                          {"__o": dace.Memlet("tmp[i, k]")}, external_edges=True, output_nodes={"tmp": tmp})
+    st.add_mapped_tasklet(
+        "producer",
+        FULL,
+        {"__a": dace.Memlet("a[i, k]")},
+        "__o = 2.0 * __a + 1.0",
+        {"__o": dace.Memlet("tmp[i, k]")},
+        external_edges=True,
+        output_nodes={"tmp": tmp},
+    )
     inner = dace.SDFG("body")
     column = ":" in read
     if column:
@@ -425,13 +537,24 @@ def symbolic_shapes():
     sdfg.add_array("tmp", ["N + 2", "M + 1"], dace.float64, transient=True)
     st = sdfg.add_state()
     tmp = st.add_access("tmp")
-    st.add_mapped_tasklet("producer", {"i": "0:N+2", "k": "1:K+1"}, {"__a": dace.Memlet("a[i, k - 1]")},
-                          "__o = 2.0 * __a + 1.0", {"__o": dace.Memlet("tmp[i, k]")}, external_edges=True,
-                          output_nodes={"tmp": tmp})
-    st.add_mapped_tasklet("consumer", {"i": "1:N+1", "k": "0:K-1"},
-                          {"__t": dace.Memlet("tmp[i + 1, k + 2]"), "__u": dace.Memlet("tmp[i - 1, k + 1]")},
-                          "__o = __t * __u", {"__o": dace.Memlet("out[i, k]")}, external_edges=True,
-                          input_nodes={"tmp": tmp})
+    st.add_mapped_tasklet(
+        "producer",
+        {"i": "0:N+2", "k": "1:K+1"},
+        {"__a": dace.Memlet("a[i, k - 1]")},
+        "__o = 2.0 * __a + 1.0",
+        {"__o": dace.Memlet("tmp[i, k]")},
+        external_edges=True,
+        output_nodes={"tmp": tmp},
+    )
+    st.add_mapped_tasklet(
+        "consumer",
+        {"i": "1:N+1", "k": "0:K-1"},
+        {"__t": dace.Memlet("tmp[i + 1, k + 2]"), "__u": dace.Memlet("tmp[i - 1, k + 1]")},
+        "__o = __t * __u",
+        {"__o": dace.Memlet("out[i, k]")},
+        external_edges=True,
+        input_nodes={"tmp": tmp},
+    )
     return sdfg
 
 
@@ -449,14 +572,23 @@ def empty_producer_map():
 
 def zero_size_intermediate():
     """`tmp` has a literal extent 0 along K; both Maps are empty there."""
-    return _basic("zero_size_intermediate", shape=("N", "0"), producer_ranges={"i": "0:N", "k": "0:0"},
-                  consumer_ranges={"i": "0:N", "k": "0:0"}, reads=["i, k"])
+    return _basic(
+        "zero_size_intermediate",
+        shape=("N", "0"),
+        producer_ranges={"i": "0:N", "k": "0:0"},
+        consumer_ranges={"i": "0:N", "k": "0:0"},
+        reads=["i, k"],
+    )
 
 
 def zero_size_at_run_time():
     """Shapes and ranges in a symbol `Z` that is 0 when run."""
-    return _basic("zero_size_at_run_time", shape=("N", "Z"), producer_ranges={"i": "0:N", "k": "0:Z"},
-                  consumer_ranges={"i": "0:N", "k": "0:Z-1"})
+    return _basic(
+        "zero_size_at_run_time",
+        shape=("N", "Z"),
+        producer_ranges={"i": "0:N", "k": "0:Z"},
+        consumer_ranges={"i": "0:N", "k": "0:Z-1"},
+    )
 
 
 def step_two_producer():
@@ -468,8 +600,11 @@ def step_two_consumer():
 
 
 def step_three_consumer_offset_start():
-    return _basic("step_three_consumer_offset_start", consumer_ranges={"i": "1:N:3", "k": "2:K-1:3"},
-                  reads=["i, k + 1", "i - 1, k - 2"])
+    return _basic(
+        "step_three_consumer_offset_start",
+        consumer_ranges={"i": "1:N:3", "k": "2:K-1:3"},
+        reads=["i, k + 1", "i - 1, k - 2"],
+    )
 
 
 def intermediate_is_output():
@@ -487,8 +622,15 @@ def written_twice_same_node():
     sdfg = _basic("written_twice_same_node")
     st = sdfg.states()[0]
     tmp = next(n for n in st.data_nodes() if n.data == "tmp")
-    st.add_mapped_tasklet("again", {"i": "0:N", "k": "0:2"}, {"__a": dace.Memlet("a[i, k]")}, "__o = -__a",
-                          {"__o": dace.Memlet("tmp[i, k]")}, external_edges=True, output_nodes={"tmp": tmp})
+    st.add_mapped_tasklet(
+        "again",
+        {"i": "0:N", "k": "0:2"},
+        {"__a": dace.Memlet("a[i, k]")},
+        "__o = -__a",
+        {"__o": dace.Memlet("tmp[i, k]")},
+        external_edges=True,
+        output_nodes={"tmp": tmp},
+    )
     return sdfg
 
 
@@ -499,11 +641,25 @@ def written_twice_two_nodes():
     out = next(n for n in st.data_nodes() if n.data == "out")
     tmp2 = st.add_access("tmp")
     sdfg.add_array("out2", ["N", "K"], dace.float64)
-    st.add_mapped_tasklet("again", FULL, {"__o": dace.Memlet("out[i, k]")}, "__t = 3.0 * __o",
-                          {"__t": dace.Memlet("tmp[i, k]")}, external_edges=True,
-                          input_nodes={"out": out}, output_nodes={"tmp": tmp2})
-    st.add_mapped_tasklet("reader2", SHIFTED, {"__t": dace.Memlet("tmp[i, k + 1]")}, "__o = __t",
-                          {"__o": dace.Memlet("out2[i, k]")}, external_edges=True, input_nodes={"tmp": tmp2})
+    st.add_mapped_tasklet(
+        "again",
+        FULL,
+        {"__o": dace.Memlet("out[i, k]")},
+        "__t = 3.0 * __o",
+        {"__t": dace.Memlet("tmp[i, k]")},
+        external_edges=True,
+        input_nodes={"out": out},
+        output_nodes={"tmp": tmp2},
+    )
+    st.add_mapped_tasklet(
+        "reader2",
+        SHIFTED,
+        {"__t": dace.Memlet("tmp[i, k + 1]")},
+        "__o = __t",
+        {"__o": dace.Memlet("out2[i, k]")},
+        external_edges=True,
+        input_nodes={"tmp": tmp2},
+    )
     return sdfg
 
 
@@ -512,21 +668,34 @@ def _without_consumer(sdfg):
     st = sdfg.states()[0]
     tmp = next(n for n in st.data_nodes() if n.data == "tmp")
     out = next(n for n in st.data_nodes() if n.data == "out")
-    for n in [n for n in st.nodes() if isinstance(n, (dn.MapEntry, dn.MapExit, dn.Tasklet)) and "consumer" in n.label]:
+    for n in [
+        n
+        for n in st.nodes()
+        if isinstance(n, (dn.MapEntry, dn.MapExit, dn.Tasklet)) and "consumer" in n.label
+    ]:
         st.remove_node(n)
     return st, tmp, out
 
 
-def _indirect_full(name, *, code="__o = __t[__r, k]", field="tmp[0:N, 0:K]", producer=FULL, dynamic=False):
+def _indirect_full(
+    name, *, code="__o = __t[__r, k]", field="tmp[0:N, 0:K]", producer=FULL, dynamic=False
+):
     """`out[i, k] = tmp[idx[i], k]` the way gt4py lowers a neighbor read: the deref
     tasklet receives all of `tmp` (or the range `field`) and indexes it with a value read
     from a table."""
     sdfg = _basic(name, producer_ranges=producer)
     sdfg.add_array("idx", ["N"], dace.int32)
     st, tmp, out = _without_consumer(sdfg)
-    st.add_mapped_tasklet("gather", FULL, {"__r": dace.Memlet("idx[i]", dynamic=dynamic), "__t": dace.Memlet(field)},
-                          code, {"__o": dace.Memlet("out[i, k]")}, external_edges=True,
-                          input_nodes={"tmp": tmp}, output_nodes={"out": out})
+    st.add_mapped_tasklet(
+        "gather",
+        FULL,
+        {"__r": dace.Memlet("idx[i]", dynamic=dynamic), "__t": dace.Memlet(field)},
+        code,
+        {"__o": dace.Memlet("out[i, k]")},
+        external_edges=True,
+        input_nodes={"tmp": tmp},
+        output_nodes={"out": out},
+    )
     return sdfg
 
 
@@ -564,8 +733,17 @@ def _indirect_in_local_map(name, local_param="j", producer_code="__out = 2.0 * _
     ie, ix = st.add_map("neighbors", {local_param: "0:2"})
     deref = st.add_tasklet("deref", {"__r", "__t"}, {"__v"}, "__v = __t[__r]")
     st.add_memlet_path(tmp, me, ie, deref, dst_conn="__t", memlet=dace.Memlet("tmp[0:N, k]"))
-    st.add_memlet_path(idx2, me, ie, deref, dst_conn="__r", memlet=dace.Memlet(f"idx2[i, {local_param}]"))
-    st.add_memlet_path(deref, ix, mx, out, src_conn="__v", memlet=dace.Memlet("out[i, k]", wcr="lambda x, y: x + y"))
+    st.add_memlet_path(
+        idx2, me, ie, deref, dst_conn="__r", memlet=dace.Memlet(f"idx2[i, {local_param}]")
+    )
+    st.add_memlet_path(
+        deref,
+        ix,
+        mx,
+        out,
+        src_conn="__v",
+        memlet=dace.Memlet("out[i, k]", wcr="lambda x, y: x + y"),
+    )
     return sdfg
 
 
@@ -575,8 +753,11 @@ def indirect_read_in_local_map():
 
 def indirect_read_in_local_map_shadowing():
     """The local Map's parameter is named like a symbol the producer's code uses."""
-    return _indirect_in_local_map("indirect_read_in_local_map_shadowing", local_param="s",
-                                  producer_code="__out = 2.0 * __a + s")
+    return _indirect_in_local_map(
+        "indirect_read_in_local_map_shadowing",
+        local_param="s",
+        producer_code="__out = 2.0 * __a + s",
+    )
 
 
 def indirect_read_computes_with_field():
@@ -585,8 +766,14 @@ def indirect_read_computes_with_field():
 
 def symbol_index_from_data():
     """`out[i, k] = tmp[i, r]` with `r` assigned from data on an interstate edge."""
-    sdfg = producer_consumer("symbol_index_from_data", producer_ranges=FULL, consumer_ranges=FULL,
-                             write="i, k", reads=["i, r"], symbols=("r",))
+    sdfg = producer_consumer(
+        "symbol_index_from_data",
+        producer_ranges=FULL,
+        consumer_ranges=FULL,
+        write="i, k",
+        reads=["i, r"],
+        symbols=("r",),
+    )
     sdfg.add_array("r_data", [1], dace.int32)
     st = sdfg.states()[0]
     init = sdfg.add_state_before(st, "init", is_start_block=True)
@@ -602,8 +789,15 @@ def consumer_in_nested_scope():
     sdfg.add_array("tmp", ["N", "K"], dace.float64, transient=True)
     st = sdfg.add_state()
     tmp, out = st.add_access("tmp"), st.add_access("out")
-    st.add_mapped_tasklet("producer", FULL, {"__a": dace.Memlet("a[i, k]")}, "__o = 2.0 * __a",
-                          {"__o": dace.Memlet("tmp[i, k]")}, external_edges=True, output_nodes={"tmp": tmp})
+    st.add_mapped_tasklet(
+        "producer",
+        FULL,
+        {"__a": dace.Memlet("a[i, k]")},
+        "__o = 2.0 * __a",
+        {"__o": dace.Memlet("tmp[i, k]")},
+        external_edges=True,
+        output_nodes={"tmp": tmp},
+    )
     oe, ox = st.add_map("outer", {"i": "0:N"})
     ie, ix = st.add_map("inner", {"k": "0:K-1"})
     t = st.add_tasklet("c", {"__t"}, {"__o"}, "__o = __t")
@@ -635,7 +829,9 @@ def all_inside_outer_map():
 
 def side_effect_producer():
     sdfg = _basic("side_effect_producer")
-    t = next(n for n in sdfg.states()[0].nodes() if isinstance(n, dn.Tasklet) and n.label == "producer")
+    t = next(
+        n for n in sdfg.states()[0].nodes() if isinstance(n, dn.Tasklet) and n.label == "producer"
+    )
     t.side_effects = True
     return sdfg
 
@@ -655,48 +851,87 @@ def library_node_producer():
     st.add_node(red)
     st.add_memlet_path(a, me, red, dst_conn="_in", memlet=dace.Memlet("a[i, 0:K]"))
     st.add_memlet_path(red, mx, tmp, src_conn="_out", memlet=dace.Memlet("tmp[i]"))
-    st.add_mapped_tasklet("consumer", {"i": "0:N-1"}, {"__t": dace.Memlet("tmp[i + 1]")}, "__o = __t",
-                          {"__o": dace.Memlet("out[i]")}, external_edges=True,
-                          input_nodes={"tmp": tmp}, output_nodes={"out": out})
+    st.add_mapped_tasklet(
+        "consumer",
+        {"i": "0:N-1"},
+        {"__t": dace.Memlet("tmp[i + 1]")},
+        "__o = __t",
+        {"__o": dace.Memlet("out[i]")},
+        external_edges=True,
+        input_nodes={"tmp": tmp},
+        output_nodes={"out": out},
+    )
     return sdfg
 
 
 def one_dimensional():
-    return _basic("one_dimensional", params=("k",), shape=("K",), producer_ranges={"k": "0:K"},
-                  consumer_ranges={"k": "2:K-1"}, write="k", reads=["k + 1", "k - 2", "k"])
+    return _basic(
+        "one_dimensional",
+        params=("k",),
+        shape=("K",),
+        producer_ranges={"k": "0:K"},
+        consumer_ranges={"k": "2:K-1"},
+        write="k",
+        reads=["k + 1", "k - 2", "k"],
+    )
 
 
 def three_dimensional():
-    return _basic("three_dimensional", params=("i", "j", "k"), shape=("N", "M", "K"),
-                  producer_ranges={"i": "0:N", "j": "0:M", "k": "0:K"},
-                  consumer_ranges={"i": "1:N", "j": "0:M-3", "k": "0:K-1"}, write="i, j, k",
-                  reads=["i - 1, j + 3, k + 1", "i, j, k"])
+    return _basic(
+        "three_dimensional",
+        params=("i", "j", "k"),
+        shape=("N", "M", "K"),
+        producer_ranges={"i": "0:N", "j": "0:M", "k": "0:K"},
+        consumer_ranges={"i": "1:N", "j": "0:M-3", "k": "0:K-1"},
+        write="i, j, k",
+        reads=["i - 1, j + 3, k + 1", "i, j, k"],
+    )
 
 
 def negative_constant_offset():
     """Producer iterates `10:K+10` and writes `k - 10`; consumer reads `k - 7` from `k = 7`."""
-    return _basic("negative_constant_offset", producer_ranges={"i": "0:N", "k": "10:K+10"},
-                  consumer_ranges={"i": "0:N", "k": "7:K+7"}, write="i, k - 10", input_index="i, k - 10",
-                  reads=["i, k - 7"], out_index="i, k - 7")
+    return _basic(
+        "negative_constant_offset",
+        producer_ranges={"i": "0:N", "k": "10:K+10"},
+        consumer_ranges={"i": "0:N", "k": "7:K+7"},
+        write="i, k - 10",
+        input_index="i, k - 10",
+        reads=["i, k - 7"],
+        out_index="i, k - 7",
+    )
 
 
 def huge_constant_offset():
     """Offsets beyond 32 bits: the producer's write index subtracts 2**40."""
-    return _basic("huge_constant_offset", producer_ranges={"i": "0:N", "k": "2**40:K+2**40"},
-                  consumer_ranges={"i": "0:N", "k": "0:K-1"}, write="i, k - 2**40", input_index="i, k - 2**40",
-                  reads=["i, k + 1"], out_index="i, k")
+    return _basic(
+        "huge_constant_offset",
+        producer_ranges={"i": "0:N", "k": "2**40:K+2**40"},
+        consumer_ranges={"i": "0:N", "k": "0:K-1"},
+        write="i, k - 2**40",
+        input_index="i, k - 2**40",
+        reads=["i, k + 1"],
+        out_index="i, k",
+    )
 
 
 def huge_read_offset():
     """Reads `k + 2**40` over a consumer range shortened by as much (empty when run)."""
-    return _basic("huge_read_offset", consumer_ranges={"i": "0:N", "k": "0:K-2**40"}, reads=["i, k + 2**40"],
-                  out_index="i, k")
+    return _basic(
+        "huge_read_offset",
+        consumer_ranges={"i": "0:N", "k": "0:K-2**40"},
+        reads=["i, k + 2**40"],
+        out_index="i, k",
+    )
 
 
 def max_min_index():
     """Read offset `Max(ks, 1)` with the consumer range shortened by it."""
-    return _basic("max_min_index", symbols=("ks",), consumer_ranges={"i": "0:N", "k": "0:K-Max(ks, 1)"},
-                  reads=["i, k + Max(ks, 1)", "i, k"])
+    return _basic(
+        "max_min_index",
+        symbols=("ks",),
+        consumer_ranges={"i": "0:N", "k": "0:K-Max(ks, 1)"},
+        reads=["i, k + Max(ks, 1)", "i, k"],
+    )
 
 
 def min_of_param_index():
@@ -705,7 +940,9 @@ def min_of_param_index():
 
 
 def int_division_offset():
-    return _basic("int_division_offset", consumer_ranges={"i": "0:N", "k": "0:K-K//2"}, reads=["i, k + K//2"])
+    return _basic(
+        "int_division_offset", consumer_ranges={"i": "0:N", "k": "0:K-K//2"}, reads=["i, k + K//2"]
+    )
 
 
 def int_division_of_param():
@@ -722,8 +959,13 @@ def strided_index():
 
 def swapped_dimensions():
     """`tmp[k, i]` read where `tmp[i, k]` was written (a transpose)."""
-    return _basic("swapped_dimensions", shape=("N", "N"), producer_ranges={"i": "0:N", "k": "0:N"},
-                  consumer_ranges={"i": "0:N", "k": "0:N"}, reads=["k, i"])
+    return _basic(
+        "swapped_dimensions",
+        shape=("N", "N"),
+        producer_ranges={"i": "0:N", "k": "0:N"},
+        consumer_ranges={"i": "0:N", "k": "0:N"},
+        reads=["k, i"],
+    )
 
 
 def producer_uses_param_in_code():
@@ -756,10 +998,24 @@ def stream_intermediate():
     sdfg.add_stream("tmp", dace.float64, transient=True)
     st = sdfg.add_state()
     tmp = st.add_access("tmp")
-    st.add_mapped_tasklet("producer", {"k": "0:1"}, {"__a": dace.Memlet("a[k]")}, "__o = 2.0 * __a",
-                          {"__o": dace.Memlet("tmp[0]")}, external_edges=True, output_nodes={"tmp": tmp})
-    st.add_mapped_tasklet("consumer", {"k": "0:1"}, {"__t": dace.Memlet("tmp[0]")}, "__o = __t",
-                          {"__o": dace.Memlet("out[k]")}, external_edges=True, input_nodes={"tmp": tmp})
+    st.add_mapped_tasklet(
+        "producer",
+        {"k": "0:1"},
+        {"__a": dace.Memlet("a[k]")},
+        "__o = 2.0 * __a",
+        {"__o": dace.Memlet("tmp[0]")},
+        external_edges=True,
+        output_nodes={"tmp": tmp},
+    )
+    st.add_mapped_tasklet(
+        "consumer",
+        {"k": "0:1"},
+        {"__t": dace.Memlet("tmp[0]")},
+        "__o = __t",
+        {"__o": dace.Memlet("out[k]")},
+        external_edges=True,
+        input_nodes={"tmp": tmp},
+    )
     return sdfg
 
 
@@ -771,11 +1027,24 @@ def scalar_intermediate():
     sdfg.add_scalar("tmp", dace.float64, transient=True)
     st = sdfg.add_state()
     tmp = st.add_access("tmp")
-    st.add_mapped_tasklet("producer", {"k": "0:1"}, {"__a": dace.Memlet("a[k + 2]")}, "__o = 2.0 * __a",
-                          {"__o": dace.Memlet("tmp[0]")}, external_edges=True, output_nodes={"tmp": tmp})
-    st.add_mapped_tasklet("consumer", {"k": "0:K"}, {"__t": dace.Memlet("tmp[0]"), "__a": dace.Memlet("a[k]")},
-                          "__o = __t * __a", {"__o": dace.Memlet("out[k]")}, external_edges=True,
-                          input_nodes={"tmp": tmp})
+    st.add_mapped_tasklet(
+        "producer",
+        {"k": "0:1"},
+        {"__a": dace.Memlet("a[k + 2]")},
+        "__o = 2.0 * __a",
+        {"__o": dace.Memlet("tmp[0]")},
+        external_edges=True,
+        output_nodes={"tmp": tmp},
+    )
+    st.add_mapped_tasklet(
+        "consumer",
+        {"k": "0:K"},
+        {"__t": dace.Memlet("tmp[0]"), "__a": dace.Memlet("a[k]")},
+        "__o = __t * __a",
+        {"__o": dace.Memlet("out[k]")},
+        external_edges=True,
+        input_nodes={"tmp": tmp},
+    )
     return sdfg
 
 
@@ -797,8 +1066,15 @@ def consumer_copies_to_local():
     sdfg.add_array("loc", [1], dace.float64, transient=True)
     st = sdfg.add_state()
     tmp, out = st.add_access("tmp"), st.add_access("out")
-    st.add_mapped_tasklet("producer", FULL, {"__a": dace.Memlet("a[i, k]")}, "__o = 2.0 * __a + 1.0",
-                          {"__o": dace.Memlet("tmp[i, k]")}, external_edges=True, output_nodes={"tmp": tmp})
+    st.add_mapped_tasklet(
+        "producer",
+        FULL,
+        {"__a": dace.Memlet("a[i, k]")},
+        "__o = 2.0 * __a + 1.0",
+        {"__o": dace.Memlet("tmp[i, k]")},
+        external_edges=True,
+        output_nodes={"tmp": tmp},
+    )
     me, mx = st.add_map("consumer", SHIFTED)
     loc = st.add_access("loc")
     t = st.add_tasklet("c", {"__t"}, {"__o"}, "__o = 3.0 * __t")
@@ -817,11 +1093,24 @@ def producer_two_outputs():
     sdfg.add_array("tmp", ["N", "K"], dace.float64, transient=True)
     st = sdfg.add_state()
     tmp = st.add_access("tmp")
-    st.add_mapped_tasklet("producer", FULL, {"__a": dace.Memlet("a[i, k]")}, "__o = 2.0 * __a\n__p = __a - 1.0",
-                          {"__o": dace.Memlet("tmp[i, k]"), "__p": dace.Memlet("other[i, k]")},
-                          external_edges=True, output_nodes={"tmp": tmp})
-    st.add_mapped_tasklet("consumer", SHIFTED, {"__t": dace.Memlet("tmp[i, k + 1]")}, "__o = __t",
-                          {"__o": dace.Memlet("out[i, k]")}, external_edges=True, input_nodes={"tmp": tmp})
+    st.add_mapped_tasklet(
+        "producer",
+        FULL,
+        {"__a": dace.Memlet("a[i, k]")},
+        "__o = 2.0 * __a\n__p = __a - 1.0",
+        {"__o": dace.Memlet("tmp[i, k]"), "__p": dace.Memlet("other[i, k]")},
+        external_edges=True,
+        output_nodes={"tmp": tmp},
+    )
+    st.add_mapped_tasklet(
+        "consumer",
+        SHIFTED,
+        {"__t": dace.Memlet("tmp[i, k + 1]")},
+        "__o = __t",
+        {"__o": dace.Memlet("out[i, k]")},
+        external_edges=True,
+        input_nodes={"tmp": tmp},
+    )
     return sdfg
 
 
@@ -843,8 +1132,15 @@ def producer_writes_through_local():
     mx.add_out_connector("OUT_tmp")
     st.add_edge(loc, None, mx, "IN_tmp", dace.Memlet("tmp[i, k]"))
     st.add_edge(mx, "OUT_tmp", tmp, None, dace.Memlet("tmp[0:N, 0:K]"))
-    st.add_mapped_tasklet("consumer", SHIFTED, {"__t": dace.Memlet("tmp[i, k + 1]")}, "__o = __t",
-                          {"__o": dace.Memlet("out[i, k]")}, external_edges=True, input_nodes={"tmp": tmp})
+    st.add_mapped_tasklet(
+        "consumer",
+        SHIFTED,
+        {"__t": dace.Memlet("tmp[i, k + 1]")},
+        "__o = __t",
+        {"__o": dace.Memlet("out[i, k]")},
+        external_edges=True,
+        input_nodes={"tmp": tmp},
+    )
     return sdfg
 
 
@@ -861,13 +1157,22 @@ def producer_copies_input_and_computes_other():
     t = st.add_tasklet("p", {"__a"}, {"__o"}, "__o = __a - 1.0")
     st.add_memlet_path(a, me, t, dst_conn="__a", memlet=dace.Memlet("a[i, k]"))
     st.add_memlet_path(t, mx, other, src_conn="__o", memlet=dace.Memlet("other[i, k]"))
-    me.add_in_connector("IN_a2"); me.add_out_connector("OUT_a2")
-    mx.add_in_connector("IN_tmp"); mx.add_out_connector("OUT_tmp")
+    me.add_in_connector("IN_a2")
+    me.add_out_connector("OUT_a2")
+    mx.add_in_connector("IN_tmp")
+    mx.add_out_connector("OUT_tmp")
     st.add_edge(a, None, me, "IN_a2", dace.Memlet("a[0:N, 0:K]"))
     st.add_edge(me, "OUT_a2", mx, "IN_tmp", dace.Memlet("a[i, k] -> [i, k]"))
     st.add_edge(mx, "OUT_tmp", tmp, None, dace.Memlet("tmp[0:N, 0:K]"))
-    st.add_mapped_tasklet("consumer", SHIFTED, {"__t": dace.Memlet("tmp[i, k + 1]")}, "__o = __t",
-                          {"__o": dace.Memlet("out[i, k]")}, external_edges=True, input_nodes={"tmp": tmp})
+    st.add_mapped_tasklet(
+        "consumer",
+        SHIFTED,
+        {"__t": dace.Memlet("tmp[i, k + 1]")},
+        "__o = __t",
+        {"__o": dace.Memlet("out[i, k]")},
+        external_edges=True,
+        input_nodes={"tmp": tmp},
+    )
     return sdfg
 
 
@@ -883,7 +1188,9 @@ def producer_two_outputs_through_local():
     st = sdfg.add_state()
     a, tmp, other = st.add_access("a"), st.add_access("tmp"), st.add_access("other")
     me, mx = st.add_map("producer", FULL)
-    t = st.add_tasklet("p", {"__a": None}, {"__o": None, "__p": None}, "__o = 2.0 * __a\n__p = __a - 1.0")
+    t = st.add_tasklet(
+        "p", {"__a": None}, {"__o": None, "__p": None}, "__o = 2.0 * __a\n__p = __a - 1.0"
+    )
     loc = st.add_access("loc")
     st.add_memlet_path(a, me, t, dst_conn="__a", memlet=dace.Memlet("a[i, k]"))
     st.add_edge(t, "__o", loc, None, dace.Memlet("loc[0]"))
@@ -892,14 +1199,23 @@ def producer_two_outputs_through_local():
     st.add_edge(loc, None, mx, "IN_tmp", dace.Memlet("tmp[i, k]"))
     st.add_edge(mx, "OUT_tmp", tmp, None, dace.Memlet("tmp[0:N, 0:K]"))
     st.add_memlet_path(t, mx, other, src_conn="__p", memlet=dace.Memlet("other[i, k]"))
-    st.add_mapped_tasklet("consumer", SHIFTED, {"__t": dace.Memlet("tmp[i, k + 1]")}, "__o = __t",
-                          {"__o": dace.Memlet("out[i, k]")}, external_edges=True, input_nodes={"tmp": tmp})
+    st.add_mapped_tasklet(
+        "consumer",
+        SHIFTED,
+        {"__t": dace.Memlet("tmp[i, k + 1]")},
+        "__o = __t",
+        {"__o": dace.Memlet("out[i, k]")},
+        external_edges=True,
+        input_nodes={"tmp": tmp},
+    )
     return sdfg
 
 
 def narrowing_dtype():
     """`tmp` is int32: the producer's double result is truncated on the write."""
-    sdfg = _basic("narrowing_dtype", producer_code="__out = 2.5 * __a + 0.7", consumer_code="__o = 0.5 * __t0")
+    sdfg = _basic(
+        "narrowing_dtype", producer_code="__out = 2.5 * __a + 0.7", consumer_code="__o = 0.5 * __t0"
+    )
     sdfg.arrays["tmp"].dtype = dace.int32
     return sdfg
 
@@ -918,30 +1234,55 @@ def _two_states(name, *, loop: bool = False, clobber: bool = False, condition_on
         sdfg.add_edge(st, lr, dace.InterstateEdge())
         s2 = lr.add_state("consume", is_start_block=True)
     else:
-        s2 = sdfg.add_state_after(st, "consume",
-                                  condition="tmp[0, 0] > 0.5" if condition_on_tmp else None)
+        s2 = sdfg.add_state_after(
+            st, "consume", condition="tmp[0, 0] > 0.5" if condition_on_tmp else None
+        )
     if clobber:
-        s2.add_mapped_tasklet("clobber", {"i": "0:N"}, {}, "__o = 7.0", {"__o": dace.Memlet("a[i, 1]")},
-                              external_edges=True)
+        s2.add_mapped_tasklet(
+            "clobber",
+            {"i": "0:N"},
+            {},
+            "__o = 7.0",
+            {"__o": dace.Memlet("a[i, 1]")},
+            external_edges=True,
+        )
     t2, o2 = s2.add_access("tmp"), s2.add_access("out")
-    s2.add_mapped_tasklet("consumer", SHIFTED, {"__t": dace.Memlet("tmp[i, k + 1]")}, "__o = __t",
-                          {"__o": dace.Memlet("out[i, k]")}, external_edges=True,
-                          input_nodes={"tmp": t2}, output_nodes={"out": o2})
+    s2.add_mapped_tasklet(
+        "consumer",
+        SHIFTED,
+        {"__t": dace.Memlet("tmp[i, k + 1]")},
+        "__o = __t",
+        {"__o": dace.Memlet("out[i, k]")},
+        external_edges=True,
+        input_nodes={"tmp": t2},
+        output_nodes={"out": o2},
+    )
     return sdfg
 
 
 def later_state_symbol_reassigned():
     """The producer's write index uses `s`; the edge to the consumer's state sets `s`."""
-    sdfg = _basic("later_state_symbol_reassigned", symbols=("s",), producer_ranges={"i": "0:N", "k": "s:K+s"},
-                  write="i, k - s", input_index="i, k - s")
+    sdfg = _basic(
+        "later_state_symbol_reassigned",
+        symbols=("s",),
+        producer_ranges={"i": "0:N", "k": "s:K+s"},
+        write="i, k - s",
+        input_index="i, k - s",
+    )
     st = sdfg.states()[0]
     cons = [n for n in st.nodes() if "consumer" in n.label]
     out = next(n for n in st.data_nodes() if n.data == "out")
     for n in cons + [out]:
         st.remove_node(n)
     s2 = sdfg.add_state_after(st, "consume", assignments={"s": "s + 1"})
-    s2.add_mapped_tasklet("consumer", SHIFTED, {"__t": dace.Memlet("tmp[i, k + 1]")}, "__o = __t",
-                          {"__o": dace.Memlet("out[i, k]")}, external_edges=True)
+    s2.add_mapped_tasklet(
+        "consumer",
+        SHIFTED,
+        {"__t": dace.Memlet("tmp[i, k + 1]")},
+        "__o = __t",
+        {"__o": dace.Memlet("out[i, k]")},
+        external_edges=True,
+    )
     return sdfg
 
 
@@ -983,15 +1324,35 @@ def _if_else(name, *, conds=("f == 0", None), writes=None, reassign=False, clobb
         st = region.add_state(f"write_{n}", is_start_block=True)
         if writes[n]:
             src, code = codes[n % len(codes)]
-            st.add_mapped_tasklet(f"producer_{n}", FULL, {"__x": dace.Memlet(f"{src}[i, k]")}, code,
-                                  {"__o": dace.Memlet("tmp[i, k]")}, external_edges=True)
+            st.add_mapped_tasklet(
+                f"producer_{n}",
+                FULL,
+                {"__x": dace.Memlet(f"{src}[i, k]")},
+                code,
+                {"__o": dace.Memlet("tmp[i, k]")},
+                external_edges=True,
+            )
     consume = sdfg.add_state("consume")
-    sdfg.add_edge(block, consume, dace.InterstateEdge(assignments={"f": "f + 1"} if reassign else None))
+    sdfg.add_edge(
+        block, consume, dace.InterstateEdge(assignments={"f": "f + 1"} if reassign else None)
+    )
     if clobber:
-        consume.add_mapped_tasklet("clobber", {"i": "0:N"}, {}, "__o = 7.0",
-                                   {"__o": dace.Memlet(f"{clobber}[i, 1]")}, external_edges=True)
-    consume.add_mapped_tasklet("consumer", SHIFTED, {"__t": dace.Memlet("tmp[i, k + 1]"), "__u": dace.Memlet("tmp[i, k]")},
-                               "__o = __t + __u", {"__o": dace.Memlet("out[i, k]")}, external_edges=True)
+        consume.add_mapped_tasklet(
+            "clobber",
+            {"i": "0:N"},
+            {},
+            "__o = 7.0",
+            {"__o": dace.Memlet(f"{clobber}[i, 1]")},
+            external_edges=True,
+        )
+    consume.add_mapped_tasklet(
+        "consumer",
+        SHIFTED,
+        {"__t": dace.Memlet("tmp[i, k + 1]"), "__u": dace.Memlet("tmp[i, k]")},
+        "__o = __t + __u",
+        {"__o": dace.Memlet("out[i, k]")},
+        external_edges=True,
+    )
     sdfg.using_explicit_control_flow = True
     return sdfg
 
@@ -1009,7 +1370,9 @@ def if_elif_else_writers_else_taken():
 
 
 def if_elif_branch_without_write():
-    return _if_else("if_elif_branch_without_write", conds=("f == 0", "f == 1", None), writes=(True, False, True))
+    return _if_else(
+        "if_elif_branch_without_write", conds=("f == 0", "f == 1", None), writes=(True, False, True)
+    )
 
 
 def if_without_else():
@@ -1024,8 +1387,15 @@ def if_else_input_clobbered():
     return _if_else("if_else_input_clobbered", conds=("f == 0", "f == 1", None), clobber="b")
 
 
-def _nested_column(name, *, inner_assigns=None, producer_code="__o = 2.0 * __x + 1.0", symbols=(),
-                   second_read=None, inner_a=None):
+def _nested_column(
+    name,
+    *,
+    inner_assigns=None,
+    producer_code="__o = 2.0 * __x + 1.0",
+    symbols=(),
+    second_read=None,
+    inner_a=None,
+):
     """`tmp = f(a)` over (N, K); a Map over `i` holds a nested SDFG that gets `tmp` and
     `out` whole and loops over `k`: `out[i, k] = tmp[i, k] + 0.5 * tmp[i, k]` (a scan's
     shape). `inner_assigns`: an interstate assignment inside the nested SDFG.
@@ -1081,12 +1451,23 @@ def _nested_column(name, *, inner_assigns=None, producer_code="__o = 2.0 * __x +
     st = sdfg.add_state("main")
     tmp, out = st.add_access("tmp"), st.add_access("out")
     a = st.add_access("a")
-    st.add_mapped_tasklet("producer", FULL, {"__x": dace.Memlet("a[i, k]")}, producer_code,
-                          {"__o": dace.Memlet("tmp[i, k]")}, external_edges=True, input_nodes={"a": a},
-                          output_nodes={"tmp": tmp})
+    st.add_mapped_tasklet(
+        "producer",
+        FULL,
+        {"__x": dace.Memlet("a[i, k]")},
+        producer_code,
+        {"__o": dace.Memlet("tmp[i, k]")},
+        external_edges=True,
+        input_nodes={"a": a},
+        output_nodes={"tmp": tmp},
+    )
     me, mx = st.add_map("consumer", {"i": "0:N"})
-    node = st.add_nested_sdfg(inner, dict.fromkeys(cols + (["a"] if inner_a == "passed" else [])), {"res": None},
-                              symbol_mapping={"i": "i", "N": "N", "K": "K", **{x: x for x in symbols}})
+    node = st.add_nested_sdfg(
+        inner,
+        dict.fromkeys(cols + (["a"] if inner_a == "passed" else [])),
+        {"res": None},
+        symbol_mapping={"i": "i", "N": "N", "K": "K", **{x: x for x in symbols}},
+    )
     for c in cols:
         st.add_memlet_path(tmp, me, node, dst_conn=c, memlet=dace.Memlet("tmp[0:N, 0:K]"))
     if inner_a == "passed":
@@ -1104,8 +1485,14 @@ def _unordered_second_writer(name, target: str):
     AccessNode, with no path to the other accesses of `target`: a race the input has."""
     sdfg = _basic(name)
     st = sdfg.states()[0]
-    st.add_mapped_tasklet("second_writer", FULL, {"__x": dace.Memlet("a[i, k]")}, "__o = 3.0 * __x",
-                          {"__o": dace.Memlet(f"{target}[i, k]")}, external_edges=True)
+    st.add_mapped_tasklet(
+        "second_writer",
+        FULL,
+        {"__x": dace.Memlet("a[i, k]")},
+        "__o = 3.0 * __x",
+        {"__o": dace.Memlet(f"{target}[i, k]")},
+        external_edges=True,
+    )
     return sdfg
 
 
@@ -1126,7 +1513,9 @@ def nested_column_read_at_two_levels():
 
 def nested_sdfg_already_receives_input():
     """The nested SDFG already gets `a` whole, the producer's input: the copies reuse it."""
-    return _nested_column("nested_sdfg_already_receives_input", inner_a="passed", second_read="i, k + 1")
+    return _nested_column(
+        "nested_sdfg_already_receives_input", inner_a="passed", second_read="i, k + 1"
+    )
 
 
 def nested_sdfg_has_own_data_named_like_input():
@@ -1136,8 +1525,12 @@ def nested_sdfg_has_own_data_named_like_input():
 
 def nested_sdfg_redefines_producer_symbol():
     """The producer uses `s`; inside the nested SDFG an interstate edge sets its own `s`."""
-    return _nested_column("nested_sdfg_redefines_producer_symbol", inner_assigns={"s": "3"},
-                          producer_code="__o = 2.0 * __x + s", symbols=("s",))
+    return _nested_column(
+        "nested_sdfg_redefines_producer_symbol",
+        inner_assigns={"s": "3"},
+        producer_code="__o = 2.0 * __x + s",
+        symbols=("s",),
+    )
 
 
 def inside_nested_sdfg():
@@ -1182,32 +1575,61 @@ def indirect_read_in_producer():
     sdfg.add_array("tmp", ["N", "K"], dace.float64, transient=True)
     st = sdfg.add_state()
     tmp = st.add_access("tmp")
-    st.add_mapped_tasklet("producer", FULL, {"__r": dace.Memlet("idx[i]"), "__a": dace.Memlet("a[0:N, k]")},
-                          "__o = __a[__r]", {"__o": dace.Memlet("tmp[i, k]")}, external_edges=True,
-                          output_nodes={"tmp": tmp})
-    st.add_mapped_tasklet("consumer", SHIFTED, {"__t": dace.Memlet("tmp[i, k + 1]")}, "__o = __t",
-                          {"__o": dace.Memlet("out[i, k]")}, external_edges=True, input_nodes={"tmp": tmp})
+    st.add_mapped_tasklet(
+        "producer",
+        FULL,
+        {"__r": dace.Memlet("idx[i]"), "__a": dace.Memlet("a[0:N, k]")},
+        "__o = __a[__r]",
+        {"__o": dace.Memlet("tmp[i, k]")},
+        external_edges=True,
+        output_nodes={"tmp": tmp},
+    )
+    st.add_mapped_tasklet(
+        "consumer",
+        SHIFTED,
+        {"__t": dace.Memlet("tmp[i, k + 1]")},
+        "__o = __t",
+        {"__o": dace.Memlet("out[i, k]")},
+        external_edges=True,
+        input_nodes={"tmp": tmp},
+    )
     return sdfg
 
 
 def diagonal_read():
     """`tmp[k, k]`: one consumer parameter in both dimensions."""
-    return _basic("diagonal_read", shape=("N", "N"), producer_ranges={"i": "0:N", "k": "0:N"},
-                  consumer_ranges={"i": "0:N", "k": "0:N"}, reads=["k, k"])
+    return _basic(
+        "diagonal_read",
+        shape=("N", "N"),
+        producer_ranges={"i": "0:N", "k": "0:N"},
+        consumer_ranges={"i": "0:N", "k": "0:N"},
+        reads=["k, k"],
+    )
 
 
 def producer_write_repeats_param():
-    return _basic("producer_write_repeats_param", shape=("N", "N"), producer_ranges={"i": "0:N", "k": "0:N"},
-                  consumer_ranges={"i": "0:N", "k": "0:N"}, write="k, k", input_index="i, k",
-                  reads=["i, i"], out_index="i, k")
+    return _basic(
+        "producer_write_repeats_param",
+        shape=("N", "N"),
+        producer_ranges={"i": "0:N", "k": "0:N"},
+        consumer_ranges={"i": "0:N", "k": "0:N"},
+        write="k, k",
+        input_index="i, k",
+        reads=["i, i"],
+        out_index="i, k",
+    )
 
 
 def symbolic_step_consumer():
-    return _basic("symbolic_step_consumer", symbols=("st",), consumer_ranges={"i": "0:N", "k": "0:K-1:st"})
+    return _basic(
+        "symbolic_step_consumer", symbols=("st",), consumer_ranges={"i": "0:N", "k": "0:K-1:st"}
+    )
 
 
 def symbolic_step_producer():
-    return _basic("symbolic_step_producer", symbols=("st",), producer_ranges={"i": "0:N", "k": "0:K:st"})
+    return _basic(
+        "symbolic_step_producer", symbols=("st",), producer_ranges={"i": "0:N", "k": "0:K:st"}
+    )
 
 
 def consumer_overwrites_intermediate():
@@ -1216,9 +1638,16 @@ def consumer_overwrites_intermediate():
     st = sdfg.states()[0]
     out = next(n for n in st.data_nodes() if n.data == "out")
     t2 = st.add_access("tmp")
-    st.add_mapped_tasklet("writeback", FULL, {"__o": dace.Memlet("out[i, k]")}, "__t = __o",
-                          {"__t": dace.Memlet("tmp[i, k]")}, external_edges=True,
-                          input_nodes={"out": out}, output_nodes={"tmp": t2})
+    st.add_mapped_tasklet(
+        "writeback",
+        FULL,
+        {"__o": dace.Memlet("out[i, k]")},
+        "__t = __o",
+        {"__t": dace.Memlet("tmp[i, k]")},
+        external_edges=True,
+        input_nodes={"out": out},
+        output_nodes={"tmp": t2},
+    )
     return sdfg
 
 
@@ -1239,70 +1668,114 @@ def _concat(name, branches, *, reads=("i, k", "i, k + 1"), consumer=SHIFTED, sym
             st.add_nedge(st.add_access("y"), tmp, dace.Memlet(f"y[{br[1]}] -> [{br[2]}]"))
             continue
         ranges, data, index = br
-        st.add_mapped_tasklet(f"branch{n}", ranges, {"__x": dace.Memlet(f"{data}[{index}]")}, f"__o = __x + {n}.5",
-                              {"__o": dace.Memlet("tmp[i, k]")}, external_edges=True, output_nodes={"tmp": tmp})
+        st.add_mapped_tasklet(
+            f"branch{n}",
+            ranges,
+            {"__x": dace.Memlet(f"{data}[{index}]")},
+            f"__o = __x + {n}.5",
+            {"__o": dace.Memlet("tmp[i, k]")},
+            external_edges=True,
+            output_nodes={"tmp": tmp},
+        )
     conns = {f"__t{n}": dace.Memlet(f"tmp[{r}]") for n, r in enumerate(reads)}
-    st.add_mapped_tasklet("consumer", consumer, conns, "__o = " + " + ".join(f"{n + 1}.0 * __t{n}" for n in range(len(reads))),
-                          {"__o": dace.Memlet("out[i, k]")}, external_edges=True, input_nodes={"tmp": tmp})
+    st.add_mapped_tasklet(
+        "consumer",
+        consumer,
+        conns,
+        "__o = " + " + ".join(f"{n + 1}.0 * __t{n}" for n in range(len(reads))),
+        {"__o": dace.Memlet("out[i, k]")},
+        external_edges=True,
+        input_nodes={"tmp": tmp},
+    )
     return sdfg
 
 
 def concat_split_at_symbol():
     """`concat_where(k < b, x, y)` with `b` a symbol: either branch may be empty."""
-    return _concat("concat_split_at_symbol", [({"i": "0:N", "k": "0:b"}, "x", "i, k"),
-                                              ({"i": "0:N", "k": "b:K"}, "y", "i, k")], symbols=("b",))
+    return _concat(
+        "concat_split_at_symbol",
+        [({"i": "0:N", "k": "0:b"}, "x", "i, k"), ({"i": "0:N", "k": "b:K"}, "y", "i, k")],
+        symbols=("b",),
+    )
 
 
 def concat_overlap_for_some_symbols():
-    return _concat("concat_overlap_for_some_symbols", [({"i": "0:N", "k": "0:b+1"}, "x", "i, k"),
-                                                       ({"i": "0:N", "k": "b:K"}, "y", "i, k")], symbols=("b",))
+    return _concat(
+        "concat_overlap_for_some_symbols",
+        [({"i": "0:N", "k": "0:b+1"}, "x", "i, k"), ({"i": "0:N", "k": "b:K"}, "y", "i, k")],
+        symbols=("b",),
+    )
 
 
 def concat_branch_with_step():
-    return _concat("concat_branch_with_step", [({"i": "0:N", "k": "0:1"}, "x", "i, k"),
-                                               ({"i": "0:N", "k": "1:K:2"}, "y", "i, k")])
+    return _concat(
+        "concat_branch_with_step",
+        [({"i": "0:N", "k": "0:1"}, "x", "i, k"), ({"i": "0:N", "k": "1:K:2"}, "y", "i, k")],
+    )
 
 
 def concat_shifted_copy_branch():
     """The upper part of `tmp` is `y` shifted down one level, copied; the surface a Map."""
-    return _concat("concat_shifted_copy_branch", [({"i": "0:N", "k": "0:1"}, "x", "i, k"),
-                                                  ("copy", "0:N, 0:K-1", "0:N, 1:K")])
+    return _concat(
+        "concat_shifted_copy_branch",
+        [({"i": "0:N", "k": "0:1"}, "x", "i, k"), ("copy", "0:N, 0:K-1", "0:N, 1:K")],
+    )
 
 
 def concat_split_in_two_dimensions():
     """Three regions: row 0; rows 1.. at level 0; rows 1.. above. Reads shift i and k."""
-    return _concat("concat_split_in_two_dimensions",
-                   [({"i": "0:1", "k": "0:K"}, "x", "i, k"), ({"i": "1:N", "k": "0:1"}, "y", "i, k"),
-                    ({"i": "1:N", "k": "1:K"}, "x", "i, k - 1")],
-                   reads=("i, k", "i + 1, k + 1"), consumer={"i": "0:N-1", "k": "0:K-1"})
+    return _concat(
+        "concat_split_in_two_dimensions",
+        [
+            ({"i": "0:1", "k": "0:K"}, "x", "i, k"),
+            ({"i": "1:N", "k": "0:1"}, "y", "i, k"),
+            ({"i": "1:N", "k": "1:K"}, "x", "i, k - 1"),
+        ],
+        reads=("i, k", "i + 1, k + 1"),
+        consumer={"i": "0:N-1", "k": "0:K-1"},
+    )
 
 
 def concat_split_in_two_dimensions_at_symbol():
     """As `concat_split_in_two_dimensions`, split at row `b`: rows 0:b are empty for b = 0,
     rows b:N for b = N (a limited-area zone or a halo empty for the given constants)."""
-    return _concat("concat_split_in_two_dimensions_at_symbol",
-                   [({"i": "0:b", "k": "0:K"}, "x", "i, k"), ({"i": "b:N", "k": "0:1"}, "y", "i, k"),
-                    ({"i": "b:N", "k": "1:K"}, "x", "i, k - 1")], symbols=("b",))
+    return _concat(
+        "concat_split_in_two_dimensions_at_symbol",
+        [
+            ({"i": "0:b", "k": "0:K"}, "x", "i, k"),
+            ({"i": "b:N", "k": "0:1"}, "y", "i, k"),
+            ({"i": "b:N", "k": "1:K"}, "x", "i, k - 1"),
+        ],
+        symbols=("b",),
+    )
 
 
 def concat_pieces_with_a_gap():
     """Row 0 on every level, rows 1.. from level 1 up: rows 1.. at level 0 are written by
     no piece, and the consumer reads them."""
-    return _concat("concat_pieces_with_a_gap", [({"i": "0:1", "k": "0:K"}, "x", "i, k"),
-                                                ({"i": "1:N", "k": "1:K"}, "y", "i, k")])
+    return _concat(
+        "concat_pieces_with_a_gap",
+        [({"i": "0:1", "k": "0:K"}, "x", "i, k"), ({"i": "1:N", "k": "1:K"}, "y", "i, k")],
+    )
 
 
 def concat_pieces_overlap():
     """Rows 0:2 and rows 1:N, both on every level: row 1 is written twice."""
-    return _concat("concat_pieces_overlap", [({"i": "0:2", "k": "0:K"}, "x", "i, k"),
-                                             ({"i": "1:N", "k": "0:K"}, "y", "i, k")])
+    return _concat(
+        "concat_pieces_overlap",
+        [({"i": "0:2", "k": "0:K"}, "x", "i, k"), ({"i": "1:N", "k": "0:K"}, "y", "i, k")],
+    )
 
 
 def concat_constant_index_read():
     """Every consumer iteration reads level 0 (one branch) and its own level."""
-    return _concat("concat_constant_index_read", [({"i": "0:N", "k": "0:1"}, "x", "i, k"),
-                                                  ({"i": "0:N", "k": "1:K"}, "y", "i, k")],
-                   reads=("i, 0", "i, k"), consumer=FULL)
+    return _concat(
+        "concat_constant_index_read",
+        [({"i": "0:N", "k": "0:1"}, "x", "i, k"), ({"i": "0:N", "k": "1:K"}, "y", "i, k")],
+        reads=("i, 0", "i, k"),
+        consumer=FULL,
+    )
+
 
 def local_memlet_on_destination():
     """The consumer copies `tmp[i, k+1]` into a local with the memlet written from the
@@ -1314,17 +1787,28 @@ def local_memlet_on_destination():
     sdfg.add_array("loc", [1], dace.float64, transient=True)
     st = sdfg.add_state()
     tmp, out = st.add_access("tmp"), st.add_access("out")
-    st.add_mapped_tasklet("producer", FULL, {"__a": dace.Memlet("a[i, k]")}, "__o = 2.0 * __a + 1.0",
-                          {"__o": dace.Memlet("tmp[i, k]")}, external_edges=True, output_nodes={"tmp": tmp})
+    st.add_mapped_tasklet(
+        "producer",
+        FULL,
+        {"__a": dace.Memlet("a[i, k]")},
+        "__o = 2.0 * __a + 1.0",
+        {"__o": dace.Memlet("tmp[i, k]")},
+        external_edges=True,
+        output_nodes={"tmp": tmp},
+    )
     me, mx = st.add_map("consumer", SHIFTED)
     loc = st.add_access("loc")
     t = st.add_tasklet("c", {"__t"}, {"__o"}, "__o = 3.0 * __t")
-    me.add_in_connector("IN_tmp"); me.add_out_connector("OUT_tmp")
+    me.add_in_connector("IN_tmp")
+    me.add_out_connector("OUT_tmp")
     st.add_edge(tmp, None, me, "IN_tmp", dace.Memlet("tmp[0:N, 1:K]"))
-    st.add_edge(me, "OUT_tmp", loc, None, dace.Memlet(data="loc", subset="0", other_subset="i, k + 1"))
+    st.add_edge(
+        me, "OUT_tmp", loc, None, dace.Memlet(data="loc", subset="0", other_subset="i, k + 1")
+    )
     st.add_edge(loc, None, t, "__t", dace.Memlet("loc[0]"))
     st.add_memlet_path(t, mx, out, src_conn="__o", memlet=dace.Memlet("out[i, k]"))
     return sdfg
+
 
 def two_connectors_same_node():
     """`tmp` enters the consumer through two connectors, one per element read."""
@@ -1334,16 +1818,25 @@ def two_connectors_same_node():
     sdfg.add_array("tmp", ["N", "K"], dace.float64, transient=True)
     st = sdfg.add_state()
     tmp, out = st.add_access("tmp"), st.add_access("out")
-    st.add_mapped_tasklet("producer", FULL, {"__a": dace.Memlet("a[i, k]")}, "__o = 2.0 * __a + 1.0",
-                          {"__o": dace.Memlet("tmp[i, k]")}, external_edges=True, output_nodes={"tmp": tmp})
+    st.add_mapped_tasklet(
+        "producer",
+        FULL,
+        {"__a": dace.Memlet("a[i, k]")},
+        "__o = 2.0 * __a + 1.0",
+        {"__o": dace.Memlet("tmp[i, k]")},
+        external_edges=True,
+        output_nodes={"tmp": tmp},
+    )
     me, mx = st.add_map("consumer", SHIFTED)
     t = st.add_tasklet("c", {"__x": None, "__y": None}, {"__o": None}, "__o = __x - 3.0 * __y")
     for c, idx in (("tmp", "i, k"), ("tmp2", "i, k + 1")):
-        me.add_in_connector("IN_" + c); me.add_out_connector("OUT_" + c)
+        me.add_in_connector("IN_" + c)
+        me.add_out_connector("OUT_" + c)
         st.add_edge(tmp, None, me, "IN_" + c, dace.Memlet("tmp[0:N, 0:K]"))
         st.add_edge(me, "OUT_" + c, t, "__x" if c == "tmp" else "__y", dace.Memlet(f"tmp[{idx}]"))
     st.add_memlet_path(t, mx, out, src_conn="__o", memlet=dace.Memlet("out[i, k]"))
     return sdfg
+
 
 def copy_to_exit():
     """The consumer copies tmp[i, k+1] straight to its MapExit (no tasklet)."""
@@ -1353,13 +1846,24 @@ def copy_to_exit():
     sdfg.add_array("tmp", ["N", "K"], dace.float64, transient=True)
     st = sdfg.add_state()
     tmp, out = st.add_access("tmp"), st.add_access("out")
-    st.add_mapped_tasklet("producer", FULL, {"__a": dace.Memlet("a[i, k]")}, "__o = 2.0 * __a + 1.0",
-                          {"__o": dace.Memlet("tmp[i, k]")}, external_edges=True, output_nodes={"tmp": tmp})
+    st.add_mapped_tasklet(
+        "producer",
+        FULL,
+        {"__a": dace.Memlet("a[i, k]")},
+        "__o = 2.0 * __a + 1.0",
+        {"__o": dace.Memlet("tmp[i, k]")},
+        external_edges=True,
+        output_nodes={"tmp": tmp},
+    )
     me, mx = st.add_map("consumer", SHIFTED)
-    me.add_in_connector("IN_tmp"); me.add_out_connector("OUT_tmp")
-    mx.add_in_connector("IN_out"); mx.add_out_connector("OUT_out")
+    me.add_in_connector("IN_tmp")
+    me.add_out_connector("OUT_tmp")
+    mx.add_in_connector("IN_out")
+    mx.add_out_connector("OUT_out")
     st.add_edge(tmp, None, me, "IN_tmp", dace.Memlet("tmp[0:N, 1:K]"))
-    st.add_edge(me, "OUT_tmp", mx, "IN_out", dace.Memlet(data="tmp", subset="i, k + 1", other_subset="i, k"))
+    st.add_edge(
+        me, "OUT_tmp", mx, "IN_out", dace.Memlet(data="tmp", subset="i, k + 1", other_subset="i, k")
+    )
     st.add_edge(mx, "OUT_out", out, None, dace.Memlet("out[0:N, 0:K-1]"))
     return sdfg
 
@@ -1375,14 +1879,25 @@ def concat_index_symbol_in_program(where: str):
     """A program symbol named `__concat_idx_<d>` (what a concat copy binds to the index
     read) used by a branch: in its read index, or as a value in its tasklet."""
     if where == "index":
-        return _concat("concat_index_symbol_in_index", [({"i": "0:N", "k": "0:1"}, "x", "i, k"),
-                                                        ({"i": "0:N", "k": "1:K"}, "y", "i, k - __concat_idx_1 + 1")],
-                       symbols=("__concat_idx_1",))
-    sdfg = _concat("concat_index_symbol_in_code", [({"i": "0:N", "k": "0:1"}, "x", "i, k"),
-                                                   ({"i": "0:N", "k": "1:K"}, "y", "i, k")], symbols=("__concat_idx_0",))
-    t = next(n for n in sdfg.states()[0].nodes() if isinstance(n, dn.Tasklet) and n.label == "branch1")
+        return _concat(
+            "concat_index_symbol_in_index",
+            [
+                ({"i": "0:N", "k": "0:1"}, "x", "i, k"),
+                ({"i": "0:N", "k": "1:K"}, "y", "i, k - __concat_idx_1 + 1"),
+            ],
+            symbols=("__concat_idx_1",),
+        )
+    sdfg = _concat(
+        "concat_index_symbol_in_code",
+        [({"i": "0:N", "k": "0:1"}, "x", "i, k"), ({"i": "0:N", "k": "1:K"}, "y", "i, k")],
+        symbols=("__concat_idx_0",),
+    )
+    t = next(
+        n for n in sdfg.states()[0].nodes() if isinstance(n, dn.Tasklet) and n.label == "branch1"
+    )
     t.code.as_string = "__o = __x + __concat_idx_0"
     return sdfg
+
 
 def read_before_write_same_state():
     """In a loop body, the consumer reads `tmp` through a second AccessNode, ordered
@@ -1396,16 +1911,34 @@ def read_before_write_same_state():
     sdfg.add_node(lr, is_start_block=True)
     body = lr.add_state("body", is_start_block=True)
     bump = lr.add_state_after(body, "bump")
-    bump.add_mapped_tasklet("bump", FULL, {"__a": dace.Memlet("a[i, k]")}, "__o = __a + 1.0",
-                            {"__o": dace.Memlet("a[i, k]")}, external_edges=True)
+    bump.add_mapped_tasklet(
+        "bump",
+        FULL,
+        {"__a": dace.Memlet("a[i, k]")},
+        "__o = __a + 1.0",
+        {"__o": dace.Memlet("a[i, k]")},
+        external_edges=True,
+    )
     tr = body.add_access("tmp")
-    _, ce, cx = body.add_mapped_tasklet("consumer", SHIFTED, {"__t": dace.Memlet("tmp[i, k + 1]")}, "__o = __t",
-                                        {"__o": dace.Memlet("out[it, i, k]")}, external_edges=True,
-                                        input_nodes={"tmp": tr})
+    _, ce, cx = body.add_mapped_tasklet(
+        "consumer",
+        SHIFTED,
+        {"__t": dace.Memlet("tmp[i, k + 1]")},
+        "__o = __t",
+        {"__o": dace.Memlet("out[it, i, k]")},
+        external_edges=True,
+        input_nodes={"tmp": tr},
+    )
     tw = body.add_access("tmp")
-    _, pe, px = body.add_mapped_tasklet("producer", FULL, {"__a": dace.Memlet("a[i, k]")}, "__o = 2.0 * __a",
-                                        {"__o": dace.Memlet("tmp[i, k]")}, external_edges=True,
-                                        output_nodes={"tmp": tw})
+    _, pe, px = body.add_mapped_tasklet(
+        "producer",
+        FULL,
+        {"__a": dace.Memlet("a[i, k]")},
+        "__o = 2.0 * __a",
+        {"__o": dace.Memlet("tmp[i, k]")},
+        external_edges=True,
+        output_nodes={"tmp": tw},
+    )
     # The consumer's output node happens before the producer: it reads last iteration's tmp.
     outn = next(n for n in body.data_nodes() if n.data == "out")
     body.add_nedge(outn, pe, dace.Memlet())
@@ -1414,10 +1947,19 @@ def read_before_write_same_state():
 
 # ---- expected outcomes -------------------------------------------------------------------
 
+
 #: Declined, with a reason (from the pass's report or, for matches the pass does not
 #: enumerate, from `can_be_applied`'s analysis) that contains the text given.
-def _writeback(name, *, clobber: bool = False, strided: bool = False, tasklet_reader: bool = False,
-               g_read_between: bool = False, g_read_first: bool = False, conditional: bool = False):
+def _writeback(
+    name,
+    *,
+    clobber: bool = False,
+    strided: bool = False,
+    tasklet_reader: bool = False,
+    g_read_between: bool = False,
+    g_read_first: bool = False,
+    conditional: bool = False,
+):
     """`_basic`, plus a later state that copies `tmp[:, 1:K]` into the global `g` (a
     write-back copy: `tmp` covers more than `g` receives, for the shifted reader).
     The `g_*` and `conditional` variants forbid writing `g` early (docs/retarget.md)."""
@@ -1442,8 +1984,14 @@ def _writeback(name, *, clobber: bool = False, strided: bool = False, tasklet_re
     else:
         s2 = sdfg.add_state_after(st, "write_back")
     if clobber:  # the producer's input changes before the copy: the copy cannot recompute
-        s2.add_mapped_tasklet("clobber", {"i": "0:N"}, {}, "__o = 7.0", {"__o": dace.Memlet("a[i, 2]")},
-                              external_edges=True)
+        s2.add_mapped_tasklet(
+            "clobber",
+            {"i": "0:N"},
+            {},
+            "__o = 7.0",
+            {"__o": dace.Memlet("a[i, 2]")},
+            external_edges=True,
+        )
     t2, g = s2.add_access("tmp"), s2.add_access("g")
     subset = "tmp[0:N:2, 1:K]" if strided else "tmp[0:N, 1:K]"
     other = "0:N:2, 1:K" if strided else "0:N, 1:K"
@@ -1633,7 +2181,9 @@ def test_hostile_sdfg_applied_equals_original(case):
     assert any(why == "applicable" for _, why in matches), [why for _, why in matches]
     # The pass looks at top-level transient arrays only; DaCe's loop (checked by
     # `check`) also reaches nested SDFGs and scalars.
-    assert bool(report.applied) == (case not in {"inside_nested_sdfg", "scalar_intermediate"}), report.table()
+    assert bool(report.applied) == (case not in {"inside_nested_sdfg", "scalar_intermediate"}), (
+        report.table()
+    )
 
 
 @pytest.mark.compile
@@ -1657,7 +2207,9 @@ def _declines_unchanged(sdfg, reason):
 def test_regression_consumer_dynamic_input_shadowing_a_producer_symbol_is_declined():
     """Was applied: the copy read the connector `s` (5 when run) instead of the symbol
     `s` (2), so `out` differed by 3 everywhere."""
-    _declines_unchanged(dynamic_connector_shadows_symbol(), "consumer dynamic inputs ['s'] shadow symbols")
+    _declines_unchanged(
+        dynamic_connector_shadows_symbol(), "consumer dynamic inputs ['s'] shadow symbols"
+    )
 
 
 @pytest.mark.compile
@@ -1674,7 +2226,11 @@ def test_regression_producer_map_copying_its_input_leaves_no_dangling_connector(
     (DaCe cannot compile the original's MapEntry-to-MapExit copy: structure only.)"""
     work, report, _ = check(producer_copies_input_and_computes_other())
     assert report.applied and "tmp" not in work.arrays
-    entry = next(n for n in work.states()[0].nodes() if isinstance(n, dn.MapEntry) and n.map.label == "producer")
+    entry = next(
+        n
+        for n in work.states()[0].nodes()
+        if isinstance(n, dn.MapEntry) and n.map.label == "producer"
+    )
     assert "OUT_a2" not in entry.out_connectors and "IN_a2" not in entry.in_connectors
 
 
@@ -1715,7 +2271,9 @@ def test_regression_producer_nested_sdfg_with_side_effects_is_declined():
 def test_regression_input_named_like_the_rewrites_output_is_declined():
     """Was a FileExistsError out of gt_inline_fusion (the copy's SDFG got two
     `__inline_out`)."""
-    _declines_unchanged(input_named_like_rewrite_output(), "data '__inline_out' has a name the rewrite reserves")
+    _declines_unchanged(
+        input_named_like_rewrite_output(), "data '__inline_out' has a name the rewrite reserves"
+    )
 
 
 @pytest.mark.parametrize("where", ["index", "code"])
@@ -1728,7 +2286,9 @@ def test_regression_concat_program_symbol_named_like_an_index_symbol_is_declined
 def test_regression_read_through_a_second_access_node_in_the_writers_state_is_declined():
     """Was applied: the copies computed this iteration's `tmp` where the original reads
     the previous iteration's (`out[1:]` differed by 2 when run)."""
-    _declines_unchanged(read_before_write_same_state(), "read through another AccessNode than the one written")
+    _declines_unchanged(
+        read_before_write_same_state(), "read through another AccessNode than the one written"
+    )
 
 
 def test_internal_analysis_error_is_a_decline_in_the_pass_too():
@@ -1736,7 +2296,9 @@ def test_internal_analysis_error_is_a_decline_in_the_pass_too():
     out (its analysis was not guarded). Simulated by a failing producer analysis."""
     sdfg = _basic("internal_analysis_error")
     h = sdfg.hash_sdfg()
-    with mock.patch("gt4py_dace_xforms.analysis.candidate.analyse_producer", side_effect=RuntimeError("boom")):
+    with mock.patch(
+        "gt4py_dace_xforms.analysis.candidate.analyse_producer", side_effect=RuntimeError("boom")
+    ):
         report = gx.gt_inline_fusion(sdfg, cost_model=SOUND)
     assert not report.applied and sdfg.hash_sdfg() == h
     assert report.declined[0].reason == "analysis failed: RuntimeError: boom", report.table()
@@ -1766,20 +2328,32 @@ def _fixture_symbols(sdfg: dace.SDFG) -> dict[str, int]:
 
 
 def _top_maps(sdfg):
-    return [(st, n) for st in sdfg.states() for n in st.nodes()
-            if isinstance(n, dn.MapEntry) and st.entry_node(n) is None]
+    return [
+        (st, n)
+        for st in sdfg.states()
+        for n in st.nodes()
+        if isinstance(n, dn.MapEntry) and st.entry_node(n) is None
+    ]
 
 
 def _inner_reads(sdfg):
     """Edges that move data from a top-level MapEntry into its scope."""
-    return [(st, e) for st, me in _top_maps(sdfg) for e in st.out_edges(me)
-            if not e.data.is_empty() and e.data.data in sdfg.arrays and e.data.subset is not None]
+    return [
+        (st, e)
+        for st, me in _top_maps(sdfg)
+        for e in st.out_edges(me)
+        if not e.data.is_empty() and e.data.data in sdfg.arrays and e.data.subset is not None
+    ]
 
 
 def _inner_writes(sdfg):
     """Edges that move data from inside a top-level Map to its MapExit."""
-    return [(st, e) for st, me in _top_maps(sdfg) for e in st.in_edges(st.exit_node(me))
-            if not e.data.is_empty() and (e.src_conn is not None or isinstance(e.src, dn.AccessNode))]
+    return [
+        (st, e)
+        for st, me in _top_maps(sdfg)
+        for e in st.in_edges(st.exit_node(me))
+        if not e.data.is_empty() and (e.src_conn is not None or isinstance(e.src, dn.AccessNode))
+    ]
 
 
 def _pick(data, items, label):
@@ -1804,7 +2378,9 @@ def edit_shift_read(sdfg, data, safe):
 
 
 def edit_swap_read_dims(sdfg, data, safe):
-    st, e = _pick(data, [(st, e) for st, e in _inner_reads(sdfg) if len(e.data.subset) >= 2], "read")
+    st, e = _pick(
+        data, [(st, e) for st, e in _inner_reads(sdfg) if len(e.data.subset) >= 2], "read"
+    )
     ranges = list(e.data.subset.ranges)
     ranges[0], ranges[1] = ranges[1], ranges[0]
     e.data.subset = dace.subsets.Range(ranges)
@@ -1835,7 +2411,9 @@ def edit_map_step(sdfg, data, safe):
 
 def edit_add_wcr(sdfg, data, safe):
     """Accumulate instead of assign on a Map's write (inner and outer edge)."""
-    st, e = _pick(data, [(st, e) for st, e in _inner_writes(sdfg) if isinstance(e.dst, dn.MapExit)], "write")
+    st, e = _pick(
+        data, [(st, e) for st, e in _inner_writes(sdfg) if isinstance(e.dst, dn.MapExit)], "write"
+    )
     e.data.wcr = "lambda x, y: x + y"
     for oe in st.out_edges_by_connector(e.dst, "OUT_" + e.dst_conn[3:]):
         oe.data.wcr = "lambda x, y: x + y"
@@ -1844,8 +2422,13 @@ def edit_add_wcr(sdfg, data, safe):
 
 def edit_flip_transient(sdfg, data, safe):
     """Transient -> program data (and, unless `safe`, program data -> transient)."""
-    names = sorted(n for n, d in sdfg.arrays.items()
-                   if isinstance(d, dace.data.Array) and not isinstance(d, dace.data.View) and (d.transient or not safe))
+    names = sorted(
+        n
+        for n, d in sdfg.arrays.items()
+        if isinstance(d, dace.data.Array)
+        and not isinstance(d, dace.data.View)
+        and (d.transient or not safe)
+    )
     name = _pick(data, names, "array")
     sdfg.arrays[name].transient = not sdfg.arrays[name].transient
     return f"flip transient of {name}"
@@ -1853,8 +2436,11 @@ def edit_flip_transient(sdfg, data, safe):
 
 def edit_shape(sdfg, data, safe):
     """Change an array's extent in one dimension (only grow a transient when `safe`)."""
-    names = sorted(n for n, d in sdfg.arrays.items()
-                   if type(d) is dace.data.Array and (d.transient or not safe))
+    names = sorted(
+        n
+        for n, d in sdfg.arrays.items()
+        if type(d) is dace.data.Array and (d.transient or not safe)
+    )
     name = _pick(data, names, "array")
     desc = sdfg.arrays[name]
     d = data.draw(hst.integers(0, len(desc.shape) - 1), label="dim")
@@ -1871,10 +2457,18 @@ def edit_shape(sdfg, data, safe):
 def edit_dtype(sdfg, data, safe):
     """Another element type for a transient (when `safe`, one DaCe can still copy: no
     AccessNode-to-AccessNode copies of it, which DaCe cannot convert)."""
-    copied = {n.data for st in sdfg.states() for e in st.edges() for n in (e.src, e.dst)
-              if isinstance(e.src, dn.AccessNode) and isinstance(e.dst, dn.AccessNode)}
-    names = sorted(n for n, d in sdfg.arrays.items()
-                   if d.transient and type(d) is dace.data.Array and not (safe and n in copied))
+    copied = {
+        n.data
+        for st in sdfg.states()
+        for e in st.edges()
+        for n in (e.src, e.dst)
+        if isinstance(e.src, dn.AccessNode) and isinstance(e.dst, dn.AccessNode)
+    }
+    names = sorted(
+        n
+        for n, d in sdfg.arrays.items()
+        if d.transient and type(d) is dace.data.Array and not (safe and n in copied)
+    )
     name = _pick(data, names, "array")
     sdfg.arrays[name].dtype = data.draw(hst.sampled_from([dace.float32, dace.int32]), label="dtype")
     return f"dtype of {name}"
@@ -1887,7 +2481,9 @@ def edit_rename_param(sdfg, data, safe):
     st, me = _pick(data, _top_maps(sdfg), "map")
     old = data.draw(hst.sampled_from(list(me.map.params)), label="param")
     taken = set(map(str, me.map.range.free_symbols)) | set(me.map.params)
-    targets = ["renamed_param"] + ([] if safe else sorted(s for s in sdfg.symbols if s not in taken))
+    targets = ["renamed_param"] + (
+        [] if safe else sorted(s for s in sdfg.symbols if s not in taken)
+    )
     new = data.draw(hst.sampled_from(targets), label="to")
     scope = st.scope_subgraph(me, include_entry=True, include_exit=True)
     dace_replace.replace_dict(scope, {old: new})
@@ -1897,8 +2493,15 @@ def edit_rename_param(sdfg, data, safe):
 
 def edit_drop_read(sdfg, data, safe):
     """A tasklet stops reading one input (the value becomes a constant)."""
-    st, e = _pick(data, [(st, e) for st, e in _inner_reads(sdfg)
-                         if isinstance(e.dst, dn.Tasklet) and e.dst.code.language == dace.Language.Python], "read")
+    st, e = _pick(
+        data,
+        [
+            (st, e)
+            for st, e in _inner_reads(sdfg)
+            if isinstance(e.dst, dn.Tasklet) and e.dst.code.language == dace.Language.Python
+        ],
+        "read",
+    )
     t, conn = e.dst, e.dst_conn
     st.remove_edge(e)
     t.remove_in_connector(conn)
@@ -1916,8 +2519,16 @@ def edit_drop_read(sdfg, data, safe):
 
 #: Edits whose result still reads and writes only within the arrays (compiled runs are
 #: comparable); the others are checked for structure only.
-SAFE_EDITS = [edit_map_range, edit_map_step, edit_add_wcr, edit_flip_transient, edit_shape, edit_dtype,
-              edit_rename_param, edit_drop_read]
+SAFE_EDITS = [
+    edit_map_range,
+    edit_map_step,
+    edit_add_wcr,
+    edit_flip_transient,
+    edit_shape,
+    edit_dtype,
+    edit_rename_param,
+    edit_drop_read,
+]
 ALL_EDITS = SAFE_EDITS + [edit_shift_read, edit_swap_read_dims]
 
 
@@ -1935,8 +2546,12 @@ def _edited(name, data, edits, safe):
 
 
 SMALL_FIXTURES = ["seed_multi_offset", "seed_vertical_difference", "two_symbol_index"]
-_SETTINGS = dict(derandomize=True, deadline=None, database=None,
-                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+_SETTINGS = dict(
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 
 
 #: Compiling a gt4py fixture costs seconds of DaCe code generation (the hand-built one
@@ -1950,7 +2565,9 @@ COMPILE_FIXTURES = ["two_symbol_index", "two_symbol_index", "seed_multi_offset"]
 def test_random_safe_edits_of_small_fixtures_compile_equal(data):
     name = data.draw(hst.sampled_from(COMPILE_FIXTURES), label="fixture")
     sdfg = _edited(name, data, SAFE_EDITS, safe=True)
-    _, report, _ = check(sdfg, symbols=_fixture_symbols(sdfg), compile_viewer=False, reject_uncompilable=True)
+    _, report, _ = check(
+        sdfg, symbols=_fixture_symbols(sdfg), compile_viewer=False, reject_uncompilable=True
+    )
     event("applied" if report.applied else "declined")  # for --hypothesis-show-statistics
 
 
@@ -1967,18 +2584,23 @@ def test_random_edits_of_small_fixtures_structure(data):
 @given(data=hst.data())
 def test_random_edits_of_icon4py_fixture_structure(data):
     """One example: the pass alone takes ~8 s on this fixture (structure only)."""
-    sdfg = _edited("icon4py_compute_perturbed_quantities_and_interpolation", data, ALL_EDITS, safe=False)
+    sdfg = _edited(
+        "icon4py_compute_perturbed_quantities_and_interpolation", data, ALL_EDITS, safe=False
+    )
     _, report, _ = check(sdfg, viewer=False)
     event("applied" if report.applied else "declined")
-
 
 
 # ---- write-back copies (analysis/writeback.py) -----------------------------------------
 
 
 def _copies(sdfg):
-    return [(st.label, e.src.data, e.dst.data) for st in sdfg.states() for e in st.edges()
-            if isinstance(e.src, dace.nodes.AccessNode) and isinstance(e.dst, dace.nodes.AccessNode)]
+    return [
+        (st.label, e.src.data, e.dst.data)
+        for st in sdfg.states()
+        for e in st.edges()
+        if isinstance(e.src, dace.nodes.AccessNode) and isinstance(e.dst, dace.nodes.AccessNode)
+    ]
 
 
 @pytest.mark.parametrize("case, as_output, retargeted, converted", [
@@ -1990,7 +2612,9 @@ def _copies(sdfg):
     ("writeback_output_read_by_producer_state", False, False, True),
     ("writeback_copy_conditional", False, False, True),
 ])  # fmt: skip
-def test_writeback_copy_becomes_a_reader_only_where_the_intermediate_then_goes(case, as_output, retargeted, converted):
+def test_writeback_copy_becomes_a_reader_only_where_the_intermediate_then_goes(
+    case, as_output, retargeted, converted
+):
     """By default the buffer becomes the output where nothing else touches the output
     while the buffer lives (docs/output_buffer.md). Without that, with retargeting the
     producer writes `g` where that is unobservable (docs/retarget.md); elsewhere, and with
@@ -2006,9 +2630,13 @@ def test_writeback_copy_becomes_a_reader_only_where_the_intermediate_then_goes(c
     assert report.writebacks_retargeted == (["tmp"] if retargeted else [])
     assert bool([c for c in _copies(work) if c[1] == "tmp"]) != gone
     consumers = {r.consumer for r in report.applied}
-    assert ("writeback_tmp_g_map" in consumers) == (converted and not retargeted) and "consumer_map" in consumers
+    assert ("writeback_tmp_g_map" in consumers) == (
+        converted and not retargeted
+    ) and "consumer_map" in consumers
     off = copy.deepcopy(globals()[case]())
-    report = gx.gt_inline_fusion(off, cost_model=gx.InlineWhereSound(writeback_retarget=False, output_buffers=False))
+    report = gx.gt_inline_fusion(
+        off, cost_model=gx.InlineWhereSound(writeback_retarget=False, output_buffers=False)
+    )
     assert report.writebacks_retargeted == [] and ("tmp" not in off.arrays) == converted
 
 
@@ -2053,8 +2681,14 @@ LITERAL_APPLIES = {
     "nested_loop_reads_column": ("nested_loop_reads_column", SYMS),
     "later_state": ("later_state", SYMS),
     "concat_split_in_two_dimensions": ("concat_split_in_two_dimensions", SYMS),
-    "concat_split_in_two_dimensions_at_symbol[b=0]": ("concat_split_in_two_dimensions_at_symbol", dict(SYMS, b=0)),
-    "concat_split_in_two_dimensions_at_symbol[b=N]": ("concat_split_in_two_dimensions_at_symbol", dict(SYMS, b=SYMS["N"])),
+    "concat_split_in_two_dimensions_at_symbol[b=0]": (
+        "concat_split_in_two_dimensions_at_symbol",
+        dict(SYMS, b=0),
+    ),
+    "concat_split_in_two_dimensions_at_symbol[b=N]": (
+        "concat_split_in_two_dimensions_at_symbol",
+        dict(SYMS, b=SYMS["N"]),
+    ),
 }
 
 
@@ -2100,7 +2734,9 @@ def test_next_w_chain_variants_under_the_contract(case):
 
 
 @pytest.mark.compile
-@pytest.mark.parametrize("case", ["", "shifted", "reads_inside"])  # ("narrow" does not compile in DaCe)
+@pytest.mark.parametrize(
+    "case", ["", "shifted", "reads_inside"]
+)  # ("narrow" does not compile in DaCe)
 def test_sibling_tail_variants_under_the_contract(case):
     """The sibling-tail Map and its hostile variants (tests/test_sibling_tail.py) under
     everything sound (which inlines `X` whole, so no split is tried) and under the CPU

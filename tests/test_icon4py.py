@@ -1,10 +1,11 @@
 """The measured target, compiled stock and with the inliner: all nine outputs agree."""
 
+import icon4py_target as target  # bench/icon4py_target.py
 import numpy as np
 import pytest
 
-import icon4py_target as target  # bench/icon4py_target.py
 from gt4py_dace_xforms.tools.compare import inline_build, stock_build, two_d_transients
+
 
 pytestmark = [
     pytest.mark.compile,
@@ -35,15 +36,22 @@ def test_all_nine_outputs_equal_stock(runs, taylor_hydro):
         stock = results[("stock", taylor_hydro)][name]
         # Rounding only (FMA contraction once inlined): relative to the field's magnitude,
         # since differences of O(1) values can cancel to O(1e-4).
-        np.testing.assert_allclose(results[("inlined", taylor_hydro)][name], stock, rtol=1e-13,
-                                   atol=1e-14 * np.abs(stock).max(), err_msg=name)
+        np.testing.assert_allclose(
+            results[("inlined", taylor_hydro)][name],
+            stock,
+            rtol=1e-13,
+            atol=1e-14 * np.abs(stock).max(),
+            err_msg=name,
+        )
 
 
 def test_fewer_2d_transients_than_stock(runs):
     builds, _ = runs
     stock = two_d_transients(builds["stock"].sdfg)
     inlined = two_d_transients(builds["inlined"].sdfg)
-    print(f"\n2-D transients after gt4py's top-level stage: stock {len(stock)}, inlined {len(inlined)}")
+    print(
+        f"\n2-D transients after gt4py's top-level stage: stock {len(stock)}, inlined {len(inlined)}"
+    )
     print(builds["inlined"].report.table())
     assert len(stock) == 9
     assert len(inlined) < len(stock)

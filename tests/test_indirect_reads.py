@@ -2,19 +2,22 @@
 
 import copy
 
+import neighbor_programs as npg
 import numpy as np
 import pytest
 from dace.sdfg import nodes as dn
-from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
+from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import (
+    GT4PyAutoOptHook,
+)
 
 import gt4py_dace_xforms as gx
-import neighbor_programs as npg
 from gt4py_dace_xforms.analysis.candidate import analyse_candidate
 from gt4py_dace_xforms.analysis.indirect import match_indirect_read
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.integration import capture
 from gt4py_dace_xforms.tools.compare import inline_build, stock_build, two_d_transients
 from gt4py_dace_xforms.transformations.inline_fusion_pass import find_candidates
+
 
 STEP = (GT4PyAutoOptHook.TopLevelDataFlowStep, 1)
 
@@ -40,13 +43,17 @@ def test_neighbor_reads_are_sound_one_copy_per_deref():
     report = gx.gt_inline_fusion(sdfg, cost_model=gx.InlineWhereSound())
     assert [r.intermediate for r in report.applied] == [node.data]
     assert node.data not in sdfg.arrays
-    copies = [n for n in state.nodes() if isinstance(n, dn.NestedSDFG) and n.label.startswith("inline_")]
+    copies = [
+        n for n in state.nodes() if isinstance(n, dn.NestedSDFG) and n.label.startswith("inline_")
+    ]
     assert len(copies) == 2
     # The deref tasklets are left copying the copies' values (their output edges untouched).
     derefs = [n for n in state.nodes() if isinstance(n, dn.Tasklet) and "deref" in n.label]
     assert len(derefs) == 2
     for t in derefs:
-        assert [e.src for e in state.in_edges(t)] and all(isinstance(e.src, dn.AccessNode) for e in state.in_edges(t))
+        assert [e.src for e in state.in_edges(t)] and all(
+            isinstance(e.src, dn.AccessNode) for e in state.in_edges(t)
+        )
         assert "[" not in t.code.as_string
 
 
@@ -61,7 +68,9 @@ def test_neighbor_reduction_reads_inside_the_local_map_are_inlined_there():
     assert len(read.inner_maps) == 1 and state.entry_node(read.tasklet) is read.inner_maps[0]
     report = gx.gt_inline_fusion(sdfg, cost_model=gx.InlineWhereSound())
     assert report.applied and node.data not in sdfg.arrays
-    (copy_node,) = [n for n in state.nodes() if isinstance(n, dn.NestedSDFG) and n.label.startswith("inline_")]
+    (copy_node,) = [
+        n for n in state.nodes() if isinstance(n, dn.NestedSDFG) and n.label.startswith("inline_")
+    ]
     assert state.entry_node(copy_node) is read.inner_maps[0]
 
 
@@ -93,7 +102,11 @@ def test_a_tasklet_that_computes_with_the_field_is_no_indirect_read():
 
 @pytest.fixture(scope="module")
 def builds():
-    return {"stock": stock_build(), "sound": inline_build(policy=gx.InlineWhereSound()), "model": inline_build()}
+    return {
+        "stock": stock_build(),
+        "sound": inline_build(policy=gx.InlineWhereSound()),
+        "model": inline_build(),
+    }
 
 
 @pytest.mark.compile
@@ -108,10 +121,14 @@ def test_compiled_equal_to_stock_and_numpy(builds, program):
         prog.with_backend(build.backend)(**args, **extra, offset_provider=provider)
         results[name] = args["out"].asnumpy()
     for name in ("sound", "model"):
-        np.testing.assert_allclose(results[name], results["stock"], rtol=1e-14, atol=0, err_msg=name)
+        np.testing.assert_allclose(
+            results[name], results["stock"], rtol=1e-14, atol=0, err_msg=name
+        )
     if program in ("edge_difference", "edge_sum"):
         table = provider["E2C"].asnumpy()
         expected = getattr(npg, f"{program}_numpy")(base["a"].asnumpy(), base["b"].asnumpy(), table)
         np.testing.assert_allclose(results["sound"], expected, rtol=1e-14)
     sound_report = builds["sound"].report
-    assert any(r.applied and any(s[0].startswith("[") for s in r.shifts) for r in sound_report.records)
+    assert any(
+        r.applied and any(s[0].startswith("[") for s in r.shifts) for r in sound_report.records
+    )

@@ -9,8 +9,10 @@ from dace.transformation.optimizer import SDFGOptimizer
 
 import gt4py_dace_xforms as gx
 
+
 SOUND = gx.InlineWhereSound()  # these tests are about soundness: inline whatever is sound
 from builders import compare_before_after, inlined_copies, producer_consumer, transient_arrays
+
 
 RNG = np.random.default_rng(7)
 
@@ -48,16 +50,36 @@ def chain():
     st = sdfg.add_state()
     a, t1, tmp, out = (st.add_access(n) for n in ("a", "t1", "tmp", "out"))
     full = {"i": "0:N", "k": "0:K"}
-    st.add_mapped_tasklet("m1", full, {"__a": dace.Memlet("a[i, k]")}, "__o = __a * __a",
-                          {"__o": dace.Memlet("t1[i, k]")}, external_edges=True,
-                          input_nodes={"a": a}, output_nodes={"t1": t1})
-    st.add_mapped_tasklet("m2", full, {"__a": dace.Memlet("t1[i, k]")}, "__o = __a + 3.0",
-                          {"__o": dace.Memlet("tmp[i, k]")}, external_edges=True,
-                          input_nodes={"t1": t1}, output_nodes={"tmp": tmp})
-    st.add_mapped_tasklet("m3", {"i": "0:N", "k": "0:K-1"},
-                          {"__x": dace.Memlet("tmp[i, k]"), "__y": dace.Memlet("tmp[i, k + 1]")},
-                          "__o = __y - __x", {"__o": dace.Memlet("out[i, k]")}, external_edges=True,
-                          input_nodes={"tmp": tmp}, output_nodes={"out": out})
+    st.add_mapped_tasklet(
+        "m1",
+        full,
+        {"__a": dace.Memlet("a[i, k]")},
+        "__o = __a * __a",
+        {"__o": dace.Memlet("t1[i, k]")},
+        external_edges=True,
+        input_nodes={"a": a},
+        output_nodes={"t1": t1},
+    )
+    st.add_mapped_tasklet(
+        "m2",
+        full,
+        {"__a": dace.Memlet("t1[i, k]")},
+        "__o = __a + 3.0",
+        {"__o": dace.Memlet("tmp[i, k]")},
+        external_edges=True,
+        input_nodes={"t1": t1},
+        output_nodes={"tmp": tmp},
+    )
+    st.add_mapped_tasklet(
+        "m3",
+        {"i": "0:N", "k": "0:K-1"},
+        {"__x": dace.Memlet("tmp[i, k]"), "__y": dace.Memlet("tmp[i, k + 1]")},
+        "__o = __y - __x",
+        {"__o": dace.Memlet("out[i, k]")},
+        external_edges=True,
+        input_nodes={"tmp": tmp},
+        output_nodes={"out": out},
+    )
     sdfg.validate()
     return sdfg
 
@@ -71,12 +93,28 @@ def column_producer():
     sdfg.add_array("tmp", ["K"], dace.float64, transient=True)
     st = sdfg.add_state()
     tmp = st.add_access("tmp")
-    st.add_mapped_tasklet("col", {"k": "0:K"}, {"__z": dace.Memlet("z[k]")}, "__o = __z * 0.5",
-                          {"__o": dace.Memlet("tmp[k]")}, external_edges=True, output_nodes={"tmp": tmp})
-    st.add_mapped_tasklet("use", {"i": "0:N", "k": "0:K-1"},
-                          {"__a": dace.Memlet("a[i, k]"), "__x": dace.Memlet("tmp[k]"), "__y": dace.Memlet("tmp[k + 1]")},
-                          "__o = __a * (__y - __x)", {"__o": dace.Memlet("out[i, k]")}, external_edges=True,
-                          input_nodes={"tmp": tmp})
+    st.add_mapped_tasklet(
+        "col",
+        {"k": "0:K"},
+        {"__z": dace.Memlet("z[k]")},
+        "__o = __z * 0.5",
+        {"__o": dace.Memlet("tmp[k]")},
+        external_edges=True,
+        output_nodes={"tmp": tmp},
+    )
+    st.add_mapped_tasklet(
+        "use",
+        {"i": "0:N", "k": "0:K-1"},
+        {
+            "__a": dace.Memlet("a[i, k]"),
+            "__x": dace.Memlet("tmp[k]"),
+            "__y": dace.Memlet("tmp[k + 1]"),
+        },
+        "__o = __a * (__y - __x)",
+        {"__o": dace.Memlet("out[i, k]")},
+        external_edges=True,
+        input_nodes={"tmp": tmp},
+    )
     sdfg.validate()
     return sdfg
 
@@ -97,12 +135,23 @@ def input_written_in_between():
     sdfg = _three_level()
     sdfg.name = "input_written_in_between"
     state = sdfg.states()[0]
-    cons = next(n for n in state.nodes() if isinstance(n, dace.nodes.MapEntry) and n.map.label == "consumer_map")
+    cons = next(
+        n
+        for n in state.nodes()
+        if isinstance(n, dace.nodes.MapEntry) and n.map.label == "consumer_map"
+    )
     tmp = next(n for n in state.data_nodes() if n.data == "tmp")
     a2 = state.add_access("a")
-    state.add_mapped_tasklet("clobber", {"i": "0:N", "k": "0:K"}, {"__t": dace.Memlet("tmp[i, k]")}, "__o = 0.0",
-                             {"__o": dace.Memlet("a[i, k]")}, external_edges=True,
-                             input_nodes={"tmp": tmp}, output_nodes={"a": a2})
+    state.add_mapped_tasklet(
+        "clobber",
+        {"i": "0:N", "k": "0:K"},
+        {"__t": dace.Memlet("tmp[i, k]")},
+        "__o = 0.0",
+        {"__o": dace.Memlet("a[i, k]")},
+        external_edges=True,
+        input_nodes={"tmp": tmp},
+        output_nodes={"a": a2},
+    )
     state.add_nedge(a2, cons, dace.Memlet())
     sdfg.validate()
     return sdfg
@@ -153,7 +202,9 @@ def test_lower_dimensional_producer():
     arrays = _arrays(before, SYMS)
     got = compare_before_after(before, after, arrays, SYMS)
     z = 0.5 * arrays["z"]
-    np.testing.assert_allclose(got["out"][:, :-1], arrays["a"][:, :-1] * (z[1:] - z[:-1])[None, :], rtol=1e-14)
+    np.testing.assert_allclose(
+        got["out"][:, :-1], arrays["a"][:, :-1] * (z[1:] - z[:-1])[None, :], rtol=1e-14
+    )
 
 
 @pytest.mark.compile
@@ -173,7 +224,9 @@ def test_decline_input_written_between_producer_and_consumer():
     h = sdfg.hash_sdfg()
     report = gx.gt_inline_fusion(sdfg, cost_model=SOUND)
     assert not report.applied
-    assert any("written elsewhere in the state" in r.reason for r in report.declined), report.table()
+    assert any("written elsewhere in the state" in r.reason for r in report.declined), (
+        report.table()
+    )
     assert sdfg.hash_sdfg() == h
 
 
@@ -188,9 +241,15 @@ def test_max_distinct_offsets_bounds_copies():
     # The pass with the cost model, the sound policy and the transformation say the same
     # (one check, `policy.default.too_many_copies`).
     model = gx.gt_inline_fusion(sdfg, cost_model=gx.CostModel("cpu", max_distinct_offsets=2))
-    [fuser] = [m for m in SDFGOptimizer(sdfg).get_pattern_matches() if isinstance(m, gx.InlineFuser)]
+    [fuser] = [
+        m for m in SDFGOptimizer(sdfg).get_pattern_matches() if isinstance(m, gx.InlineFuser)
+    ]
     fuser.max_distinct_offsets = 2
-    reasons = {report.declined[0].reason, model.declined[0].reason, fuser.analyse(sdfg.states()[0], sdfg).reason}
+    reasons = {
+        report.declined[0].reason,
+        model.declined[0].reason,
+        fuser.analyse(sdfg.states()[0], sdfg).reason,
+    }
     assert reasons == {"3 distinct offsets exceed the bound max_distinct_offsets=2"}, reasons
 
 
@@ -198,7 +257,9 @@ def test_viewer_path_match_serialize_rebuild_apply():
     """What the DaCe VS Code extension does when a user clicks a transformation."""
     sdfg = _three_level()
     h = sdfg.hash_sdfg()
-    matches = [m for m in SDFGOptimizer(sdfg).get_pattern_matches() if isinstance(m, gx.InlineFuser)]
+    matches = [
+        m for m in SDFGOptimizer(sdfg).get_pattern_matches() if isinstance(m, gx.InlineFuser)
+    ]
     assert len(matches) == 1
     assert sdfg.hash_sdfg() == h  # matching (can_be_applied) did not mutate
     matches[0].max_distinct_offsets = 5  # a user-edited property travels with the match

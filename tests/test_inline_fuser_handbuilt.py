@@ -9,8 +9,10 @@ import pytest
 
 import gt4py_dace_xforms as gx
 
+
 SOUND = gx.InlineWhereSound()  # these tests are about soundness: inline whatever is sound
 from builders import compare_before_after, inlined_copies, producer_consumer, transient_arrays
+
 
 RNG = np.random.default_rng(42)
 
@@ -22,6 +24,7 @@ def _inline(sdfg):
 
 
 # ---- shapes ------------------------------------------------------------------------------
+
 
 def two_symbol_2d():
     """gt4py's index form: `i - s0`, `k - ks`; reads at k, k+1, k+2 (offsets from a range start)."""
@@ -84,11 +87,26 @@ def one_offset_many_edges():
 
 
 SHAPES = {
-    "two_symbol_2d": (two_symbol_2d, 3, dict(N=5, K=9, s0=2, ks=1), lambda t: t[:, :-2] + 2 * t[:, 1:-1] + 3 * t[:, 2:]),
-    "two_symbol_3d": (two_symbol_3d, 2, dict(N=4, M=3, K=7, s0=1, ks=3), lambda t: t[..., :-1] + 2 * t[..., 1:]),
+    "two_symbol_2d": (
+        two_symbol_2d,
+        3,
+        dict(N=5, K=9, s0=2, ks=1),
+        lambda t: t[:, :-2] + 2 * t[:, 1:-1] + 3 * t[:, 2:],
+    ),
+    "two_symbol_3d": (
+        two_symbol_3d,
+        2,
+        dict(N=4, M=3, K=7, s0=1, ks=3),
+        lambda t: t[..., :-1] + 2 * t[..., 1:],
+    ),
     "offset_ranges": (offset_ranges, 2, dict(N=5, K=9), lambda t: t[:, :-1] + 2 * t[:, 1:]),
     "negative_offsets": (negative_offsets, 2, dict(N=5, K=9), lambda t: t[:, :-2] + 2 * t[:, 1:-1]),
-    "one_offset_many_edges": (one_offset_many_edges, 1, dict(N=5, K=9), lambda t: t[:, 1:] * t[:, 1:] - t[:, 1:]),
+    "one_offset_many_edges": (
+        one_offset_many_edges,
+        1,
+        dict(N=5, K=9),
+        lambda t: t[:, 1:] * t[:, 1:] - t[:, 1:],
+    ),
 }
 
 
@@ -132,6 +150,7 @@ def test_compiled_results_equal_untransformed_and_numpy(shape):
 
 
 # ---- declines ----------------------------------------------------------------------------
+
 
 def not_covered():
     """The consumer reads k+1 up to K, the producer only computes up to K-1."""

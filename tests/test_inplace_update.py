@@ -9,6 +9,7 @@ import json
 import dace
 import numpy as np
 import pytest
+from builders import compare_before_after
 
 import gt4py_dace_xforms as gx
 from gt4py_dace_xforms.analysis.inplace_update import inplace_candidates, inplace_update_plan
@@ -16,7 +17,7 @@ from gt4py_dace_xforms.analysis.output_buffer import output_buffer_plan
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.tools.compare import two_d_transients
 from gt4py_dace_xforms.transformations.inplace_update import InPlaceUpdate, gt_updates_in_place
-from builders import compare_before_after, deep
+
 
 N, K, DAMP = 8, 6, 3  # cells, levels (the output has K + 1), levels 1..DAMP damped
 
@@ -32,32 +33,62 @@ def build(variant: str = "") -> dace.SDFG:
     st = sdfg.add_state("main")
     c, g0, s, t = st.add_access("c"), st.add_access("G"), st.add_access("S"), st.add_access("T")
     st.add_nedge(c, g0, dace.Memlet(f"c[0:{N}, {K}] -> [0:{N}, {K}]"))
-    echo = f"G[0:{N}, {K - 1}] -> [0:{N}, {K}]" if variant == "echo_shifted" else f"G[0:{N}, {K}] -> [0:{N}, {K}]"
+    echo = (
+        f"G[0:{N}, {K - 1}] -> [0:{N}, {K}]"
+        if variant == "echo_shifted"
+        else f"G[0:{N}, {K}] -> [0:{N}, {K}]"
+    )
     st.add_nedge(g0, s, dace.Memlet(echo))
     sweep_hi = K + 1 if variant == "writer_on_echo" else K
-    st.add_mapped_tasklet("sweep", {"i": f"0:{N}", "k": f"0:{sweep_hi}"}, {"__a": dace.Memlet("a[i, k]")},
-                          "__s = 2.0 * __a + 1.0", {"__s": dace.Memlet("S[i, k]")}, external_edges=True,
-                          output_nodes={"S": s})
+    st.add_mapped_tasklet(
+        "sweep",
+        {"i": f"0:{N}", "k": f"0:{sweep_hi}"},
+        {"__a": dace.Memlet("a[i, k]")},
+        "__s = 2.0 * __a + 1.0",
+        {"__s": dace.Memlet("S[i, k]")},
+        external_edges=True,
+        output_nodes={"S": s},
+    )
     read = "S[i, k - 1]" if variant == "shifted_update" else "S[i, k]"
     upd_lo = 0 if variant == "overlap" else 1
-    st.add_mapped_tasklet("damp", {"i": f"0:{N}", "k": f"{upd_lo}:{DAMP + 1}"}, {"__s": dace.Memlet(read)},
-                          "__t = 0.5 * __s", {"__t": dace.Memlet("T[i, k]")}, external_edges=True,
-                          input_nodes={"S": s}, output_nodes={"T": t})
+    st.add_mapped_tasklet(
+        "damp",
+        {"i": f"0:{N}", "k": f"{upd_lo}:{DAMP + 1}"},
+        {"__s": dace.Memlet(read)},
+        "__t = 0.5 * __s",
+        {"__t": dace.Memlet("T[i, k]")},
+        external_edges=True,
+        input_nodes={"S": s},
+        output_nodes={"T": t},
+    )
     for lo, hi in ((0, 0), (DAMP + 1, K)):
         d = 1 if variant == "copy_shifted" and lo else 0  # T[k] = S[k - 1] there
-        st.add_nedge(s, t, dace.Memlet(f"S[0:{N}, {lo - d}:{hi + 1 - d}] -> [0:{N}, {lo}:{hi + 1}]"))
+        st.add_nedge(
+            s, t, dace.Memlet(f"S[0:{N}, {lo - d}:{hi + 1 - d}] -> [0:{N}, {lo}:{hi + 1}]")
+        )
     if variant == "source_read_elsewhere":
-        st.add_mapped_tasklet("other", {"i": f"0:{N}", "k": f"0:{K}"}, {"__s": dace.Memlet("S[i, k]")},
-                              "__h = __s", {"__h": dace.Memlet("H[i, k]")}, external_edges=True,
-                              input_nodes={"S": s})
+        st.add_mapped_tasklet(
+            "other",
+            {"i": f"0:{N}", "k": f"0:{K}"},
+            {"__s": dace.Memlet("S[i, k]")},
+            "__h = __s",
+            {"__h": dace.Memlet("H[i, k]")},
+            external_edges=True,
+            input_nodes={"S": s},
+        )
     g1 = st.add_access("G")
     for lo, hi in ((0, 0), (1, DAMP), (DAMP + 1, K - 1)):
         st.add_nedge(t, g1, dace.Memlet(f"T[0:{N}, {lo}:{hi + 1}] -> [0:{N}, {lo}:{hi + 1}]"))
     if variant != "source_read_elsewhere":
-        st.add_mapped_tasklet("results", {"i": f"0:{N}", "k": f"0:{K}"},
-                              {"__lo": dace.Memlet("T[i, k]"), "__hi": dace.Memlet("T[i, k + 1]")},
-                              "__h = __hi - 3.0 * __lo", {"__h": dace.Memlet("H[i, k]")}, external_edges=True,
-                              input_nodes={"T": t})
+        st.add_mapped_tasklet(
+            "results",
+            {"i": f"0:{N}", "k": f"0:{K}"},
+            {"__lo": dace.Memlet("T[i, k]"), "__hi": dace.Memlet("T[i, k + 1]")},
+            "__h = __hi - 3.0 * __lo",
+            {"__h": dace.Memlet("H[i, k]")},
+            external_edges=True,
+            input_nodes={"T": t},
+        )
     sdfg.validate()
     return sdfg
 
@@ -67,7 +98,7 @@ def _numpy(a, c, g):
     s[:, :K] = 2.0 * a[:, :K] + 1.0
     s[:, K] = c[:, K]
     t = s.copy()
-    t[:, 1:DAMP + 1] *= 0.5
+    t[:, 1 : DAMP + 1] *= 0.5
     g = g.copy()
     g[:, :K] = t[:, :K]
     g[:, K] = c[:, K]
@@ -87,8 +118,11 @@ def _state(sdfg):
 
 def test_the_chain_folds_and_becomes_the_output():
     sdfg = build()
-    plan = inplace_update_plan(sdfg, sdfg.start_state, *[(s, t) for _, s, t in inplace_candidates(sdfg)
-                                                         if s.data == "S"][0])
+    plan = inplace_update_plan(
+        sdfg,
+        sdfg.start_state,
+        *[(s, t) for _, s, t in inplace_candidates(sdfg) if s.data == "S"][0],
+    )
     assert not isinstance(plan, Decline), plan
     assert [e.data.subset.ndrange()[1][0] for e in plan.copies] == [0, DAMP + 1]
     assert gt_updates_in_place(sdfg, validate=True) == ["T"]
@@ -101,9 +135,13 @@ def test_the_chain_folds_and_becomes_the_output():
     # The copy from the boundary still precedes every reader of G: one G node holds it all.
     (st,) = sdfg.states()
     gnodes = [n for n in st.data_nodes() if n.data == "G"]
-    assert len(gnodes) == 2 and any(st.in_degree(n) and any(e.src.data == "c" for e in st.in_edges(n)
-                                                                if isinstance(e.src, dace.nodes.AccessNode))
-                                    for n in gnodes)
+    assert len(gnodes) == 2 and any(
+        st.in_degree(n)
+        and any(
+            e.src.data == "c" for e in st.in_edges(n) if isinstance(e.src, dace.nodes.AccessNode)
+        )
+        for n in gnodes
+    )
 
 
 def test_the_rewrites_compute_the_same():
@@ -128,12 +166,15 @@ def test_the_cost_model_takes_it_and_a_policy_without_output_buffers_does_not():
     assert "T" in sdfg.arrays
 
 
-@pytest.mark.parametrize("variant, reason", [
-    ("shifted_update", "reads the source at another point than it writes"),
-    ("copy_shifted", "moves points to other indices"),
-    ("overlap", "overlap"),
-    ("source_read_elsewhere", "'S' is also read by 'other"),
-])
+@pytest.mark.parametrize(
+    "variant, reason",
+    [
+        ("shifted_update", "reads the source at another point than it writes"),
+        ("copy_shifted", "moves points to other indices"),
+        ("overlap", "overlap"),
+        ("source_read_elsewhere", "'S' is also read by 'other"),
+    ],
+)
 def test_hostile_in_place_variants_decline_unchanged(variant, reason):
     sdfg = build(variant)
     st = sdfg.start_state
@@ -146,10 +187,13 @@ def test_hostile_in_place_variants_decline_unchanged(variant, reason):
     assert _state(sdfg) == before
 
 
-@pytest.mark.parametrize("variant, reason", [
-    ("echo_shifted", "at another index than the write-back copy's"),
-    ("writer_on_echo", "writes 'S' where 'G' is copied into it"),
-])
+@pytest.mark.parametrize(
+    "variant, reason",
+    [
+        ("echo_shifted", "at another index than the write-back copy's"),
+        ("writer_on_echo", "writes 'S' where 'G' is copied into it"),
+    ],
+)
 def test_hostile_echo_variants_decline_unchanged(variant, reason):
     sdfg = build(variant)
     assert gt_updates_in_place(sdfg) == ["T"]  # the fold itself is sound here
@@ -190,6 +234,7 @@ import gt4py.next as gtx  # noqa: E402
 from gt4py.next import Dims  # noqa: E402
 from gt4py.next.ffront.experimental import concat_where  # noqa: E402
 
+
 Cell = gtx.Dimension("Cell")
 KDim = gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)
 F64 = gtx.Field[Dims[Cell, KDim], gtx.float64]
@@ -229,7 +274,10 @@ def test_the_solvers_shape_lowered_from_gt4py():
     args = {n: gtx.as_field([Cell, KDim], rng.random((NC, NL + 1))) for n in ("a", "c", "w", "h")}
     run = side_by_side(damped_program, args, ("w", "h"))
     assert len(run.transients("stock")) == 2 and run.transients("inlined") == []
-    assert len(run.inlined.report.updated_in_place) == 1 and len(run.inlined.report.outputs_as_buffers) == 1
+    assert (
+        len(run.inlined.report.updated_in_place) == 1
+        and len(run.inlined.report.outputs_as_buffers) == 1
+    )
     for o in ("w", "h"):
         np.testing.assert_array_equal(run.results["inlined"][o], run.results["stock"][o])
     a, c = args["a"].asnumpy(), args["c"].asnumpy()
@@ -238,7 +286,7 @@ def test_the_solvers_shape_lowered_from_gt4py():
         s = a[:, k] + 0.5 * s
         x[:, k] = s
     y = x.copy()
-    y[:, 1:END + 1] *= 0.5
+    y[:, 1 : END + 1] *= 0.5
     h = args["h"].asnumpy().copy()
     h[:, :NL] = y[:, 1:] - 3.0 * y[:, :NL]
     np.testing.assert_allclose(run.results["inlined"]["w"], y, rtol=1e-15)

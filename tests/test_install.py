@@ -1,15 +1,16 @@
 """install() / uninstall(): gt4py's own run_dace_cpu runs the inliner, then is stock again."""
 
+import gt4py.next as gtx
 import numpy as np
 import pytest
-
-import gt4py.next as gtx
-import gt4py_dace_xforms as gx
 from gt4py.next import Dims
 from gt4py.next.ffront.experimental import concat_where
 from gt4py.next.program_processors.runners.dace import transformations as gtx_transformations
 from gt4py.next.program_processors.runners.dace.workflow.backend import run_dace_cpu
+
+import gt4py_dace_xforms as gx
 from gt4py_dace_xforms.integration import compat, install as inst
+
 
 Cell = gtx.Dimension("Cell")
 K = gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)

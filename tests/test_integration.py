@@ -1,12 +1,14 @@
 """Hooks into gt_auto_optimize (chaining with user hooks) and the ready backends."""
 
-import numpy as np
-import pytest
-
 import fixture_lib
 import gt4py.next as gtx
+import numpy as np
+import pytest
+from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import (
+    GT4PyAutoOptHook,
+)
+
 import gt4py_dace_xforms as gx
-from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
 from gt4py_dace_xforms import backends
 from gt4py_dace_xforms.cli import demo
 from gt4py_dace_xforms.tools.compare import two_d_transients
@@ -33,7 +35,11 @@ def test_user_hook_at_the_same_stage_is_chained_not_dropped():
 
     hooks[GT4PyAutoOptHook.TopLevelDataFlowStep] = library_then
     sdfg = fixture_lib.lower_and_capture(
-        demo.three_level_sum_program, _args(), {}, "optimized", auto_optimize_args={"optimization_hooks": hooks}
+        demo.three_level_sum_program,
+        _args(),
+        {},
+        "optimized",
+        auto_optimize_args={"optimization_hooks": hooks},
     )
     assert "user" in order and "post" in order and order.index("user") < order.index("checked")
     assert any(r.applied for r in reports)
@@ -42,7 +48,9 @@ def test_user_hook_at_the_same_stage_is_chained_not_dropped():
 
 def test_optimization_hooks_keep_callbacks_untouched():
     cb = lambda *a: True  # noqa: E731
-    hooks = gx.optimization_hooks(user_hooks={GT4PyAutoOptHook.TopLevelDataFlowMapFusionVerticalCallBack: cb})
+    hooks = gx.optimization_hooks(
+        user_hooks={GT4PyAutoOptHook.TopLevelDataFlowMapFusionVerticalCallBack: cb}
+    )
     assert hooks[GT4PyAutoOptHook.TopLevelDataFlowMapFusionVerticalCallBack] is cb
     assert GT4PyAutoOptHook.TopLevelDataFlowStep in hooks
 
@@ -56,7 +64,13 @@ def test_ready_cpu_backend_equals_stock_on_seed_program():
     outs = []
     for be in (stock, backends.run_dace_cpu):
         out = gtx.zeros({demo.Cell: 64, demo.K: nlev}, dtype=gtx.float64)
-        demo.vertical_difference_computed_program.with_backend(be)(x, y, out, np.int32(nlev), offset_provider={})
+        demo.vertical_difference_computed_program.with_backend(be)(
+            x, y, out, np.int32(nlev), offset_provider={}
+        )
         outs.append(out.asnumpy())
     np.testing.assert_allclose(outs[1], outs[0], rtol=1e-13, atol=0)
-    np.testing.assert_allclose(outs[1][:, : nlev - 1], demo._vertical_difference_computed_numpy(x.asnumpy(), y.asnumpy(), nlev), rtol=1e-13)
+    np.testing.assert_allclose(
+        outs[1][:, : nlev - 1],
+        demo._vertical_difference_computed_numpy(x.asnumpy(), y.asnumpy(), nlev),
+        rtol=1e-13,
+    )

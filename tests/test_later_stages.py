@@ -10,14 +10,21 @@ import dace
 import gt4py.next as gtx
 import numpy as np
 from dace.sdfg import nodes as dn
-from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
+from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import (
+    GT4PyAutoOptHook,
+)
+from test_run_time_bounds import (  # issue 60's programs
+    C2E2CDim,
+    Cell,
+    cell_split_neighbor,
+    scans_split_in_cell,
+)
 
 import gt4py_dace_xforms as gx
 from gt4py_dace_xforms.analysis.later_stages import split_range_computable
 from gt4py_dace_xforms.integration import hooks
 from gt4py_dace_xforms.integration.capture import lower_and_capture
 from gt4py_dace_xforms.transformations.copy_chain import gt_remove_copy_chains
-from test_run_time_bounds import C2E2CDim, Cell, cell_split_neighbor, scans_split_in_cell  # issue 60's programs
 
 
 def _map(lower: str, upper: str = "32") -> dn.Map:
@@ -28,9 +35,9 @@ def test_split_of_run_time_bound_beside_full_range_is_not_computable():
     nc = dace.symbolic.pystr_to_symbolic("Max(0, nc)")
     assert str(nc) == "Max(0, nc)"
     assert not split_range_computable(_map("Max(0, nc)"), _map("0"))
-    assert split_range_computable(_map("0"), _map("0"))      # the same range: no split
-    assert split_range_computable(_map("4"), _map("0"))      # literal bounds: split
-    assert split_range_computable(_map("nc"), _map("0"))     # undecidable in gt4py's try: no split
+    assert split_range_computable(_map("0"), _map("0"))  # the same range: no split
+    assert split_range_computable(_map("4"), _map("0"))  # literal bounds: split
+    assert split_range_computable(_map("nc"), _map("0"))  # undecidable in gt4py's try: no split
 
 
 class _Entry:
@@ -60,7 +67,9 @@ def test_hooks_put_the_guard_at_both_split_callbacks_and_stock_gets_the_users_ba
     def user(*args):
         return True
 
-    made = gx.optimization_hooks(user_hooks={GT4PyAutoOptHook.TopLevelDataFlowVerticalSplitCallBack: user})
+    made = gx.optimization_hooks(
+        user_hooks={GT4PyAutoOptHook.TopLevelDataFlowVerticalSplitCallBack: user}
+    )
     assert made[GT4PyAutoOptHook.TopLevelDataFlowVerticalSplitCallBack] == hooks.SplitGuard(user)
     assert made[GT4PyAutoOptHook.TopLevelDataFlowHorizontalSplitCallBack] == hooks.SplitGuard(None)
     stock = hooks.without_library(made)
@@ -78,14 +87,18 @@ def test_copy_chain_fold_never_writes_the_input_a_concat_node_copies_from():
     takes that copy for all of the node (it bounds `Min` by approximation), and a fold on
     its word made the branch write `b`. The proof folds the branch's own array only."""
     conn = gtx.as_connectivity([Cell, C2E2CDim], codomain=Cell, data=np.zeros((32, 3), np.int32))
-    sdfg = lower_and_capture(cell_split_neighbor, None, {"C2E2C": conn}, stage=GT4PyAutoOptHook.TopLevelDataFlowPre)
+    sdfg = lower_and_capture(
+        cell_split_neighbor, None, {"C2E2C": conn}, stage=GT4PyAutoOptHook.TopLevelDataFlowPre
+    )
     before = copy.deepcopy(sdfg)
     hooks.fuse_states(sdfg)
     assert gt_remove_copy_chains(sdfg) == 1
     inputs = {name for name, desc in before.arrays.items() if not desc.transient} - {"out"}
     assert not (_written(sdfg) & inputs), _written(sdfg)
-    assert len([n for n, d in sdfg.arrays.items() if d.transient and len(d.shape) == 2]) == \
-        len([n for n, d in before.arrays.items() if d.transient and len(d.shape) == 2]) - 1
+    assert (
+        len([n for n, d in sdfg.arrays.items() if d.transient and len(d.shape) == 2])
+        == len([n for n, d in before.arrays.items() if d.transient and len(d.shape) == 2]) - 1
+    )
 
 
 def _after_step_hook(monkeypatch, trim: bool) -> dace.SDFG:
@@ -96,8 +109,13 @@ def _after_step_hook(monkeypatch, trim: bool) -> dace.SDFG:
     step = GT4PyAutoOptHook.TopLevelDataFlowStep
     made = hk.optimization_hooks(gx.InlineWhereSound())
     conn = gtx.as_connectivity([Cell, C2E2CDim], codomain=Cell, data=np.zeros((32, 3), np.int32))
-    return lower_and_capture(scans_split_in_cell, None, {"C2E2C": conn}, stage=step,
-                             auto_optimize_args={"optimization_hooks": {step: made[step]}})
+    return lower_and_capture(
+        scans_split_in_cell,
+        None,
+        {"C2E2C": conn},
+        stage=step,
+        auto_optimize_args={"optimization_hooks": {step: made[step]}},
+    )
 
 
 def test_a_map_written_in_full_and_read_at_a_run_time_bound_is_trimmed(monkeypatch):
@@ -113,7 +131,12 @@ def test_a_map_written_in_full_and_read_at_a_run_time_bound_is_trimmed(monkeypat
     monkeypatch.undo()
     trimmed = _after_step_hook(monkeypatch, trim=True)
     assert splitter_failures(trimmed) == []
-    writer = next(st.in_edges(n)[0].src for st in trimmed.states() for n in st.data_nodes() if n.data == failure[1])
+    writer = next(
+        st.in_edges(n)[0].src
+        for st in trimmed.states()
+        for n in st.data_nodes()
+        if n.data == failure[1]
+    )
     assert str(writer.map.range) == "Max(0, nc):32, 0:8"
 
 
@@ -123,6 +146,8 @@ def test_trim_leaves_an_sdfg_without_the_splitter_shape_exactly_as_it_was():
     from gt4py_dace_xforms.transformations.split_hazards import gt_trim_split_hazards
 
     conn = gtx.as_connectivity([Cell, C2E2CDim], codomain=Cell, data=np.zeros((32, 3), np.int32))
-    sdfg = lower_and_capture(cell_split_neighbor, None, {"C2E2C": conn}, stage=GT4PyAutoOptHook.TopLevelDataFlowPre)
+    sdfg = lower_and_capture(
+        cell_split_neighbor, None, {"C2E2C": conn}, stage=GT4PyAutoOptHook.TopLevelDataFlowPre
+    )
     before = sdfg.hash_sdfg()
     assert gt_trim_split_hazards(sdfg) == [] and sdfg.hash_sdfg() == before

@@ -8,6 +8,7 @@ import pathlib
 import networkx as nx
 import pytest
 
+
 PKG = pathlib.Path(__file__).resolve().parent.parent / "gt4py_dace_xforms"
 
 #: layer -> the layers it may import (itself included). Modules at the top level of the
@@ -21,8 +22,25 @@ ALLOWED = {
     "transformations": {"transformations", "analysis", "policy", "report"},
     "integration": {"integration", "transformations", "analysis", "policy", "report"},
     "tools": {"tools", "integration", "transformations", "analysis", "policy", "report"},
-    "measure": {"measure", "tools", "integration", "transformations", "analysis", "policy", "report"},
-    "cli": {"cli", "measure", "tools", "integration", "transformations", "analysis", "policy", "report"},
+    "measure": {
+        "measure",
+        "tools",
+        "integration",
+        "transformations",
+        "analysis",
+        "policy",
+        "report",
+    },
+    "cli": {
+        "cli",
+        "measure",
+        "tools",
+        "integration",
+        "transformations",
+        "analysis",
+        "policy",
+        "report",
+    },
 }
 
 
@@ -49,7 +67,10 @@ def _imports(path: pathlib.Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1]
+                    + ([base] if base else [])
+                )
             found.add(base)
             found |= {f"{base}.{a.name}" for a in node.names}
     return {m for m in found if m.startswith("gt4py_dace_xforms")}
@@ -68,9 +89,12 @@ def _resolved(name: str) -> str | None:
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if _layer(m) in ALLOWED))
 def test_module_imports_only_lower_layers(module):
     layer = _layer(module)
-    bad = sorted({_resolved(n) for n in _imports(MODULES[module])} - {None}
-                 - {m for m in MODULES if _layer(m) in ALLOWED[layer] | {"", "version"}}
-                 - ({"gt4py_dace_xforms"} if layer in ("cli",) else set()))
+    bad = sorted(
+        {_resolved(n) for n in _imports(MODULES[module])}
+        - {None}
+        - {m for m in MODULES if _layer(m) in ALLOWED[layer] | {"", "version"}}
+        - ({"gt4py_dace_xforms"} if layer in ("cli",) else set())
+    )
     assert not bad, f"{module} ({layer}) imports {bad}"
 
 
@@ -88,7 +112,11 @@ def test_no_import_circle():
             target = _resolved(n)
             # A package's __init__ re-exports its modules: importing a sibling through it
             # is not a dependency of the package on the importer.
-            if target and target != m and not (MODULES[target].name == "__init__.py" and m.startswith(target + ".")):
+            if (
+                target
+                and target != m
+                and not (MODULES[target].name == "__init__.py" and m.startswith(target + "."))
+            ):
                 graph.add_edge(m, target)
     cycles = list(nx.simple_cycles(graph))
     assert not cycles, cycles[:5]

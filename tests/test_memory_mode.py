@@ -1,14 +1,15 @@
 """The bench builds each transient memory mode: the mode given to `stock_build` /
 `inline_build` must reach gt4py's `gt_auto_optimize` (checked there, before any C++ compile)."""
 
+import gt4py.next as gtx
 import numpy as np
 import pytest
-
-import gt4py.next as gtx
 from gt4py.next.program_processors.runners.dace import transformations as gtx_transformations
+
 from gt4py_dace_xforms.cli import demo
 from gt4py_dace_xforms.integration.backends import make_backend
 from gt4py_dace_xforms.tools.compare import inline_build, stock_build
+
 
 Mode = gtx_transformations.TransientMemoryMode
 
@@ -31,7 +32,9 @@ def _mode_seen_by_gt_auto_optimize(monkeypatch, build) -> dict:
     monkeypatch.setattr(gtx_transformations, "gt_auto_optimize", record)
     a, b, out = (gtx.as_field([demo.Cell, demo.K], np.ones((64, 6))) for _ in range(3))
     with pytest.raises(Exception):  # noqa: B017  # _Stop, possibly wrapped by gt4py
-        demo.three_level_sum_program.with_backend(build.backend)(a, b, out, np.int32(6), offset_provider={})
+        demo.three_level_sum_program.with_backend(build.backend)(
+            a, b, out, np.int32(6), offset_provider={}
+        )
     return seen
 
 
@@ -52,7 +55,9 @@ def test_make_backend_passes_the_mode_on(monkeypatch):
     cost model is told, `CostModel.persistent_transients`)."""
 
     class _Backend:
-        backend = make_backend(False, transient_memory_mode=Mode.PERSISTENT, name_postfix="_xforms_mode_test")
+        backend = make_backend(
+            False, transient_memory_mode=Mode.PERSISTENT, name_postfix="_xforms_mode_test"
+        )
 
     seen = _mode_seen_by_gt_auto_optimize(monkeypatch, _Backend)
     assert seen["transient_memory_mode"] is Mode.PERSISTENT and "optimization_hooks" in seen

@@ -8,22 +8,23 @@ compared with stock and numpy."""
 import copy
 
 import dace
+import gt4py.next as gtx
 import numpy as np
 import pytest
-
-import gt4py.next as gtx
 from gt4py.next import Dims
 from gt4py.next.ffront.experimental import concat_where
-from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
+from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import (
+    GT4PyAutoOptHook,
+)
+from gt4py_helpers import run_out
 
 from gt4py_dace_xforms.analysis.candidate import InlineCandidate, analyse_candidate
 from gt4py_dace_xforms.integration.capture import capture_stages
-from gt4py_dace_xforms.tools.compare import inline_build, stock_build, two_d_transients
 from gt4py_dace_xforms.policy import CostModel, InlineWhereSound
+from gt4py_dace_xforms.tools.compare import inline_build, stock_build, two_d_transients
 from gt4py_dace_xforms.transformations.column_reads import gt_narrow_column_reads
 from gt4py_dace_xforms.transformations.inline_fusion_pass import find_candidates, gt_inline_fusion
 
-from gt4py_helpers import run_out
 
 Cell = gtx.Dimension("Cell")
 K = gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)
@@ -67,7 +68,9 @@ def _decay(x):
 
 @pytest.fixture(scope="module")
 def scan_step():
-    taken = capture_stages(scan_of_temporary_program, [(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)], offset_provider={})
+    taken = capture_stages(
+        scan_of_temporary_program, [(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)], offset_provider={}
+    )
     return taken[(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)]
 
 
@@ -88,15 +91,21 @@ def test_scan_guard_declines_what_feeds_a_scan_twice_per_level_and_sound_inlines
     its Map into the loop with nothing evaluated twice (`analysis/scan_inputs.py`), which
     the guard lets through."""
     model = gt_inline_fusion(copy.deepcopy(scan_step), cost_model=CostModel("cpu", scan_guard=True))
-    assert [r.reason.startswith("scan inputs: the output of") for r in model.applied] == [True], model.table()
-    step = capture_stages(scan_reads_at_two_levels, [(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)], offset_provider={})
+    assert [r.reason.startswith("scan inputs: the output of") for r in model.applied] == [True], (
+        model.table()
+    )
+    step = capture_stages(
+        scan_reads_at_two_levels, [(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)], offset_provider={}
+    )
     twice = step[(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)]
     model = gt_inline_fusion(twice, cost_model=CostModel("cpu", scan_guard=True))
     assert any("feeds a scan" in r.reason for r in model.declined), model.table()
     sdfg = copy.deepcopy(scan_step)
     before = two_d_transients(sdfg)
     report = gt_inline_fusion(sdfg, cost_model=InlineWhereSound(), validate=True)
-    assert any(r.shifts and r.shifts[0][0].startswith("scan") for r in report.applied), report.table()
+    assert any(r.shifts and r.shifts[0][0].startswith("scan") for r in report.applied), (
+        report.table()
+    )
     assert len(two_d_transients(sdfg)) == len(before) - 1
 
 
@@ -111,7 +120,9 @@ def test_cpu_cost_model_prices_a_scan_read_per_level(scan_step):
     assert decision.accept and decision.figures["points"] >= volume, decision
     sdfg = copy.deepcopy(scan_step)
     report = gt_inline_fusion(sdfg, cost_model=CostModel("cpu"))
-    assert any(r.shifts and r.shifts[0][0].startswith("scan") for r in report.applied), report.table()
+    assert any(r.shifts and r.shifts[0][0].startswith("scan") for r in report.applied), (
+        report.table()
+    )
 
 
 def test_persistent_transients_decline_a_scan_argument_on_the_cpu(scan_step):
@@ -140,18 +151,27 @@ def test_nested_sdfg_writing_the_column_is_declined(scan_step):
     st, tasklet = group.state, group.edges[0].dst
     # The tasklet's result also goes back into the column, at the element it read.
     out_conn = next(iter(st.out_edges(tasklet))).src_conn
-    st.add_edge(tasklet, out_conn, st.add_access(read.connector), None,
-                dace.Memlet(data=read.connector, subset=str(group.edges[0].data.subset)))
+    st.add_edge(
+        tasklet,
+        out_conn,
+        st.add_access(read.connector),
+        None,
+        dace.Memlet(data=read.connector, subset=str(group.edges[0].data.subset)),
+    )
     before = sdfg.to_json()
     assert not _nested(sdfg)
     verdicts = [analyse_candidate(sdfg, s, n, m) for s, n, m in find_candidates(sdfg)]
-    assert any(getattr(v, "reason", "") == "nested read: the nested SDFG writes the array" for v in verdicts), verdicts
+    assert any(
+        getattr(v, "reason", "") == "nested read: the nested SDFG writes the array"
+        for v in verdicts
+    ), verdicts
     assert sdfg.to_json() == before
 
 
-
 @pytest.mark.compile
-@pytest.mark.parametrize("policy", [InlineWhereSound(), CostModel("cpu")], ids=["sound", "cpu_model"])
+@pytest.mark.parametrize(
+    "policy", [InlineWhereSound(), CostModel("cpu")], ids=["sound", "cpu_model"]
+)
 def test_scans_of_temporaries_match_stock_and_numpy(policy):
     stock, inlined = stock_build(), inline_build(policy=policy)
     a, b = (gtx.as_field([Cell, K], RNG.random((NC, NL))) for _ in range(2))
@@ -167,12 +187,16 @@ def test_scans_of_temporaries_match_stock_and_numpy(policy):
         np.testing.assert_allclose(got, ref, rtol=1e-14)  # FMA contraction at most
         np.testing.assert_allclose(got, _decay(t), rtol=1e-13)
         applied = inlined.report.applied[seen:]
-        assert any(r.shifts and r.shifts[0][0].startswith("scan") for r in applied), inlined.report.table()
+        assert any(r.shifts and r.shifts[0][0].startswith("scan") for r in applied), (
+            inlined.report.table()
+        )
         assert len(two_d_transients(inlined.sdfg)) < len(two_d_transients(stock.sdfg))
 
 
 @gtx.scan_operator(axis=K, forward=True, init=0.0)
-def damped(acc: gtx.float64, lower: gtx.float64, upper: gtx.float64, dz: gtx.float64) -> gtx.float64:
+def damped(
+    acc: gtx.float64, lower: gtx.float64, upper: gtx.float64, dz: gtx.float64
+) -> gtx.float64:
     return 0.75 * acc + (lower - upper) * dz
 
 
@@ -191,7 +215,9 @@ def test_scan_reading_one_column_at_two_levels_is_two_nested_reads():
     """gt4py passes `x_ic` to the scan twice (once per level it reads): two nested reads of
     one nested SDFG, which share the producer's inputs there (issue 34: the second added
     `top` again and the user's build failed with FileExistsError)."""
-    step = capture_stages(scan_reads_at_two_levels, [(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)], offset_provider={})
+    step = capture_stages(
+        scan_reads_at_two_levels, [(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)], offset_provider={}
+    )
     sdfg = step[(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)]
     [cand] = _nested(sdfg)
     assert len(cand.nested) == 2 and len({id(r.node) for r in cand.nested}) == 1
@@ -221,14 +247,18 @@ def test_scan_reading_one_column_at_two_levels_matches_stock_and_numpy():
         got = run_out(scan_reads_at_two_levels, build, args)
         np.testing.assert_allclose(got, ref, rtol=1e-13, atol=1e-15)
         assert not build.report.failures, build.report.failures
-        assert any(r.shifts and r.shifts[0][0].startswith("scan") for r in build.report.applied), build.report.table()
+        assert any(r.shifts and r.shifts[0][0].startswith("scan") for r in build.report.applied), (
+            build.report.table()
+        )
 
 
 # --- a window: copies at consecutive levels, one evaluation per level -------------------------
 
 
 @gtx.scan_operator(axis=K, forward=False, init=0.0)
-def damped_down(acc: gtx.float64, lower: gtx.float64, upper: gtx.float64, dz: gtx.float64) -> gtx.float64:
+def damped_down(
+    acc: gtx.float64, lower: gtx.float64, upper: gtx.float64, dz: gtx.float64
+) -> gtx.float64:
     return 0.75 * acc + (lower - upper) * dz
 
 
@@ -284,7 +314,7 @@ def _numpy_x_ic(top, wgt, x):
 
 def _numpy_scan(levels, step, forward=True):
     out, acc = np.zeros((levels[0].shape[0], 11)), np.zeros(levels[0].shape[0])
-    for k in (range(11) if forward else range(10, -1, -1)):
+    for k in range(11) if forward else range(10, -1, -1):
         acc = step(acc, k)
         out[:, k] = acc
     return out
@@ -292,12 +322,27 @@ def _numpy_scan(levels, step, forward=True):
 
 WINDOW_CASES = {
     # program, window (carried copies, copies left in the loop body) or None, numpy
-    "reads k+1, k; backward": (down_at_two_levels, (1, 1), lambda t, dz: _numpy_scan(
-        [t], lambda acc, k: 0.75 * acc + (t[:, k + 1] - t[:, k]) * dz[:, k], forward=False)),
-    "reads k, k+1, k+2; forward": (at_three_levels, (2, 1), lambda t, dz: _numpy_scan(
-        [t], lambda acc, k: 0.5 * acc + t[:, k] - 2.0 * t[:, k + 1] + t[:, k + 2])),
-    "reads k+2, k; not consecutive": (two_levels_apart, None, lambda t, dz: _numpy_scan(
-        [t], lambda acc, k: 0.75 * acc + (t[:, k + 2] - t[:, k]) * dz[:, k])),
+    "reads k+1, k; backward": (
+        down_at_two_levels,
+        (1, 1),
+        lambda t, dz: _numpy_scan(
+            [t], lambda acc, k: 0.75 * acc + (t[:, k + 1] - t[:, k]) * dz[:, k], forward=False
+        ),
+    ),
+    "reads k, k+1, k+2; forward": (
+        at_three_levels,
+        (2, 1),
+        lambda t, dz: _numpy_scan(
+            [t], lambda acc, k: 0.5 * acc + t[:, k] - 2.0 * t[:, k + 1] + t[:, k + 2]
+        ),
+    ),
+    "reads k+2, k; not consecutive": (
+        two_levels_apart,
+        None,
+        lambda t, dz: _numpy_scan(
+            [t], lambda acc, k: 0.75 * acc + (t[:, k + 2] - t[:, k]) * dz[:, k]
+        ),
+    ),
 }
 
 
@@ -328,8 +373,11 @@ def test_a_scan_reading_consecutive_levels_evaluates_one_per_level(case):
     report = gt_inline_fusion(sdfg, cost_model=InlineWhereSound(), validate=True)
     assert [r.removed_intermediate for r in report.applied] == [True], report.table()
     fill, body = _window_parts(sdfg)
-    shifts = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.Tasklet)
-              and n.label.startswith("window_shift_")]
+    shifts = [
+        n
+        for n, _ in sdfg.all_nodes_recursive()
+        if isinstance(n, dace.nodes.Tasklet) and n.label.startswith("window_shift_")
+    ]
     if window is None:
         assert (fill, body, shifts, copies) == (0, 2, [], 2), (fill, body, copies)
     else:
@@ -350,8 +398,11 @@ def test_windowed_scans_match_stock_and_numpy():
         got = run_out(program, built, run_args)[:, :11]
         np.testing.assert_allclose(got, ref, rtol=1e-13, atol=1e-15, err_msg=case)
         assert not built.report.failures, built.report.failures
-        shifts = [n for n, _ in built.post_sdfgs[-1].all_nodes_recursive()
-                  if isinstance(n, dace.nodes.Tasklet) and n.label.startswith("window_shift_")]
+        shifts = [
+            n
+            for n, _ in built.post_sdfgs[-1].all_nodes_recursive()
+            if isinstance(n, dace.nodes.Tasklet) and n.label.startswith("window_shift_")
+        ]
         assert bool(shifts) == (window is not None), case
 
 
@@ -366,14 +417,25 @@ def test_a_window_needs_a_loop_that_provably_runs_its_first_level():
     reads: no window, both copies stay in the loop (the cost model prices two)."""
     from gt4py_dace_xforms.analysis.scan_window import scan_window_plan
 
-    step = capture_stages(at_two_levels_symbolic, [(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)], offset_provider={})
+    step = capture_stages(
+        at_two_levels_symbolic, [(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)], offset_provider={}
+    )
     sdfg = step[(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)]
     [cand] = _nested(sdfg)
     assert CostModel("cpu").estimate(sdfg, cand)["copies"] == 2
     gt_inline_fusion(sdfg, cost_model=InlineWhereSound(), validate=True)
     assert _window_parts(sdfg) == (0, 2)
-    (scan,) = {n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.NestedSDFG) and n.label.startswith("scan")}
-    (state,) = {st for st in scan.sdfg.all_states() for n in st.nodes() if isinstance(n, dace.nodes.NestedSDFG)}
+    (scan,) = {
+        n
+        for n, _ in sdfg.all_nodes_recursive()
+        if isinstance(n, dace.nodes.NestedSDFG) and n.label.startswith("scan")
+    }
+    (state,) = {
+        st
+        for st in scan.sdfg.all_states()
+        for n in st.nodes()
+        if isinstance(n, dace.nodes.NestedSDFG)
+    }
     copies = [n for n in state.nodes() if isinstance(n, dace.nodes.NestedSDFG)]
     decline = scan_window_plan(scan.sdfg, state, copies)
     assert "cannot be proven to run its first level" in decline.reason, decline

@@ -20,6 +20,7 @@ from gt4py_dace_xforms.analysis.output_buffer import output_buffer_plan
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.tools.compare import two_d_transients
 
+
 N, K = 8, 6
 
 
@@ -43,8 +44,15 @@ def _nested_reader(sdfg, state):
     state.add_edge(node, "y", state.add_access("H"), None, dace.Memlet(f"H[0:{N}, 0:{K}]"))
 
 
-def build(*, reader: str = "map", writers: str = "map", shift: int = 1, between: str = "", copy_in: str = "",
-          extra: str = ""):
+def build(
+    *,
+    reader: str = "map",
+    writers: str = "map",
+    shift: int = 1,
+    between: str = "",
+    copy_in: str = "",
+    extra: str = "",
+):
     """`T[i, k] = 2 a[i, k] + 1` (state `w`), read at `k + 1` into `H` (state `r`), copied
     whole into `G[:, shift:]` (state `c`). Variants move the pieces or add what must make
     the rewrite decline."""
@@ -53,13 +61,17 @@ def build(*, reader: str = "map", writers: str = "map", shift: int = 1, between:
     sdfg.add_array("G", (N, K + shift), dace.float64)
     sdfg.add_array("H", (N, K), dace.float64)
     sdfg.add_array("H2", (N, K), dace.float64)
-    sdfg.add_array("T", (N, K + (1 if extra == "wider_buffer" else 0)), dace.float64, transient=True)
+    sdfg.add_array(
+        "T", (N, K + (1 if extra == "wider_buffer" else 0)), dace.float64, transient=True
+    )
     sdfg.add_symbol("flag", dace.int32)
     w = sdfg.add_state("w", is_start_block=True)
     if writers == "map":
         _writer(w)
     elif writers == "two_outputs":  # gt4py's multi-output Maps (the solvers' next_rho / next_exner)
-        _writer(w, code="__t = 2.0 * __a + 1.0\n__h = __a", extra_out={"__h": dace.Memlet("H2[i, k]")})
+        _writer(
+            w, code="__t = 2.0 * __a + 1.0\n__h = __a", extra_out={"__h": dace.Memlet("H2[i, k]")}
+        )
     elif writers == "in_place_shift":  # T[k] becomes G[k + shift], but the writer reads G[k]
         _writer(w, code="__t = 2.0 * __a + __g", extra_in={"__g": dace.Memlet("G[i, k]")})
     elif writers == "branches":  # an if/else whose branches both write T
@@ -67,7 +79,10 @@ def build(*, reader: str = "map", writers: str = "map", shift: int = 1, between:
         cond = ConditionalBlock("choose")
         sdfg.add_node(cond)
         sdfg.add_edge(w, cond, dace.InterstateEdge())
-        for label, code, test in (("then", "__t = 2.0 * __a + 1.0", "flag > 0"), ("else", "__t = __a - 1.0", None)):
+        for label, code, test in (
+            ("then", "__t = 2.0 * __a + 1.0", "flag > 0"),
+            ("else", "__t = __a - 1.0", None),
+        ):
             region = ControlFlowRegion(f"{label}_region", sdfg=sdfg)
             st = region.add_state(f"{label}_state", is_start_block=True)
             _writer(st, code=code)
@@ -75,11 +90,17 @@ def build(*, reader: str = "map", writers: str = "map", shift: int = 1, between:
         w = cond
     last = w
     if between:
-        mid = sdfg.add_state_after(last, "mid") if isinstance(last, dace.SDFGState) else sdfg.add_state("mid")
+        mid = (
+            sdfg.add_state_after(last, "mid")
+            if isinstance(last, dace.SDFGState)
+            else sdfg.add_state("mid")
+        )
         if not isinstance(last, dace.SDFGState):
             sdfg.add_edge(last, mid, dace.InterstateEdge())
         if between == "reads_g":
-            mid.add_nedge(mid.add_access("G"), mid.add_access("H2"), dace.Memlet(f"G[0:{N}, 0:{K}]"))
+            mid.add_nedge(
+                mid.add_access("G"), mid.add_access("H2"), dace.Memlet(f"G[0:{N}, 0:{K}]")
+            )
         elif between == "writes_g":
             mid.add_nedge(mid.add_access("a"), mid.add_access("G"), dace.Memlet(f"a[0:{N}, 0:{K}]"))
         elif between == "writes_t":  # a second writer state (the same values, so numpy still holds)
@@ -113,10 +134,26 @@ def build(*, reader: str = "map", writers: str = "map", shift: int = 1, between:
         sdfg.add_edge(r, c, dace.InterstateEdge())
     t, g = c.add_access("T"), c.add_access("G")
     if extra == "tiles":  # gt4py splits the copy of a concat_where result at the branch boundary
-        c.add_nedge(t, g, dace.Memlet(data="T", subset=f"0:{N}, 0:2", other_subset=f"0:{N}, {shift}:{2 + shift}"))
-        c.add_nedge(t, g, dace.Memlet(data="T", subset=f"0:{N}, 2:{K}", other_subset=f"0:{N}, {2 + shift}:{K + shift}"))
+        c.add_nedge(
+            t,
+            g,
+            dace.Memlet(data="T", subset=f"0:{N}, 0:2", other_subset=f"0:{N}, {shift}:{2 + shift}"),
+        )
+        c.add_nedge(
+            t,
+            g,
+            dace.Memlet(
+                data="T", subset=f"0:{N}, 2:{K}", other_subset=f"0:{N}, {2 + shift}:{K + shift}"
+            ),
+        )
     else:
-        c.add_nedge(t, g, dace.Memlet(data="T", subset=f"0:{N}, 0:{K}", other_subset=f"0:{N}, {shift}:{K + shift}"))
+        c.add_nedge(
+            t,
+            g,
+            dace.Memlet(
+                data="T", subset=f"0:{N}, 0:{K}", other_subset=f"0:{N}, {shift}:{K + shift}"
+            ),
+        )
     if extra == "read_after_copy":  # a reader of G after the copy, in the copy's state
         c.add_mapped_tasklet("after", {"i": f"0:{N}"}, {"__g": dace.Memlet(f"G[i, {shift}]")}, "__h = __g",
                              {"__h": dace.Memlet("H2[i, 0]")}, external_edges=True, input_nodes={"G": g})  # fmt: skip
@@ -155,8 +192,16 @@ APPLY = [
     dict(extra="read_after_copy"),
     dict(between="writes_t"),
 ]
-APPLY_IDS = ["map-reader", "no-shift", "nested-sdfg-reader", "multi-output-writer", "if-else-writers",
-             "split-copies", "reader-after-copy", "writers-in-two-states"]
+APPLY_IDS = [
+    "map-reader",
+    "no-shift",
+    "nested-sdfg-reader",
+    "multi-output-writer",
+    "if-else-writers",
+    "split-copies",
+    "reader-after-copy",
+    "writers-in-two-states",
+]
 
 
 @pytest.mark.parametrize("variant", APPLY, ids=APPLY_IDS)
@@ -198,8 +243,14 @@ HOSTILE = [
     (dict(copy_in="branch"), "does not run on every path"),
     (dict(between="loop"), "inside a loop"),
 ]
-HOSTILE_IDS = ["output-read-in-between", "output-written-in-between", "reader-outside-the-copied-box",
-               "in-place-update-read-at-a-shift", "copy-only-on-one-path", "buffer-read-in-a-loop"]
+HOSTILE_IDS = [
+    "output-read-in-between",
+    "output-written-in-between",
+    "reader-outside-the-copied-box",
+    "in-place-update-read-at-a-shift",
+    "copy-only-on-one-path",
+    "buffer-read-in-a-loop",
+]
 
 
 @pytest.mark.parametrize("variant, reason", HOSTILE, ids=HOSTILE_IDS)
@@ -217,7 +268,9 @@ def test_a_write_after_the_copy_is_declined():
     sdfg = build()
     c = next(s for s in sdfg.states() if s.label == "c")
     late = sdfg.add_state_after(c, "late")
-    _writer(late, code="__t = __a")  # dead in the original; moved to G it would overwrite the output
+    _writer(
+        late, code="__t = __a"
+    )  # dead in the original; moved to G it would overwrite the output
     before = sdfg.hash_sdfg()
     plan = output_buffer_plan(sdfg, "T")
     assert isinstance(plan, Decline) and "written after its write-back copy" in plan.reason
@@ -240,12 +293,18 @@ def test_an_unprovable_symbolic_box_is_declined():
     r.add_mapped_tasklet("reader", {"i": f"0:{N}", "k": "0:nlev"}, {"__t": dace.Memlet("T[i, k]")}, "__h = __t",
                          {"__h": dace.Memlet("H[i, k]")}, external_edges=True)  # fmt: skip
     c = sdfg.add_state_after(r, "c")
-    c.add_nedge(c.add_access("T"), c.add_access("G"), dace.Memlet(data="T", subset=f"0:{N}, 0:m", other_subset=f"0:{N}, 0:m"))
+    c.add_nedge(
+        c.add_access("T"),
+        c.add_access("G"),
+        dace.Memlet(data="T", subset=f"0:{N}, 0:m", other_subset=f"0:{N}, 0:m"),
+    )
     sdfg.validate()
     before = sdfg.hash_sdfg()
     plan = output_buffer_plan(sdfg, "T")
     assert isinstance(plan, Decline) and "outside the copied box" in plan.reason, plan
-    assert sdfg.apply_transformations_repeated(gx.OutputAsBuffer) == 0 and sdfg.hash_sdfg() == before
+    assert (
+        sdfg.apply_transformations_repeated(gx.OutputAsBuffer) == 0 and sdfg.hash_sdfg() == before
+    )
 
 
 def test_can_be_applied_never_raises_on_a_broken_match():
@@ -255,23 +314,34 @@ def test_can_be_applied_never_raises_on_a_broken_match():
     t = next(n for n in c.data_nodes() if n.data == "T")
     xf.setup_match(sdfg, sdfg.cfg_id, sdfg.node_id(c), {gx.OutputAsBuffer.source: c.node_id(t),
                                                         gx.OutputAsBuffer.target: c.node_id(t)}, 0)  # fmt: skip
-    sdfg.remove_data("G", validate=False)  # a dangling AccessNode: the analysis fails, the matcher declines
+    sdfg.remove_data(
+        "G", validate=False
+    )  # a dangling AccessNode: the analysis fails, the matcher declines
     assert xf.can_be_applied(c, 0, sdfg) is False
 
 
-@pytest.mark.parametrize("policy", [gx.CostModel("cpu"), gx.CostModel("gpu"), gx.InlineWhereSound()],
-                         ids=["cost-model-cpu", "cost-model-gpu", "everything-sound"])
+@pytest.mark.parametrize(
+    "policy",
+    [gx.CostModel("cpu"), gx.CostModel("gpu"), gx.InlineWhereSound()],
+    ids=["cost-model-cpu", "cost-model-gpu", "everything-sound"],
+)
 def test_the_pass_prefers_it_over_inlining_the_readers(policy):
     """The Map reader could be inlined (recomputing `T` there) and the writer retargeted;
     the output as buffer recomputes nothing, so the pass takes it first and records it as
     its own mode, with the copy traffic it saves."""
     sdfg = build()
     report = gx.gt_inline_fusion(sdfg, cost_model=policy)
-    assert report.outputs_as_buffers == ["T"] and report.inlined == [] and report.writebacks_retargeted == []
+    assert (
+        report.outputs_as_buffers == ["T"]
+        and report.inlined == []
+        and report.writebacks_retargeted == []
+    )
     (rec,) = [r for r in report.applied if r.mode == "output_buffer"]
     assert rec.consumer == "G" and rec.removed_intermediate
     assert rec.figures["output_buffer_saved_bytes"] == 2 * 8 * N * K
-    assert "output as buffer" in report.table() and "recomputes nothing" in "\n".join(report.cost_lines())
+    assert "output as buffer" in report.table() and "recomputes nothing" in "\n".join(
+        report.cost_lines()
+    )
     assert two_d_transients(sdfg) == []
 
 
@@ -282,8 +352,13 @@ def test_policies_can_opt_out_and_pinned_sets_are_respected():
     assert gx.gt_inline_fusion(copy.deepcopy(sdfg), cost_model=off).outputs_as_buffers == []
     from gt4py_dace_xforms.policy.default import InlineOnly
 
-    assert gx.gt_inline_fusion(copy.deepcopy(sdfg), cost_model=InlineOnly(("X",))).outputs_as_buffers == []
-    assert gx.gt_inline_fusion(copy.deepcopy(sdfg), cost_model=InlineOnly(("T",))).outputs_as_buffers == ["T"]
+    assert (
+        gx.gt_inline_fusion(copy.deepcopy(sdfg), cost_model=InlineOnly(("X",))).outputs_as_buffers
+        == []
+    )
+    assert gx.gt_inline_fusion(
+        copy.deepcopy(sdfg), cost_model=InlineOnly(("T",))
+    ).outputs_as_buffers == ["T"]
     assert sdfg.hash_sdfg() == before
 
 
@@ -311,7 +386,9 @@ def build_copied_twice(later: bool = False, overwrite: str = ""):
     if overwrite:
         last = sdfg.add_state_after(c, "overwrite")
         for out in overwrite.split(" and "):
-            last.add_nedge(last.add_access("a"), last.add_access(out), dace.Memlet(f"a[0:{N}, 0:{K}]"))
+            last.add_nedge(
+                last.add_access("a"), last.add_access(out), dace.Memlet(f"a[0:{N}, 0:{K}]")
+            )
     late = sdfg.add_state_after(last, "late")
     late.add_nedge(late.add_access("T"), late.add_access("G2"), whole)
     sdfg.validate()
@@ -319,7 +396,11 @@ def build_copied_twice(later: bool = False, overwrite: str = ""):
 
 
 COPIED_TWICE = [(dict(), "G"), (dict(later=True), "G"), (dict(later=True, overwrite="G"), "G2")]
-COPIED_TWICE_IDS = ["second-copy-in-the-same-state", "second-copy-later", "first-output-overwritten-before-the-second-copy"]
+COPIED_TWICE_IDS = [
+    "second-copy-in-the-same-state",
+    "second-copy-later",
+    "first-output-overwritten-before-the-second-copy",
+]
 
 
 @pytest.mark.parametrize("variant, target", COPIED_TWICE, ids=COPIED_TWICE_IDS)
@@ -347,7 +428,12 @@ def test_a_buffer_copied_into_two_outputs_computes_the_same(variant, target):
     assert sdfg.apply_transformations_repeated(gx.OutputAsBuffer) == 1
     runs = []
     for s in (sdfg, reference):
-        out = {"G": np.full((N, K + 1), -7.0), "G2": np.zeros((N, K)), "H": np.zeros((N, K)), "H2": np.zeros((N, K))}
+        out = {
+            "G": np.full((N, K + 1), -7.0),
+            "G2": np.zeros((N, K)),
+            "H": np.zeros((N, K)),
+            "H2": np.zeros((N, K)),
+        }
         s(**_inputs(), **out, flag=1)
         runs.append(out)
     g, h = _numpy()
@@ -365,7 +451,9 @@ def test_a_buffer_copied_into_two_outputs_both_touched_is_declined_unchanged():
     sdfg = build_copied_twice(later=True, overwrite="G and G2")
     before = sdfg.hash_sdfg()
     plan = output_buffer_plan(sdfg, "T")
-    assert isinstance(plan, Decline) and plan.reason.startswith("no copy's target can be the buffer"), plan
+    assert isinstance(plan, Decline) and plan.reason.startswith(
+        "no copy's target can be the buffer"
+    ), plan
     assert "'G' in 'c'" in plan.reason and "'G2' in 'late'" in plan.reason
     assert sdfg.apply_transformations_repeated(gx.OutputAsBuffer) == 0
     assert gx.gt_outputs_as_buffers(sdfg) == [] and sdfg.hash_sdfg() == before
@@ -380,15 +468,27 @@ NB, KB = 40, 5
 LO, MID, HI = 6, 20, 34  # copied: [0:LO] and [HI:NB]; interior writers: [LO:MID], [MID:HI]
 
 
-def build_boundary(*, outputs: int = 2, tiles: bool = False, overlap: bool = False, shifts: bool = False,
-                   reader_outside: bool = False, lost_points: bool = False, reads_buffer: bool = False,
-                   global_other: bool = False):
+def build_boundary(
+    *,
+    outputs: int = 2,
+    tiles: bool = False,
+    overlap: bool = False,
+    shifts: bool = False,
+    reader_outside: bool = False,
+    lost_points: bool = False,
+    reads_buffer: bool = False,
+    global_other: bool = False,
+):
     """See above. Variants: `tiles` (the first zone copied in two pieces), and what must
     make the rewrite decline: an interior writer overlapping a zone (`overlap`), the
     second zone copied at another shift (`shifts`), a reader of `T` or (`lost_points`)
     of `T2` between the zones, an interior writer reading `T` (`reads_buffer`), or the
     writer's other output a program output (`global_other`)."""
-    sdfg = dace.SDFG("outbuf_zones_" + "_".join(k for k, v in sorted(locals().items()) if v is True) + f"_{outputs}")
+    sdfg = dace.SDFG(
+        "outbuf_zones_"
+        + "_".join(k for k, v in sorted(locals().items()) if v is True)
+        + f"_{outputs}"
+    )
     for n in ("a", "b", "G", "G2", "H", "H2"):
         sdfg.add_array(n, (NB, KB), dace.float64)
     sdfg.add_array("T", (NB, KB), dace.float64, transient=True)
@@ -406,14 +506,32 @@ def build_boundary(*, outputs: int = 2, tiles: bool = False, overlap: bool = Fal
                           {"__a": dace.Memlet("a[i, k]"), "__b": dace.Memlet("b[i, k]")}, code, outs,
                           external_edges=True, output_nodes=out_nodes)  # fmt: skip
     zones = [(0, 3), (3, LO), (HI, NB)] if tiles else [(0, LO), (HI, NB)]
-    for src, dst in ([(t, g)] + ([(t2, g2)] if outputs == 2 else [])):
+    for src, dst in [(t, g)] + ([(t2, g2)] if outputs == 2 else []):
         for j, (lo, hi) in enumerate(zones):
-            ks, kd = (f"0:{KB - 1}", f"1:{KB}") if shifts and j == len(zones) - 1 else (f"0:{KB}", f"0:{KB}")
-            st.add_nedge(src, dst, dace.Memlet(data=src.data, subset=f"{lo}:{hi}, {ks}", other_subset=f"{lo}:{hi}, {kd}"))
+            ks, kd = (
+                (f"0:{KB - 1}", f"1:{KB}")
+                if shifts and j == len(zones) - 1
+                else (f"0:{KB}", f"0:{KB}")
+            )
+            st.add_nedge(
+                src,
+                dst,
+                dace.Memlet(
+                    data=src.data, subset=f"{lo}:{hi}, {ks}", other_subset=f"{lo}:{hi}, {kd}"
+                ),
+            )
     for j, (lo, hi) in enumerate(((LO - 2 if overlap else LO, MID), (MID, HI))):
-        ins, code, in_nodes = {"__b": dace.Memlet("b[i, k]")}, "__g = 3.0 * __b\n__g2 = __b + 1.0", {}
+        ins, code, in_nodes = (
+            {"__b": dace.Memlet("b[i, k]")},
+            "__g = 3.0 * __b\n__g2 = __b + 1.0",
+            {},
+        )
         if reads_buffer and j == 0:
-            ins["__t"], code, in_nodes = dace.Memlet("T[0, k]"), "__g = 3.0 * __b + __t\n__g2 = __b + 1.0", {"T": t}
+            ins["__t"], code, in_nodes = (
+                dace.Memlet("T[0, k]"),
+                "__g = 3.0 * __b + __t\n__g2 = __b + 1.0",
+                {"T": t},
+            )
         st.add_mapped_tasklet(f"interior_{j}", {"i": f"{lo}:{hi}", "k": f"0:{KB}"}, ins, code,
                               {"__g": dace.Memlet("G[i, k]"), "__g2": dace.Memlet("G2[i, k]")}, external_edges=True,
                               input_nodes=in_nodes, output_nodes={"G": g, "G2": g2})  # fmt: skip
@@ -433,7 +551,9 @@ def _zones_numpy(a, b, outputs=2):
     g, g2 = 3.0 * b, b + 1.0
     for lo, hi in ((0, LO), (HI, NB)):
         g[lo:hi] = 2.0 * a[lo:hi] + 1.0
-        g2[lo:hi] = a[lo:hi] - b[lo:hi] if outputs == 2 else -7.0  # one output: nothing writes G2's zones
+        g2[lo:hi] = (
+            a[lo:hi] - b[lo:hi] if outputs == 2 else -7.0
+        )  # one output: nothing writes G2's zones
     return {"G": g, "G2": g2, "H": 2.0 * g}
 
 
@@ -449,10 +569,15 @@ def test_copies_of_disjoint_zones_make_the_output_the_buffer(variant):
     names = ["T", "T2"] if variant.get("outputs", 2) == 2 else ["T"]
     plan = output_buffer_plan(sdfg, "T")
     assert not isinstance(plan, Decline), plan.reason
-    assert [tuple((int(lo), int(hi)) for lo, hi in box) for box in plan.copied] == [((0, LO), (0, KB)), ((HI, NB), (0, KB))]
+    assert [tuple((int(lo), int(hi)) for lo, hi in box) for box in plan.copied] == [
+        ((0, LO), (0, KB)),
+        ((HI, NB), (0, KB)),
+    ]
     (split,) = plan.splits
     assert [[(p, int(lo), int(hi)) for p, lo, hi in piece] for piece in split.pieces] == [
-        [("i", 0, LO - 1), ("k", 0, KB - 1)], [("i", HI, NB - 1), ("k", 0, KB - 1)]]
+        [("i", 0, LO - 1), ("k", 0, KB - 1)],
+        [("i", HI, NB - 1), ("k", 0, KB - 1)],
+    ]
     assert plan.saved_elements() == 2 * LO * KB
     assert gx.gt_outputs_as_buffers(sdfg) == names
     sdfg.validate()
@@ -460,7 +585,10 @@ def test_copies_of_disjoint_zones_make_the_output_the_buffer(variant):
     (st,) = sdfg.states()
     writers = sorted((n.map.label, str(n.map.range)) for n in st.nodes()
                      if isinstance(n, dace.nodes.MapEntry) and n.map.label.startswith("boundary"))  # fmt: skip
-    assert writers == [("boundary_map", f"0:{LO}, 0:{KB}"), ("boundary_map_box1", f"{HI}:{NB}, 0:{KB}")]
+    assert writers == [
+        ("boundary_map", f"0:{LO}, 0:{KB}"),
+        ("boundary_map_box1", f"{HI}:{NB}, 0:{KB}"),
+    ]
     for out in ("G", "G2"):
         (node,) = [n for n in st.data_nodes() if n.data == out]
         assert st.in_degree(node) == 2 + (2 if out == "G" or len(names) == 2 else 0)
@@ -514,9 +642,14 @@ ZONES_HOSTILE = [
     (dict(outputs=1, reads_buffer=True), "'interior_0_map' writes 'G' after reading the buffer"),
     (dict(outputs=1, global_other=True), "also writes 'H2', not a transient array"),
 ]
-ZONES_HOSTILE_IDS = ["interior-writer-overlaps-a-zone", "zones-at-two-shifts", "buffer-read-between-the-zones",
-                     "other-output-read-between-the-zones", "interior-writer-reads-the-buffer",
-                     "other-output-a-program-output"]
+ZONES_HOSTILE_IDS = [
+    "interior-writer-overlaps-a-zone",
+    "zones-at-two-shifts",
+    "buffer-read-between-the-zones",
+    "other-output-read-between-the-zones",
+    "interior-writer-reads-the-buffer",
+    "other-output-a-program-output",
+]
 
 
 @pytest.mark.parametrize("variant, reason", ZONES_HOSTILE, ids=ZONES_HOSTILE_IDS)
@@ -556,7 +689,9 @@ def _zones_op(x: CF, y: CF, lo: gtx.int32, hi: gtx.int32) -> tuple[CF, CF]:
 
 
 @gtx.program
-def zones_program(x: CF, y: CF, out: CF, out2: CF, lo: gtx.int32, hi: gtx.int32, n: gtx.int32, nlev: gtx.int32):
+def zones_program(
+    x: CF, y: CF, out: CF, out2: CF, lo: gtx.int32, hi: gtx.int32, n: gtx.int32, nlev: gtx.int32
+):
     _zones_op(x, y, lo, hi, out=(out, out2), domain={Cell: (0, n), KDim: (0, nlev)})
 
 
@@ -576,7 +711,10 @@ def test_the_zones_lowered_from_gt4py_static():
     outs = {}
     for name, build in builds.items():
         compiled = compile_static(zones_program, build.backend, static, {})
-        fields = [gtx.as_field([Cell, KDim], v.copy()) for v in (x, y, np.zeros((NB, KB)), np.zeros((NB, KB)))]
+        fields = [
+            gtx.as_field([Cell, KDim], v.copy())
+            for v in (x, y, np.zeros((NB, KB)), np.zeros((NB, KB)))
+        ]
         compiled(*fields, **static, offset_provider={})
         outs[name] = [f.asnumpy() for f in fields[2:]]
     t = 3.0 * y
@@ -585,5 +723,8 @@ def test_the_zones_lowered_from_gt4py_static():
         np.testing.assert_allclose(got[0], t, rtol=1e-15)
         np.testing.assert_allclose(got[1], t * y, rtol=1e-15)
     np.testing.assert_array_equal(outs["library"][0], outs["stock"][0])
-    assert len(two_d_transients(builds["stock"].sdfg)) == 1 and two_d_transients(builds["library"].sdfg) == []
+    assert (
+        len(two_d_transients(builds["stock"].sdfg)) == 1
+        and two_d_transients(builds["library"].sdfg) == []
+    )
     assert len(builds["library"].report.outputs_as_buffers) == 1

@@ -7,18 +7,20 @@ import copy
 import warnings
 
 import dace
+import gt4py.next as gtx
 import numpy as np
 import pytest
-
-import gt4py.next as gtx
 from gt4py.next import Dims
-from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
+from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import (
+    GT4PyAutoOptHook,
+)
 
 import gt4py_dace_xforms as gx
 from gt4py_dace_xforms.analysis.races import race_problem, unordered_accesses
 from gt4py_dace_xforms.integration.capture import capture_stages
-from gt4py_dace_xforms.tools.compare import inline_build, stock_build
 from gt4py_dace_xforms.integration.hooks import UnorderedAccessWarning
+from gt4py_dace_xforms.tools.compare import inline_build, stock_build
+
 
 Cell = gtx.Dimension("Cell")
 K = gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)
@@ -72,7 +74,9 @@ OUTPUTS = ("t_out", "d_out", "e_out")
 # ---- the analysis on hand-built states ----------------------------------------------------
 
 
-def _two_writers(*, ordered: bool = False, second: str = "0:4", read_only: bool = False) -> dace.SDFG:
+def _two_writers(
+    *, ordered: bool = False, second: str = "0:4", read_only: bool = False
+) -> dace.SDFG:
     """Two Maps write (or, `read_only`, read) `x` through their own AccessNodes; with
     `ordered`, an empty edge orders the second after the first."""
     sdfg = dace.SDFG("two_writers")
@@ -84,14 +88,32 @@ def _two_writers(*, ordered: bool = False, second: str = "0:4", read_only: bool 
     for n, rng in enumerate(("0:4", second)):
         acc = st.add_access("x")
         if read_only:
-            st.add_mapped_tasklet(f"r{n}", {"i": rng}, {"__i": dace.Memlet("x[i]")}, "__o = __i",
-                                  {"__o": dace.Memlet(f"{'yz'[n]}[i]")}, external_edges=True, input_nodes={"x": acc})
+            st.add_mapped_tasklet(
+                f"r{n}",
+                {"i": rng},
+                {"__i": dace.Memlet("x[i]")},
+                "__o = __i",
+                {"__o": dace.Memlet(f"{'yz'[n]}[i]")},
+                external_edges=True,
+                input_nodes={"x": acc},
+            )
         else:
-            st.add_mapped_tasklet(f"w{n}", {"i": rng}, {}, f"__o = {n}.0", {"__o": dace.Memlet("x[i]")},
-                                  external_edges=True, output_nodes={"x": acc})
+            st.add_mapped_tasklet(
+                f"w{n}",
+                {"i": rng},
+                {},
+                f"__o = {n}.0",
+                {"__o": dace.Memlet("x[i]")},
+                external_edges=True,
+                output_nodes={"x": acc},
+            )
         nodes.append(acc)
     if ordered:
-        second_entry = next(n for n in st.nodes() if isinstance(n, dace.nodes.MapEntry) and n.map.label.startswith("w1"))
+        second_entry = next(
+            n
+            for n in st.nodes()
+            if isinstance(n, dace.nodes.MapEntry) and n.map.label.startswith("w1")
+        )
         st.add_nedge(nodes[0], second_entry, dace.Memlet())
     sdfg.validate()
     return sdfg
@@ -105,8 +127,11 @@ def test_two_unordered_writes_of_one_region_are_found():
 
 @pytest.mark.parametrize("shape", ["ordered", "disjoint", "read_only"])
 def test_ordered_disjoint_or_read_only_accesses_are_no_race(shape):
-    sdfg = _two_writers(ordered=shape == "ordered", second="4:8" if shape == "disjoint" else "0:4",
-                        read_only=shape == "read_only")
+    sdfg = _two_writers(
+        ordered=shape == "ordered",
+        second="4:8" if shape == "disjoint" else "0:4",
+        read_only=shape == "read_only",
+    )
     assert unordered_accesses(sdfg) == []
 
 
@@ -124,7 +149,9 @@ def test_race_problem_names_the_state_and_the_array():
 @pytest.fixture(scope="module", params=sorted(PROGRAMS))
 def first_step(request):
     program = PROGRAMS[request.param]
-    taken = capture_stages(program, [(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)], offset_provider={})
+    taken = capture_stages(
+        program, [(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)], offset_provider={}
+    )
     return taken[(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)]
 
 
@@ -156,7 +183,9 @@ def test_racy_program_equals_stock_bit_for_bit_with_one_warning(name):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             program.with_backend(build.backend)(**args, offset_provider={})
-        return {n: args[n].asnumpy() for n in OUTPUTS}, [w for w in caught if w.category is UnorderedAccessWarning]
+        return {n: args[n].asnumpy() for n in OUTPUTS}, [
+            w for w in caught if w.category is UnorderedAccessWarning
+        ]
 
     ref, none = run(stock_build())
     assert not none
@@ -165,9 +194,13 @@ def test_racy_program_equals_stock_bit_for_bit_with_one_warning(name):
         got, warned = run(build)
         for n in OUTPUTS:
             assert np.array_equal(got[n], ref[n]), n
-        assert len(warned) == 1 and "'t_out'" in str(warned[0].message), [str(w.message) for w in warned]
+        assert len(warned) == 1 and "'t_out'" in str(warned[0].message), [
+            str(w.message) for w in warned
+        ]
         assert build.report.races and "'t_out'" in build.report.races[0]
-        assert not build.report.applied and not build.report.writebacks_retargeted, build.report.table()
+        assert not build.report.applied and not build.report.writebacks_retargeted, (
+            build.report.table()
+        )
 
 
 def test_explain_and_the_report_table_name_the_race():

@@ -16,14 +16,26 @@ from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.analysis.retarget import retarget_plan
 from gt4py_dace_xforms.tools.compare import two_d_transients
 
+
 N, K = 8, 6
 
 
-def build(*, shift: int = 1, between: str = "", writer_extra: str = "", reader: str = "", conditional: bool = False,
-          split: int = 0, gap: int = 0, rows: int = 0):
+def build(
+    *,
+    shift: int = 1,
+    between: str = "",
+    writer_extra: str = "",
+    reader: str = "",
+    conditional: bool = False,
+    split: int = 0,
+    gap: int = 0,
+    rows: int = 0,
+):
     """`T[i, k] = 2 a[i, k] + 1` on `K + 1` levels (state `w`), `G[i, k] = T[i, k + shift]`
     on `K` levels (state `c`); the variants add what must make the rewrite decline."""
-    sdfg = dace.SDFG(f"retarget_{shift}_{between}_{writer_extra}_{reader}_{int(conditional)}_{split}_{gap}_{rows}")
+    sdfg = dace.SDFG(
+        f"retarget_{shift}_{between}_{writer_extra}_{reader}_{int(conditional)}_{split}_{gap}_{rows}"
+    )
     sdfg.add_array("a", (N, K + 1), dace.float64)
     sdfg.add_array("G", (N, K), dace.float64)
     sdfg.add_array("H", (N, K), dace.float64)
@@ -66,7 +78,13 @@ def build(*, shift: int = 1, between: str = "", writer_extra: str = "", reader: 
         c.add_nedge(t, g, dace.Memlet(data="T", subset=f"{rows}:{N}, {split + shift}:{K + shift}",
                                       other_subset=f"{rows}:{N}, {split}:{K}"))  # fmt: skip
     else:
-        c.add_nedge(t, g, dace.Memlet(data="T", subset=f"0:{N}, {shift}:{K + shift}", other_subset=f"0:{N}, 0:{K}"))
+        c.add_nedge(
+            t,
+            g,
+            dace.Memlet(
+                data="T", subset=f"0:{N}, {shift}:{K + shift}", other_subset=f"0:{N}, 0:{K}"
+            ),
+        )
     if reader == "tasklet":
         peek = c.add_tasklet("peek", {"__t"}, {"__o"}, "__o = __t")
         c.add_edge(t, None, peek, "__t", dace.Memlet("T[0, 0]"))
@@ -86,8 +104,11 @@ def _apply(sdfg) -> int:
 
 
 @pytest.mark.compile
-@pytest.mark.parametrize("shift, split, rows", [(0, 0, 0), (1, 0, 0), (1, 2, 0), (1, 2, 3)],
-                         ids=["same-levels", "shifted", "split-copy", "split-copy-in-two-dimensions"])
+@pytest.mark.parametrize(
+    "shift, split, rows",
+    [(0, 0, 0), (1, 0, 0), (1, 2, 0), (1, 2, 3)],
+    ids=["same-levels", "shifted", "split-copy", "split-copy-in-two-dimensions"],
+)
 def test_writer_writes_the_output_and_matches_the_copy(shift, split, rows):
     sdfg = build(shift=shift, split=split, rows=rows)
     reference = copy.deepcopy(sdfg)
@@ -169,10 +190,14 @@ def test_cost_model_counts_the_copy_as_no_keeper():
     off = copy.deepcopy(sdfg)
     # (with outputs as buffers on, the default, `OutputAsBuffer` takes this buffer first:
     # tests/test_output_buffer.py)
-    report = gx.gt_inline_fusion(off, cost_model=gx.CostModel("cpu", writeback_retarget=False, output_buffers=False))
+    report = gx.gt_inline_fusion(
+        off, cost_model=gx.CostModel("cpu", writeback_retarget=False, output_buffers=False)
+    )
     assert not report.applied and "stays for other readers" in report.declined[0].reason
     report = gx.gt_inline_fusion(sdfg, cost_model=gx.CostModel("cpu", output_buffers=False))
-    assert [r.consumer for r in report.applied] == ["reader_map"] and report.writebacks_retargeted == ["T"]
+    assert [r.consumer for r in report.applied] == [
+        "reader_map"
+    ] and report.writebacks_retargeted == ["T"]
     assert report.applied[0].figures["writeback_retarget"] is True
     assert two_d_transients(sdfg) == []
 
@@ -185,5 +210,7 @@ def test_cost_model_declines_a_write_back_group_read_at_several_offsets():
     report = gx.gt_inline_fusion(sdfg, cost_model=gx.CostModel("cpu", output_buffers=False))
     assert not report.applied and "read at 2 offsets" in report.declined[0].reason, report.table()
     assert report.writebacks_retargeted == [] and sdfg.hash_sdfg() == before
-    report = gx.gt_inline_fusion(sdfg, cost_model=gx.CostModel("cpu", writeback_max_offsets=2, output_buffers=False))
+    report = gx.gt_inline_fusion(
+        sdfg, cost_model=gx.CostModel("cpu", writeback_max_offsets=2, output_buffers=False)
+    )
     assert report.writebacks_retargeted == ["T"] and two_d_transients(sdfg) == []

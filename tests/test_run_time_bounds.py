@@ -17,12 +17,13 @@ from typing import Callable
 import gt4py.next as gtx
 import numpy as np
 import pytest
+from fuzzing.runner import LIBRARY_BUILDS, describe_error
 from gt4py.next import Dims, float64, int32
 from gt4py.next.ffront.experimental import concat_where
 
-from fuzzing.runner import LIBRARY_BUILDS, describe_error
 from gt4py_dace_xforms.tools.compare import stock_build
 from gt4py_dace_xforms.tools.static import compile_static
+
 
 pytestmark = pytest.mark.compile
 
@@ -151,16 +152,41 @@ def _decay(t: np.ndarray) -> np.ndarray:
 #: name -> (program, bound argument, bound values (first: the static build's), levels
 #: written, numpy reference of the output on those levels)
 SHAPES = {
-    "cell_split_neighbor": (cell_split_neighbor, "nc", (20, 0, 32), NLEVELS,
-                            lambda v: (t := np.where(CELLS >= v, 2 * A, B))[TABLE[:, 0]] - t),
-    "k_split_neighbor": (k_split_neighbor, "nk", (3, 0, 8), NLEVELS,
-                         lambda v: (t := np.where(LEVELS >= v, 2 * A, B))[TABLE[:, 0]] - t),
-    "both_branches_computed": (both_branches_computed, "nc", (20, 0, 32), NLEVELS,
-                               lambda v: (t := np.where(CELLS >= v, 2 * A, 3 * B + 1))[TABLE[:, 0]] - t),
-    "scan_reads_split": (scan_reads_split, "nc", (20, 0, 32), NLEVELS,
-                         lambda v: _decay(t := np.where(CELLS >= v, 2 * A, B)) - _neighbor(t)),
-    "split_read_at_k_plus_1": (split_read_at_k_plus_1, "nc", (20, 0, 32), NLEVELS - 1,
-                               lambda v: np.roll(t := np.where(CELLS >= v, 2 * A, B), -1, axis=1) - _neighbor(t)),
+    "cell_split_neighbor": (
+        cell_split_neighbor,
+        "nc",
+        (20, 0, 32),
+        NLEVELS,
+        lambda v: (t := np.where(CELLS >= v, 2 * A, B))[TABLE[:, 0]] - t,
+    ),
+    "k_split_neighbor": (
+        k_split_neighbor,
+        "nk",
+        (3, 0, 8),
+        NLEVELS,
+        lambda v: (t := np.where(LEVELS >= v, 2 * A, B))[TABLE[:, 0]] - t,
+    ),
+    "both_branches_computed": (
+        both_branches_computed,
+        "nc",
+        (20, 0, 32),
+        NLEVELS,
+        lambda v: (t := np.where(CELLS >= v, 2 * A, 3 * B + 1))[TABLE[:, 0]] - t,
+    ),
+    "scan_reads_split": (
+        scan_reads_split,
+        "nc",
+        (20, 0, 32),
+        NLEVELS,
+        lambda v: _decay(t := np.where(CELLS >= v, 2 * A, B)) - _neighbor(t),
+    ),
+    "split_read_at_k_plus_1": (
+        split_read_at_k_plus_1,
+        "nc",
+        (20, 0, 32),
+        NLEVELS - 1,
+        lambda v: np.roll(t := np.where(CELLS >= v, 2 * A, B), -1, axis=1) - _neighbor(t),
+    ),
     "scans_split_in_cell": (scans_split_in_cell, "nc", (20, 0, 32), NLEVELS - 1, _ref_scans),
 }
 BUILDS = ("stock", *LIBRARY_BUILDS)
@@ -196,7 +222,9 @@ class _Builds:
                 self._done[key] = self._run(shape, build, mode)
             except Exception as e:
                 raised, message = describe_error(e)
-                self._done[key] = BuildError(f"{build} build of {shape} ({mode}) raised {raised}: {message}")
+                self._done[key] = BuildError(
+                    f"{build} build of {shape} ({mode}) raised {raised}: {message}"
+                )
                 self._done[key].__cause__ = e
         done = self._done[key]
         if isinstance(done, BuildError):
@@ -209,14 +237,21 @@ class _Builds:
         self._keep.append(build)
         if mode == "static":
             values = values[:1]
-            run = compile_static(program, build.backend, {bound: np.int32(values[0])}, self.provider)
+            run = compile_static(
+                program, build.backend, {bound: np.int32(values[0])}, self.provider
+            )
         else:
             run = program.with_backend(build.backend)
         outs = {}
         for v in values:
             out = gtx.as_field([Cell, K], np.full((NCELLS, NLEVELS), SENTINEL))
-            run(gtx.as_field([Cell, K], A.copy()), gtx.as_field([Cell, K], B.copy()), out, np.int32(v),
-                offset_provider=self.provider)
+            run(
+                gtx.as_field([Cell, K], A.copy()),
+                gtx.as_field([Cell, K], B.copy()),
+                out,
+                np.int32(v),
+                offset_provider=self.provider,
+            )
             outs[v] = out.asnumpy()
         return outs
 

@@ -21,6 +21,7 @@ from gt4py_dace_xforms.analysis.scan_inputs import scan_input_set
 from gt4py_dace_xforms.tools.compare import two_d_transients
 from gt4py_dace_xforms.transformations.inline_fusion_pass import find_candidates
 
+
 N, K = 7, 6
 
 
@@ -41,9 +42,14 @@ def _scan(squeezed: bool, reads: dict[str, str]) -> dace.SDFG:
     inner.add_node(loop)
     inner.add_edge(init, loop, dace.InterstateEdge())
     body = loop.add_state("step", is_start_block=True)
-    conns = {f"__{n}_{j}": (n, idx) for j, (n, idx) in enumerate((n, i) for n, ii in reads.items() for i in ii.split(";"))}
+    conns = {
+        f"__{n}_{j}": (n, idx)
+        for j, (n, idx) in enumerate((n, i) for n, ii in reads.items() for i in ii.split(";"))
+    }
     code = "__s_out = 0.5 * __s + " + " * ".join(conns) + "\n__r = __s_out"
-    tl = body.add_tasklet("step", dict.fromkeys(["__s", *conns]), dict.fromkeys(["__s_out", "__r"]), code)
+    tl = body.add_tasklet(
+        "step", dict.fromkeys(["__s", *conns]), dict.fromkeys(["__s_out", "__r"]), code
+    )
     body.add_edge(body.add_access("s"), None, tl, "__s", dace.Memlet("s[0]"))
     for conn, (name, idx) in conns.items():
         body.add_edge(body.add_access(name), None, tl, conn, dace.Memlet(f"{name}[{idx}]"))
@@ -52,8 +58,13 @@ def _scan(squeezed: bool, reads: dict[str, str]) -> dace.SDFG:
     return inner
 
 
-def build(squeezed: bool = True, reads: dict[str, str] | None = None, producer_reads_out: bool = False,
-          upstream: bool = False, t1_elsewhere: bool = False) -> dace.SDFG:
+def build(
+    squeezed: bool = True,
+    reads: dict[str, str] | None = None,
+    producer_reads_out: bool = False,
+    upstream: bool = False,
+    t1_elsewhere: bool = False,
+) -> dace.SDFG:
     """Coefficients `T0 = w * w + v`, `T1 = w * w * 2 - v` (the square shared) in one Map,
     then the scan over the cells. `producer_reads_out`: the Map also reads `out`, which
     the scan writes (declined). `upstream`: `w` is a transient `W = a + 1` of a Map of its
@@ -61,7 +72,9 @@ def build(squeezed: bool = True, reads: dict[str, str] | None = None, producer_r
     the solvers' `z_alpha`). `t1_elsewhere`: a second Map copies `T1` to `out2`, so the
     coefficients are not a scan-input set and `T1` stays materialized."""
     reads = reads or ({"t0": "k", "t1": "k"} if squeezed else {"t0": "i, k", "t1": "i, k"})
-    sdfg = dace.SDFG(f"scan_inputs_{abs(hash((squeezed, tuple(reads.items()), producer_reads_out, upstream, t1_elsewhere)))}")
+    sdfg = dace.SDFG(
+        f"scan_inputs_{abs(hash((squeezed, tuple(reads.items()), producer_reads_out, upstream, t1_elsewhere)))}"
+    )
     for name in ("w", "v", "out"):
         sdfg.add_array(name, (N, K), dace.float64)
     for name in ("T0", "T1"):
@@ -70,7 +83,12 @@ def build(squeezed: bool = True, reads: dict[str, str] | None = None, producer_r
     me, mx = st.add_map("coefficients", {"i": f"0:{N}", "k": f"0:{K}"})
     sq = st.add_tasklet("square", {"__w"}, {"__q"}, "__q = __w * __w")
     extra = " + 0.0 * __o" if producer_reads_out else ""
-    t0 = st.add_tasklet("coef0", dict.fromkeys(["__q", "__v", *(["__o"] if producer_reads_out else [])]), {"__t"}, f"__t = __q + __v{extra}")
+    t0 = st.add_tasklet(
+        "coef0",
+        dict.fromkeys(["__q", "__v", *(["__o"] if producer_reads_out else [])]),
+        {"__t"},
+        f"__t = __q + __v{extra}",
+    )
     t1 = st.add_tasklet("coef1", {"__q", "__v"}, {"__t"}, "__t = 2.0 * __q - __v")
     if upstream:
         sdfg.arrays["w"].transient = True
@@ -78,7 +96,9 @@ def build(squeezed: bool = True, reads: dict[str, str] | None = None, producer_r
         w = st.add_access("w")
         pe, px = st.add_map("upstream", {"i": f"0:{N}", "k": f"0:{K}"})
         up = st.add_tasklet("plus_one", {"__a"}, {"__w"}, "__w = __a + 1.0")
-        st.add_memlet_path(st.add_access("a"), pe, up, dst_conn="__a", memlet=dace.Memlet("a[i, k]"))
+        st.add_memlet_path(
+            st.add_access("a"), pe, up, dst_conn="__a", memlet=dace.Memlet("a[i, k]")
+        )
         st.add_memlet_path(up, px, w, src_conn="__w", memlet=dace.Memlet("w[i, k]"))
     else:
         w = st.add_access("w")
@@ -93,22 +113,33 @@ def build(squeezed: bool = True, reads: dict[str, str] | None = None, producer_r
     st.add_memlet_path(v, me, t0, dst_conn="__v", memlet=dace.Memlet("v[i, k]"))
     st.add_memlet_path(v, me, t1, dst_conn="__v", memlet=dace.Memlet("v[i, k]"))
     if producer_reads_out:
-        st.add_memlet_path(st.add_access("out"), me, t0, dst_conn="__o", memlet=dace.Memlet("out[i, k]"))
+        st.add_memlet_path(
+            st.add_access("out"), me, t0, dst_conn="__o", memlet=dace.Memlet("out[i, k]")
+        )
     tn = {"t0": st.add_access("T0"), "t1": st.add_access("T1")}
     st.add_memlet_path(t0, mx, tn["t0"], src_conn="__t", memlet=dace.Memlet("T0[i, k]"))
     st.add_memlet_path(t1, mx, tn["t1"], src_conn="__t", memlet=dace.Memlet("T1[i, k]"))
     se, sx = st.add_map("scan_map", {"i": f"0:{N}"})
-    scan = st.add_nested_sdfg(_scan(squeezed, reads), dict.fromkeys(reads), {"r": None}, symbol_mapping={} if squeezed else {"i": "i"})
+    scan = st.add_nested_sdfg(
+        _scan(squeezed, reads),
+        dict.fromkeys(reads),
+        {"r": None},
+        symbol_mapping={} if squeezed else {"i": "i"},
+    )
     for name in reads:
         subset = f"{name.upper()}[i, 0:{K}]" if squeezed else f"{name.upper()}[0:{N}, 0:{K}]"
         st.add_memlet_path(tn[name], se, scan, dst_conn=name, memlet=dace.Memlet(subset))
-    st.add_memlet_path(scan, sx, st.add_access("out"), src_conn="r", memlet=dace.Memlet(f"out[i, 0:{K}]"))
+    st.add_memlet_path(
+        scan, sx, st.add_access("out"), src_conn="r", memlet=dace.Memlet(f"out[i, 0:{K}]")
+    )
     if t1_elsewhere:
         sdfg.add_array("out2", (N, K), dace.float64)
         ce, cx = st.add_map("copy_t1", {"i": f"0:{N}", "k": f"0:{K}"})
         cp = st.add_tasklet("copy", {"__t"}, {"__o"}, "__o = __t")
         st.add_memlet_path(tn["t1"], ce, cp, dst_conn="__t", memlet=dace.Memlet("T1[i, k]"))
-        st.add_memlet_path(cp, cx, st.add_access("out2"), src_conn="__o", memlet=dace.Memlet("out2[i, k]"))
+        st.add_memlet_path(
+            cp, cx, st.add_access("out2"), src_conn="__o", memlet=dace.Memlet("out2[i, k]")
+        )
     sdfg.validate()
     return sdfg
 
@@ -125,8 +156,9 @@ def _numpy(w, v):
 
 def _candidates(sdfg):
     found = [analyse_candidate(sdfg, st, n, m) for st, n, m in find_candidates(sdfg)]
-    return {c.intermediate.data: c for c in found if isinstance(c, InlineCandidate)}, \
-        [c for c in found if isinstance(c, Decline)]
+    return {c.intermediate.data: c for c in found if isinstance(c, InlineCandidate)}, [
+        c for c in found if isinstance(c, Decline)
+    ]
 
 
 def _run(sdfg):
@@ -148,12 +180,19 @@ def test_every_output_of_the_map_is_a_scan_input_of_one_set(squeezed):
     cands, _ = _candidates(sdfg)
     assert set(cands) == {"T0", "T1"}
     if squeezed:
-        assert cands["T0"].nested[0].squeezed == (0,) and cands["T0"].nested[0].scope_symbols == ("i",)
+        assert cands["T0"].nested[0].squeezed == (0,) and cands["T0"].nested[0].scope_symbols == (
+            "i",
+        )
     members = scan_input_set(sdfg, cands["T0"])
     assert [m.intermediate.data for m in members] == ["T0", "T1"]
     decision = gx.CostModel("cpu", fresh_page_bytes=0).decide(sdfg, cands["T0"])
-    assert decision.accept and decision.reason.startswith("scan inputs: all 2 outputs of coefficients"), decision
-    assert decision.figures["recomputed_points"] == 0 and decision.figures["scan_set_duplicated_ops"] == N * K
+    assert decision.accept and decision.reason.startswith(
+        "scan inputs: all 2 outputs of coefficients"
+    ), decision
+    assert (
+        decision.figures["recomputed_points"] == 0
+        and decision.figures["scan_set_duplicated_ops"] == N * K
+    )
 
 
 @pytest.mark.compile
@@ -161,10 +200,14 @@ def test_every_output_of_the_map_is_a_scan_input_of_one_set(squeezed):
 def test_the_map_moves_into_the_scans_loop_and_equals_numpy(squeezed):
     sdfg = build(squeezed)
     w, v, ref = _run(copy.deepcopy(sdfg))
-    report = gx.gt_inline_fusion(sdfg, cost_model=gx.CostModel("cpu", fresh_page_bytes=0), validate=True)
+    report = gx.gt_inline_fusion(
+        sdfg, cost_model=gx.CostModel("cpu", fresh_page_bytes=0), validate=True
+    )
     assert sorted(r.intermediate for r in report.applied) == ["T0", "T1"], report.table()
     assert two_d_transients(sdfg) == [] and not any(
-        isinstance(n, dace.nodes.MapEntry) and n.map.label == "coefficients" for n in sdfg.start_state.nodes())
+        isinstance(n, dace.nodes.MapEntry) and n.map.label == "coefficients"
+        for n in sdfg.start_state.nodes()
+    )
     _, _, got = _run(sdfg)
     np.testing.assert_allclose(got, ref, rtol=1e-14)
     np.testing.assert_allclose(got, _numpy(w, v), rtol=1e-14)
@@ -179,7 +222,10 @@ def test_the_gpu_model_takes_a_set_that_duplicates_nothing_and_guards_the_rest()
     assert gx.CostModel("gpu").decide(sdfg, cands["T0"]).accept
     shifted = build(reads={"t0": "k", "t1": "k;Max(k - 1, 0)"})
     cands, _ = _candidates(shifted)
-    assert scan_input_set(shifted, cands["T1"]) is None and scan_input_set(shifted, cands["T0"]) is None
+    assert (
+        scan_input_set(shifted, cands["T1"]) is None
+        and scan_input_set(shifted, cands["T0"]) is None
+    )
     guarded = gx.CostModel("gpu").decide(shifted, cands["T0"])
     assert not guarded.accept and "scan_guard" in guarded.reason
 

@@ -9,17 +9,20 @@ import json
 import dace
 import numpy as np
 import pytest
+from builders import compare_before_after
 
 import gt4py_dace_xforms as gx
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.analysis.sibling_tail import sibling_tail_plan
 from gt4py_dace_xforms.tools.compare import two_d_transients
 from gt4py_dace_xforms.transformations.sibling_tail import _readers_accepted, gt_split_sibling_tails
-from builders import compare_before_after
+
 
 N, K = 8, 6
 # Y's slice: enough work that recomputing it in X's reader does not pay.
-HEAVY = "__y = sqrt(__a * __a + 1.0) * exp(0.1 * __a) + log(__a + 2.0) / (__a + 3.0) + __a * __a * __a"
+HEAVY = (
+    "__y = sqrt(__a * __a + 1.0) * exp(0.1 * __a) + log(__a + 2.0) / (__a + 3.0) + __a * __a * __a"
+)
 
 
 def build(variant: str = "") -> dace.SDFG:
@@ -56,27 +59,43 @@ def build(variant: str = "") -> dace.SDFG:
         st.add_edge(b, None, heavy, "__b", dace.Memlet("b[0]"))
     st.add_memlet_path(tail, mx, x, src_conn="__x", memlet=dace.Memlet("X[i, k]"))
     # X's reader; Y's reader (Y stays), both pointwise.
-    st.add_mapped_tasklet("x_reader", {"i": f"0:{N}", "k": f"0:{K}"}, {"__x": dace.Memlet("X[i, k]")},
-                          "__o = 3.0 * __x", {"__o": dace.Memlet("out[i, k]")}, external_edges=True,
-                          input_nodes={"X": x})
+    st.add_mapped_tasklet(
+        "x_reader",
+        {"i": f"0:{N}", "k": f"0:{K}"},
+        {"__x": dace.Memlet("X[i, k]")},
+        "__o = 3.0 * __x",
+        {"__o": dace.Memlet("out[i, k]")},
+        external_edges=True,
+        input_nodes={"X": x},
+    )
     y_read = "Y[i, k + 1]" if variant == "shifted" else "Y[i, k]"
-    st.add_mapped_tasklet("y_reader", {"i": f"0:{N}", "k": f"0:{K - 1}"},
-                          {"__y0": dace.Memlet(y_read), "__y1": dace.Memlet(y_read.replace("k]", "k + 1]"))},
-                          "__o = __y1 - __y0", {"__o": dace.Memlet("out2[i, k]")}, external_edges=True,
-                          input_nodes={"Y": y})
+    st.add_mapped_tasklet(
+        "y_reader",
+        {"i": f"0:{N}", "k": f"0:{K - 1}"},
+        {"__y0": dace.Memlet(y_read), "__y1": dace.Memlet(y_read.replace("k]", "k + 1]"))},
+        "__o = __y1 - __y0",
+        {"__o": dace.Memlet("out2[i, k]")},
+        external_edges=True,
+        input_nodes={"Y": y},
+    )
     sdfg.validate()
     return sdfg
 
 
 def _inputs():
     rng = np.random.default_rng(3)
-    return {"a": rng.random((N, K)), "r": rng.random((N, K)), "out": np.zeros((N, K)), "out2": np.zeros((N, K))}
+    return {
+        "a": rng.random((N, K)),
+        "r": rng.random((N, K)),
+        "out": np.zeros((N, K)),
+        "out2": np.zeros((N, K)),
+    }
 
 
 def _numpy(a, r):
     y = np.sqrt(a * a + 1.0) * np.exp(0.1 * a) + np.log(a + 2.0) / (a + 3.0) + a * a * a
     out2 = np.zeros((N, K))
-    out2[:, :K - 1] = y[:, 1:] - y[:, :K - 1]
+    out2[:, : K - 1] = y[:, 1:] - y[:, : K - 1]
     return 3.0 * (y + r), out2
 
 
@@ -119,11 +138,14 @@ def test_a_policy_that_declines_the_tail_too_leaves_the_sdfg_unchanged():
     assert _json(sdfg) == before
 
 
-@pytest.mark.parametrize("variant, reason", [
-    ("narrow", "does not hold the value's type"),
-    ("shifted", "written at another index"),
-    ("reads_inside", "the tail reads 'b', not only the sibling's value"),
-])
+@pytest.mark.parametrize(
+    "variant, reason",
+    [
+        ("narrow", "does not hold the value's type"),
+        ("shifted", "written at another index"),
+        ("reads_inside", "the tail reads 'b', not only the sibling's value"),
+    ],
+)
 def test_hostile_variants_decline_unchanged(variant, reason):
     sdfg = build(variant)
     plan = _plan(sdfg)

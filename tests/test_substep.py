@@ -19,6 +19,7 @@ import pytest
 from gt4py_dace_xforms.tools import layouts
 from gt4py_dace_xforms.tools.substep import SUBSTEP
 
+
 N_LEVELS = 80
 
 #: Programs `SolveNonhydro.time_step` can reach that the substep table leaves out, and why
@@ -53,7 +54,11 @@ def _value(node: ast.AST, lay: layouts.Layout) -> int:
     `self._<zone bound>`, sums and differences; Unresolved otherwise."""
     if isinstance(node, ast.Constant) and isinstance(node.value, int):
         return node.value
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "int32":
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "int32"
+    ):
         return _value(node.args[0], lay)
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
         a, b = _value(node.left, lay), _value(node.right, lay)
@@ -61,7 +66,11 @@ def _value(node: ast.AST, lay: layouts.Layout) -> int:
     if isinstance(node, ast.Attribute):
         if node.attr == "num_levels":
             return N_LEVELS
-        if isinstance(node.value, ast.Name) and node.value.id == "self" and node.attr.startswith("_"):
+        if (
+            isinstance(node.value, ast.Name)
+            and node.value.id == "self"
+            and node.attr.startswith("_")
+        ):
             name = node.attr[1:]
             if name in lay.values:
                 return lay.values[name]
@@ -125,14 +134,17 @@ def test_the_table_binds_the_sizes_of_every_setup_program_call_on_every_layout()
                             assert param in values, f"{name}: {param} has no static value"
                             assert fixed[param] == expected, (
                                 f"bench: {name} on {lay.name} ({substep}): {param} = {fixed[param]}, icon4py "
-                                f"binds {ast.unparse(node)} = {expected}")
+                                f"binds {ast.unparse(node)} = {expected}"
+                            )
                             if values[param] != expected:
                                 wrong.add((name, param))
                             checked += 1
     assert wrong == KNOWN_TABLE_ERRORS, f"the table differs from icon4py at {sorted(wrong)}"
     assert seen == set(by_name), f"no setup_program call found for {sorted(set(by_name) - seen)}"
     # what is left unresolved: vertical parameters of the vertical grid (nflatlev, ...), never a horizontal bound
-    assert checked > 2 * len(skipped), f"only {checked} values checked, {len(skipped)} not resolved: {skipped[:5]}"
+    assert checked > 2 * len(skipped), (
+        f"only {checked} values checked, {len(skipped)} not resolved: {skipped[:5]}"
+    )
     bounds = sorted({s[1:] for s in skipped if s[0] == "horizontal_sizes"})
     assert not bounds, f"horizontal bounds not resolved: {bounds}"
 
@@ -147,15 +159,22 @@ def test_every_program_the_substep_calls_is_in_the_table_or_left_out_with_a_reas
             if isinstance(node, ast.FunctionDef) and node.name in methods:
                 for call in ast.walk(node):
                     f = getattr(call, "func", None)
-                    if (isinstance(call, ast.Call) and isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
-                            and f.value.id == "self" and f.attr in programs):
+                    if (
+                        isinstance(call, ast.Call)
+                        and isinstance(f, ast.Attribute)
+                        and isinstance(f.value, ast.Name)
+                        and f.value.id == "self"
+                        and f.attr in programs
+                    ):
                         called.add(programs[f.attr])
         # every program set up in the module is either called per substep or left out
         assert set(programs.values()) <= table | set(LEFT_OUT) | called
     assert called, "no program calls found in time_step"
     missing = called - table - set(LEFT_OUT)
     assert not missing, f"time_step calls programs the substep table lacks: {sorted(missing)}"
-    assert table <= called, f"the table has programs time_step does not call: {sorted(table - called)}"
+    assert table <= called, (
+        f"the table has programs time_step does not call: {sorted(table - called)}"
+    )
 
 
 # --- (b) the bench, compiled at a tiny size ---------------------------------------------------
@@ -164,8 +183,13 @@ def test_every_program_the_substep_calls_is_in_the_table_or_left_out_with_a_reas
 def test_sites_share_a_build_where_first_and_later_bind_the_same_values():
     bench = _bench_substep()
     lay = layouts.layout("lam-decomposed", 512)
-    sites = bench.sites_for(lay, 10, ["first", "later"], lprep_adv=False,
-                            programs=["compute_averaged_vn_and_fluxes", "compute_exner_from_rhotheta"])
+    sites = bench.sites_for(
+        lay,
+        10,
+        ["first", "later"],
+        lprep_adv=False,
+        programs=["compute_averaged_vn_and_fluxes", "compute_exner_from_rhotheta"],
+    )
     assert [(s.key, s.calls) for s in sites] == [
         ("compute_averaged_vn_and_fluxes[first]", {"first": 1}),
         ("compute_averaged_vn_and_fluxes[later]", {"later": 1}),
@@ -177,10 +201,28 @@ def test_sites_share_a_build_where_first_and_later_bind_the_same_values():
 def test_bench_substep_runs_and_compares_at_a_tiny_size(tmp_path):
     bench = _bench_substep()
     out = tmp_path / "substep.json"
-    rc = bench.main(["--cells", "512", "--levels", "10", "--programs",
-                     "compute_exner_from_rhotheta,update_theta_and_exner_in_halo", "--rounds", "2",
-                     "--allocators", "glibc", "--substep", "later", "--json", str(out),
-                     "--extend-budget", "1", "--extend-cap", "8"])
+    rc = bench.main(
+        [
+            "--cells",
+            "512",
+            "--levels",
+            "10",
+            "--programs",
+            "compute_exner_from_rhotheta,update_theta_and_exner_in_halo",
+            "--rounds",
+            "2",
+            "--allocators",
+            "glibc",
+            "--substep",
+            "later",
+            "--json",
+            str(out),
+            "--extend-budget",
+            "1",
+            "--extend-cap",
+            "8",
+        ]
+    )
     assert rc == 0
     doc = json.loads(out.read_text())
     assert doc["meta"]["layout"] == "lam-decomposed" and doc["meta"]["sizes"]["Cell"] == 512
@@ -193,7 +235,9 @@ def test_bench_substep_runs_and_compares_at_a_tiny_size(tmp_path):
         assert r["library_vs_stock"]["equal"] and r["aa_vs_stock"]["equal"]
         # a call site whose interval straddles an edge of the floor is timed on alone, 6 at a time,
         # within its budget (1 s) and cap (8 rounds); the others keep the common 2
-        assert len(r["times_ms"]["library"]) == r["rounds"] and r["rounds"] in (2, 8) and r["verdict"]
+        assert (
+            len(r["times_ms"]["library"]) == r["rounds"] and r["rounds"] in (2, 8) and r["verdict"]
+        )
         assert (r["rounds"] == 8) == (r["extended_s"] > 0)
     later = mode["substeps"]["later"]
     assert later["calls"] == 2 and set(later["programs"]) == set(rows)
@@ -204,25 +248,53 @@ def test_bench_substep_runs_and_compares_at_a_tiny_size(tmp_path):
 def _counts_doc(rows: list[tuple[str, str, dict, dict, int]], date: str) -> dict:
     """A --counts document: rows of (key, program, static, calls, stock instructions); the
     library's counts are 0.9 and the GPU model's 0.95 of stock's."""
+
     def figs(n: int) -> dict:
         return {"instructions": n, "ll_misses_cpu": n // 10, "ll_misses_gpu": n // 20}
 
     out = []
     for key, program, static, calls, n in rows:
-        out.append({"key": key, "program": program, "static": static, "calls": calls,
-                    "builds": {"stock": {"figures": figs(n)}, "library": {"figures": figs(int(n * 0.9))},
-                               "library_gpu_model": {"figures": figs(int(n * 0.95))}}})
-    meta = {"layout": "lam-decomposed", "sizes": {"Cell": 64}, "levels": 5, "date": date, "argv": []}
-    return {"meta": meta, "counts": {"regime": "fresh", "mode": "default", "rows": out, "substeps": {}}}
+        out.append(
+            {
+                "key": key,
+                "program": program,
+                "static": static,
+                "calls": calls,
+                "builds": {
+                    "stock": {"figures": figs(n)},
+                    "library": {"figures": figs(int(n * 0.9))},
+                    "library_gpu_model": {"figures": figs(int(n * 0.95))},
+                },
+            }
+        )
+    meta = {
+        "layout": "lam-decomposed",
+        "sizes": {"Cell": 64},
+        "levels": 5,
+        "date": date,
+        "argv": [],
+    }
+    return {
+        "meta": meta,
+        "counts": {"regime": "fresh", "mode": "default", "rows": out, "substeps": {}},
+    }
 
 
 def test_merge_counts_replaces_a_recounted_build_and_recomputes_the_substep():
     bench = _bench_substep()
-    a = _counts_doc([("p[first]", "p", {"x": 1}, {"first": 1, "later": 0}, 1000),
-                     ("p[later]", "p", {"x": 2}, {"first": 0, "later": 1}, 2000),
-                     ("q", "q", {}, {"first": 2, "later": 1}, 100)], "old")
+    a = _counts_doc(
+        [
+            ("p[first]", "p", {"x": 1}, {"first": 1, "later": 0}, 1000),
+            ("p[later]", "p", {"x": 2}, {"first": 0, "later": 1}, 2000),
+            ("q", "q", {}, {"first": 2, "later": 1}, 100),
+        ],
+        "old",
+    )
     # a recount of p's later build alone (its site named without [later]) and a new program
-    b = _counts_doc([("p", "p", {"x": 2}, {"later": 1}, 3000), ("r", "r", {}, {"first": 0, "later": 1}, 10)], "new")
+    b = _counts_doc(
+        [("p", "p", {"x": 2}, {"later": 1}, 3000), ("r", "r", {}, {"first": 0, "later": 1}, 10)],
+        "new",
+    )
     doc = bench.merge_counts([a, b], ["a.json", "b.json"])
     rows = {r["key"]: r for r in doc["counts"]["rows"]}
     assert sorted(rows) == ["p[first]", "p[later]", "q", "r"]

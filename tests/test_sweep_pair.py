@@ -23,6 +23,7 @@ from gt4py_dace_xforms.transformations.inplace_update import gt_updates_in_place
 from gt4py_dace_xforms.transformations.output_buffer import gt_outputs_as_buffers
 from gt4py_dace_xforms.transformations.sweep_pair import SweepPairFusion, gt_fuse_sweep_pairs
 
+
 N, K = 7, 6
 START = 2
 
@@ -50,8 +51,12 @@ def _forward(rows: int, first: int, extra_out: bool) -> dace.SDFG:
     inner.add_node(loop)
     inner.add_edge(init, loop, dace.InterstateEdge())
     body = loop.add_state("step", is_start_block=True)
-    tl = body.add_tasklet("step", {"__p", "__q", "__a", "__s"}, {"__po", "__qo", "__t", "__u"},
-                          "__po = 0.5 * __p + __a + __s\n__qo = 0.3 * __q + __a\n__t = __po\n__u = __qo")
+    tl = body.add_tasklet(
+        "step",
+        {"__p", "__q", "__a", "__s"},
+        {"__po", "__qo", "__t", "__u"},
+        "__po = 0.5 * __p + __a + __s\n__qo = 0.3 * __q + __a\n__t = __po\n__u = __qo",
+    )
     body.add_edge(body.add_access("p"), None, tl, "__p", dace.Memlet("p[0]"))
     body.add_edge(body.add_access("q"), None, tl, "__q", dace.Memlet("q[0]"))
     body.add_edge(body.add_access("a"), None, tl, "__a", dace.Memlet("a[i, k]"))
@@ -86,10 +91,20 @@ def _backward(whole: bool) -> dace.SDFG:
     inner.add_node(loop)
     inner.add_edge(init, loop, dace.InterstateEdge())
     body = loop.add_state("step", is_start_block=True)
-    tl = body.add_tasklet("step", {"__w", "__t", "__u", "__b"}, {"__wo", "__r"},
-                          "__wo = __t + 0.5 * __u * __w + __b\n__r = __wo")
+    tl = body.add_tasklet(
+        "step",
+        {"__w", "__t", "__u", "__b"},
+        {"__wo", "__r"},
+        "__wo = __t + 0.5 * __u * __w + __b\n__r = __wo",
+    )
     body.add_edge(body.add_access("w"), None, tl, "__w", dace.Memlet("w[0]"))
-    body.add_edge(body.add_access("t"), None, tl, "__t", dace.Memlet(f"t[i - {START}, k]" if whole else "t[k]"))
+    body.add_edge(
+        body.add_access("t"),
+        None,
+        tl,
+        "__t",
+        dace.Memlet(f"t[i - {START}, k]" if whole else "t[k]"),
+    )
     body.add_edge(body.add_access("u"), None, tl, "__u", dace.Memlet("u[k]"))
     body.add_edge(body.add_access("b"), None, tl, "__b", dace.Memlet("b[0]"))
     body.add_edge(tl, "__wo", body.add_access("w"), None, dace.Memlet("w[0]"))
@@ -97,8 +112,14 @@ def _backward(whole: bool) -> dace.SDFG:
     return inner
 
 
-def build(read_shift: int = 0, first: int = 1, other_reader: bool = False, in_between: bool = False,
-          rewrites_input: bool = False, whole_read: bool = False) -> dace.SDFG:
+def build(
+    read_shift: int = 0,
+    first: int = 1,
+    other_reader: bool = False,
+    in_between: bool = False,
+    rewrites_input: bool = False,
+    whole_read: bool = False,
+) -> dace.SDFG:
     """The three Maps over `START:N - read_shift`; `T`, `U` hold the columns from `START`.
 
     Hostile variants: `read_shift` (the reader reads the next iteration's column of `T`),
@@ -107,7 +128,9 @@ def build(read_shift: int = 0, first: int = 1, other_reader: bool = False, in_be
     backward scan reads), `rewrites_input` (`z`, which the level-0 writer copies, is
     written again later in the state). `whole_read`: the backward scan gets `T` whole
     (`gt_fuse_sweep_pairs(narrow_columns=True)` narrows it first)."""
-    sdfg = dace.SDFG(f"sweep_pair_{read_shift}_{first}_{other_reader}_{in_between}_{rewrites_input}_{whole_read}")
+    sdfg = dace.SDFG(
+        f"sweep_pair_{read_shift}_{first}_{other_reader}_{in_between}_{rewrites_input}_{whole_read}"
+    )
     rows = N - START
     hi = N - read_shift
     rng = {"i": f"{START}:{hi}"}
@@ -137,7 +160,12 @@ def build(read_shift: int = 0, first: int = 1, other_reader: bool = False, in_be
     # the forward scan
     fe, fx = st.add_map("forward_map", rng)
     outs = {"t": None, "u": None, **({"last": None} if in_between else {})}
-    fwd = st.add_nested_sdfg(_forward(rows, first, in_between), {"a": None, "s": None, "z": None}, outs, symbol_mapping={"i": "i"})
+    fwd = st.add_nested_sdfg(
+        _forward(rows, first, in_between),
+        {"a": None, "s": None, "z": None},
+        outs,
+        symbol_mapping={"i": "i"},
+    )
     st.add_memlet_path(a, fe, fwd, dst_conn="a", memlet=dace.Memlet(f"a[0:{N}, 0:{K}]"))
     st.add_memlet_path(sn, fe, fwd, dst_conn="s", memlet=dace.Memlet(f"S[0:{rows}]"))
     st.add_memlet_path(z, fe, fwd, dst_conn="z", memlet=dace.Memlet("z[0]"))
@@ -156,8 +184,12 @@ def build(read_shift: int = 0, first: int = 1, other_reader: bool = False, in_be
         b_src, b_memlet = qn, f"Q[{col}]"
     # the backward scan
     be, bx = st.add_map("backward_map", rng)
-    bwd = st.add_nested_sdfg(_backward(whole_read), {"t": None, "u": None, "b": None}, {"r": None},
-                             symbol_mapping={"i": "i"})
+    bwd = st.add_nested_sdfg(
+        _backward(whole_read),
+        {"t": None, "u": None, "b": None},
+        {"r": None},
+        symbol_mapping={"i": "i"},
+    )
     t_read = f"T[0:{rows}, 0:{K}]" if whole_read else f"T[{col} + {read_shift}, 0:{K}]"
     st.add_memlet_path(tn, be, bwd, dst_conn="t", memlet=dace.Memlet(t_read))
     st.add_memlet_path(un, be, bwd, dst_conn="u", memlet=dace.Memlet(f"U[{col}, 0:{K}]"))
@@ -168,7 +200,9 @@ def build(read_shift: int = 0, first: int = 1, other_reader: bool = False, in_be
         oe, ox = st.add_map("other_reader", rng)
         c = st.add_tasklet("peek", {"__t"}, {"__o"}, "__o = __t")
         st.add_memlet_path(tn, oe, c, dst_conn="__t", memlet=dace.Memlet(f"T[{col}, {K - 1}]"))
-        st.add_memlet_path(c, ox, st.add_access("top"), src_conn="__o", memlet=dace.Memlet("top[i]"))
+        st.add_memlet_path(
+            c, ox, st.add_access("top"), src_conn="__o", memlet=dace.Memlet("top[i]")
+        )
     if rewrites_input:
         c = st.add_tasklet("rewrite_z", {"__o"}, {"__z"}, "__z = __o + 1.0")
         st.add_edge(out, None, c, "__o", dace.Memlet(f"out[{START}, 0]"))
@@ -195,7 +229,11 @@ def _numpy(a: np.ndarray, z: float, start: int = START, hi: int = N) -> np.ndarr
 
 def _reader(sdfg):
     st = sdfg.start_state
-    return st, next(n for n in st.nodes() if isinstance(n, dace.nodes.MapEntry) and n.map.label == "backward_map")
+    return st, next(
+        n
+        for n in st.nodes()
+        if isinstance(n, dace.nodes.MapEntry) and n.map.label == "backward_map"
+    )
 
 
 def test_the_plan_takes_both_columns_and_the_forward_scan_whole():
@@ -216,7 +254,9 @@ def test_fused_no_field_sized_array_left():
     assert two_d_transients(sdfg) == []
     cols = {n: d.shape for n, d in sdfg.arrays.items() if n.startswith("__sweep_col_")}
     assert cols == {"__sweep_col_T": (K,), "__sweep_col_U": (K,)}
-    maps = sorted(n.map.label for n in sdfg.start_state.nodes() if isinstance(n, dace.nodes.MapEntry))
+    maps = sorted(
+        n.map.label for n in sdfg.start_state.nodes() if isinstance(n, dace.nodes.MapEntry)
+    )
     assert maps == ["backward_map", "level0"]  # the forward scan is inside the backward scan's Map
     st, reader = _reader(sdfg)
     assert st.scope_dict()[next(n for n in st.data_nodes() if n.data == "__sweep_col_T")] is reader
@@ -228,9 +268,14 @@ def test_the_transformation_route_and_only():
     without it. Both named, it applies."""
     sdfg = build()
     before = sdfg.hash_sdfg()
-    assert sdfg.apply_transformations_repeated(SweepPairFusion, options={"intermediates": {"U"}}) == 0
+    assert (
+        sdfg.apply_transformations_repeated(SweepPairFusion, options={"intermediates": {"U"}}) == 0
+    )
     assert sdfg.hash_sdfg() == before
-    assert sdfg.apply_transformations_repeated(SweepPairFusion, options={"intermediates": {"T", "U"}}) == 1
+    assert (
+        sdfg.apply_transformations_repeated(SweepPairFusion, options={"intermediates": {"T", "U"}})
+        == 1
+    )
     assert two_d_transients(sdfg) == []
 
 
@@ -272,7 +317,13 @@ HOSTILE = [
     (dict(in_between=True), "also feeds"),
     (dict(rewrites_input=True), "is also written in the state"),
 ]
-HOSTILE_IDS = ["neighbour-column", "gap-in-the-levels", "another-reader", "map-in-between", "input-rewritten-later"]
+HOSTILE_IDS = [
+    "neighbour-column",
+    "gap-in-the-levels",
+    "another-reader",
+    "map-in-between",
+    "input-rewritten-later",
+]
 
 
 @pytest.mark.parametrize("variant, reason", HOSTILE, ids=HOSTILE_IDS)
@@ -300,8 +351,13 @@ def test_never_raises_and_declines_unchanged_on_the_fixtures():
             for node in state.nodes():
                 if isinstance(node, dace.nodes.MapEntry):
                     match = SweepPairFusion()
-                    match.setup_match(sdfg, sdfg.cfg_id, state.block_id, {SweepPairFusion.reader: state.node_id(node)},
-                                      0)
+                    match.setup_match(
+                        sdfg,
+                        sdfg.cfg_id,
+                        state.block_id,
+                        {SweepPairFusion.reader: state.node_id(node)},
+                        0,
+                    )
                     match.can_be_applied(state, 0, sdfg)
         if gt_fuse_sweep_pairs(sdfg) == 0:
             assert sdfg.hash_sdfg() == before, path.name
@@ -310,8 +366,16 @@ def test_never_raises_and_declines_unchanged_on_the_fixtures():
 # --- the implicit solvers (structure only, R2B4 size, no compilation) -------------------------
 
 SOLVERS = [
-    ("vertically_implicit_solver_at_corrector_step", ["gtir_tmp_148", "gtir_tmp_154"], ["gtir_tmp_144", "gtir_tmp_168"]),
-    ("vertically_implicit_solver_at_predictor_step", ["gtir_tmp_207", "gtir_tmp_213"], ["gtir_tmp_203", "gtir_tmp_227"]),
+    (
+        "vertically_implicit_solver_at_corrector_step",
+        ["gtir_tmp_148", "gtir_tmp_154"],
+        ["gtir_tmp_144", "gtir_tmp_168"],
+    ),
+    (
+        "vertically_implicit_solver_at_predictor_step",
+        ["gtir_tmp_207", "gtir_tmp_213"],
+        ["gtir_tmp_203", "gtir_tmp_227"],
+    ),
 ]
 
 
@@ -325,16 +389,24 @@ def test_the_solvers_sweep_pairs_become_column_buffers(solver, pair, next_w):
     Rayleigh damping's concat node is folded into the back substitution's result, updated
     in place, which becomes `next_w` (docs/inplace_update.md; compiled and compared with
     stock at 2048 x 20 by the substep bench: equal within 4e-15)."""
-    pytest.importorskip("icon4py.model.atmosphere.dycore.stencils.vertically_implicit_dycore_solver")
-    from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
+    pytest.importorskip(
+        "icon4py.model.atmosphere.dycore.stencils.vertically_implicit_dycore_solver"
+    )
+    from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import (
+        GT4PyAutoOptHook,
+    )
 
     from gt4py_dace_xforms.integration.capture import capture_stages
     from gt4py_dace_xforms.tools import explain, programs
     from gt4py_dace_xforms.tools.static_values import program_static_values, static_offset_provider
 
     post = (GT4PyAutoOptHook.TopLevelDataFlowPost, 1)
-    program = programs.load_program(f"icon4py.model.atmosphere.dycore.stencils.vertically_implicit_dycore_solver:{solver}")
-    provider = explain.offset_provider(program, static_offset_provider(program, layout="lam-decomposed"))
+    program = programs.load_program(
+        f"icon4py.model.atmosphere.dycore.stencils.vertically_implicit_dycore_solver:{solver}"
+    )
+    provider = explain.offset_provider(
+        program, static_offset_provider(program, layout="lam-decomposed")
+    )
     static = program_static_values(program, layout="lam-decomposed")
     sdfg = capture_stages(program, [post], offset_provider=provider, static_args=static)[post]
     before = two_d_transients(sdfg)
@@ -342,7 +414,9 @@ def test_the_solvers_sweep_pairs_become_column_buffers(solver, pair, next_w):
     assert gt_fuse_sweep_pairs(sdfg, names=pair) == 0  # the reads are of the whole arrays
     assert gt_fuse_sweep_pairs(sdfg, narrow_columns=True) == 1
     assert two_d_transients(sdfg) == sorted(set(before) - set(pair))
-    assert sorted(n for n in sdfg.arrays if n.startswith("__sweep_col_")) == [f"__sweep_col_{n}" for n in pair]
+    assert sorted(n for n in sdfg.arrays if n.startswith("__sweep_col_")) == [
+        f"__sweep_col_{n}" for n in pair
+    ]
     result, damped = next_w
     assert gt_updates_in_place(sdfg, validate=True) == [damped]
     assert gt_outputs_as_buffers(sdfg, names=[result]) == [result]
@@ -366,8 +440,14 @@ def test_the_pipeline_hook_asks_the_policy():
     optimization_hooks(gx.CostModel("cpu"), reports=reports)[post](sdfg)
     assert two_d_transients(sdfg) == []
     (report,) = reports
-    assert sorted((r.intermediate, r.mode) for r in report.applied) == [("T", "sweep_pair"), ("U", "sweep_pair")]
-    assert report.applied[0].reason.startswith("sweep pair: ") and "recomputes nothing" in report.applied[0].reason
+    assert sorted((r.intermediate, r.mode) for r in report.applied) == [
+        ("T", "sweep_pair"),
+        ("U", "sweep_pair"),
+    ]
+    assert (
+        report.applied[0].reason.startswith("sweep pair: ")
+        and "recomputes nothing" in report.applied[0].reason
+    )
 
     for whole_read in (False, True):
         reports = []
@@ -375,8 +455,14 @@ def test_the_pipeline_hook_asks_the_policy():
         optimization_hooks(gx.CostModel("gpu"), gpu=True, reports=reports)[post](gpu)
         assert two_d_transients(gpu) == [], whole_read
         (record, _) = reports[0].applied
-        assert "a local array per GPU thread: 64 resident threads per SM hold 6 KiB of columns" in record.reason
-        assert record.figures["gpu_threads_per_sm"] == 64 and record.figures["gpu_column_bytes_per_sm"] == 64 * 96
+        assert (
+            "a local array per GPU thread: 64 resident threads per SM hold 6 KiB of columns"
+            in record.reason
+        )
+        assert (
+            record.figures["gpu_threads_per_sm"] == 64
+            and record.figures["gpu_column_bytes_per_sm"] == 64 * 96
+        )
 
         small = gx.CostModel("gpu", gpu_shape=GpuShape(l1_bytes=4096))
         gpu = build(whole_read=whole_read)
@@ -386,7 +472,10 @@ def test_the_pipeline_hook_asks_the_policy():
         assert gpu.hash_sdfg() == before, whole_read
         declined = [r for r in reports[0].records if not r.applied]
         assert sorted(r.intermediate for r in declined) == ["T", "U"]
-        assert "hold 6 KiB of columns, the SM's L1 4 KiB: the columns would spill" in declined[0].reason
+        assert (
+            "hold 6 KiB of columns, the SM's L1 4 KiB: the columns would spill"
+            in declined[0].reason
+        )
 
 
 def test_the_gpu_prices_the_columns_per_sm():
@@ -405,11 +494,15 @@ def test_the_gpu_prices_the_columns_per_sm():
     one_sm = gx.CostModel("gpu", gpu_shape=GpuShape(sms=1, block_threads=2, l1_bytes=4 * 96))
     no = one_sm.decide_sweep_pair(sdfg, plan)
     assert not no.accept and no.figures["gpu_threads_per_sm"] == 6
-    capped = gx.CostModel("gpu", gpu_shape=GpuShape(sms=1, block_threads=2, max_threads_per_sm=4, l1_bytes=4 * 96))
+    capped = gx.CostModel(
+        "gpu", gpu_shape=GpuShape(sms=1, block_threads=2, max_threads_per_sm=4, l1_bytes=4 * 96)
+    )
     assert capped.decide_sweep_pair(sdfg, plan).accept
 
     nlev = dace.symbol("nlev")
-    symbolic = dataclasses.replace(plan, buffers=tuple(dataclasses.replace(b, shape=(nlev,)) for b in plan.buffers))
+    symbolic = dataclasses.replace(
+        plan, buffers=tuple(dataclasses.replace(b, shape=(nlev,)) for b in plan.buffers)
+    )
     no = decide(sdfg, symbolic)
     assert not no.accept and "the columns' length depends on nlev" in no.reason
     assert gx.CostModel("gpu", sweep_pairs=True).decide_sweep_pair(sdfg, symbolic).accept
@@ -434,6 +527,8 @@ def test_a_sweep_pair_hook_that_raises_leaves_the_sdfg_as_it_was(monkeypatch):
     before = sdfg.hash_sdfg()
     reports = []
     with pytest.warns(failsafe.LibraryFailureWarning, match="RuntimeError: boom"):
-        hooks.optimization_hooks(gx.CostModel("cpu"), reports=reports)[GT4PyAutoOptHook.TopLevelDataFlowPost](sdfg)
+        hooks.optimization_hooks(gx.CostModel("cpu"), reports=reports)[
+            GT4PyAutoOptHook.TopLevelDataFlowPost
+        ](sdfg)
     assert sdfg.hash_sdfg() == before and "__junk" not in sdfg.arrays
     assert reports[0].failures and "boom" in reports[0].failures[0]

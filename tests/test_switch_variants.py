@@ -13,10 +13,13 @@ and test_icon4py.py. A program's switches are flipped together where they are in
 """
 
 import pytest
-from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
+from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import (
+    GT4PyAutoOptHook,
+)
 
 from gt4py_dace_xforms.integration.capture import capture_stages
 from gt4py_dace_xforms.integration.hooks import optimization_hooks
+
 
 POST = (GT4PyAutoOptHook.TopLevelDataFlowPost, 1)
 DYCORE = "icon4py.model.atmosphere.dycore.stencils"
@@ -57,18 +60,29 @@ def _load(module: str, name: str):
 @pytest.mark.icon4py
 @pytest.mark.parametrize("spec", sorted(VARIANTS), ids=[name for _, name in sorted(VARIANTS)])
 def test_switch_variant_builds_with_the_library(spec):
-    from gt4py_dace_xforms.tools.static_values import FIXED, program_static_values, static_offset_provider
+    from gt4py_dace_xforms.tools.static_values import (
+        FIXED,
+        program_static_values,
+        static_offset_provider,
+    )
 
     layout, flips = VARIANTS[spec]
     program = _load(*spec)
     values = program_static_values(program, layout=layout)
     assert set(flips) <= set(values), sorted(set(flips) - set(values))
-    assert all(values[k] != v for k, v in flips.items() if k in FIXED), "a flip must change the first substep's value"
+    assert all(values[k] != v for k, v in flips.items() if k in FIXED), (
+        "a flip must change the first substep's value"
+    )
     values.update(flips)
     provider = static_offset_provider(program, layout=layout)
     reports: list = []
-    library = capture_stages(program, [POST], offset_provider=provider, static_args=values,
-                             optimization_hooks=optimization_hooks(reports=reports))[POST]
+    library = capture_stages(
+        program,
+        [POST],
+        offset_provider=provider,
+        static_args=values,
+        optimization_hooks=optimization_hooks(reports=reports),
+    )[POST]
     library.validate()
     assert reports, "the library's pass did not run"
     failed = [r.reason for rep in reports for r in rep.declined if "analysis failed" in r.reason]

@@ -5,14 +5,22 @@ import sympy
 
 from gt4py_dace_xforms.analysis.concat import Branch, ConcatAnalysis, prove_union_covers
 
-vs, ve, d, h = (dace.symbolic.symbol(n) for n in ("vertical_start", "vertical_end", "end_index_of_damping_layer", "h"))
+
+vs, ve, d, h = (
+    dace.symbolic.symbol(n)
+    for n in ("vertical_start", "vertical_end", "end_index_of_damping_layer", "h")
+)
 V = sympy.Max(1, vs)
 
 
 def _concat(lower_hi, upper_lo, upper_hi):
     rows = (0, h - 1)
-    return ConcatAnalysis((Branch(region=(rows, (0, lower_hi)), edge=None),
-                           Branch(region=(rows, (upper_lo, upper_hi)), edge=None)))
+    return ConcatAnalysis(
+        (
+            Branch(region=(rows, (0, lower_hi)), edge=None),
+            Branch(region=(rows, (upper_lo, upper_hi)), edge=None),
+        )
+    )
 
 
 # compute_advection_in_predictor_vertical_momentum, gtir_tmp_74 (icon4py 0.4.1): a concat

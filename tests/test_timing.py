@@ -5,11 +5,12 @@ median's interval, the A/A floor and the verdict, new persistent transients per 
 import collections
 import itertools
 
+import gt4py.next as gtx
 import numpy as np
 import pytest
 
-import gt4py.next as gtx
 from gt4py_dace_xforms.measure import timing
+
 
 Cell = gtx.Dimension("Cell")
 K = gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)
@@ -22,18 +23,24 @@ def test_every_build_once_per_round_rotating_on_the_rounds_shared_fields():
     def call(label):
         def run(args):
             assert args["a"] is not a and np.array_equal(args["a"].asnumpy(), a.asnumpy())
-            args["a"].ndarray[:] = 7.0  # an output written in place must not leak into the next call
+            args["a"].ndarray[:] = (
+                7.0  # an output written in place must not leak into the next call
+            )
             seen.append((label, id(args["a"])))
 
         return run
 
-    times = timing.time_rounds({"x": call("x"), "y": call("y"), "z": call("z")}, {"a": a, "n": 3}, rounds=4)
-    assert [label for label, _ in seen] == list("xyz" "zyx" "yzx" "yxz")
+    times = timing.time_rounds(
+        {"x": call("x"), "y": call("y"), "z": call("z")}, {"a": a, "n": 3}, rounds=4
+    )
+    assert [label for label, _ in seen] == list("xyzzyxyzxyxz")
     assert {k: len(v) for k, v in times.items()} == {"x": 4, "y": 4, "z": 4}
     ids = [i for _, i in seen]
     rounds = [ids[3 * r : 3 * r + 3] for r in range(4)]
     assert all(len(set(r)) == 1 for r in rounds)  # the same field object for every build of a round
-    assert len({r[0] for r in rounds[:2]}) == 2  # and a new one in the next round (the old one still alive)
+    assert (
+        len({r[0] for r in rounds[:2]}) == 2
+    )  # and a new one in the next round (the old one still alive)
     assert np.all(a.asnumpy() == 1.0)
 
 
@@ -56,12 +63,16 @@ def test_two_or_three_builds_follow_every_other_equally_often():
 
 def test_sync_brackets_every_timed_call():
     events = []
-    timing.time_rounds({"x": lambda a: events.append("call")}, {}, rounds=2, sync=lambda: events.append("sync"))
+    timing.time_rounds(
+        {"x": lambda a: events.append("call")}, {}, rounds=2, sync=lambda: events.append("sync")
+    )
     assert events == ["sync", "call", "sync"] * 2
 
 
 def test_median_interval_takes_the_order_statistics_with_95_percent_coverage():
-    iv = timing.median_interval([9, 1, 8, 2, 7, 3, 6, 4, 5])  # n = 9: x_(2)..x_(8), coverage 1 - 2 * 10/512
+    iv = timing.median_interval(
+        [9, 1, 8, 2, 7, 3, 6, 4, 5]
+    )  # n = 9: x_(2)..x_(8), coverage 1 - 2 * 10/512
     assert (iv.median, iv.lo, iv.hi, iv.n) == (5, 2, 8, 9)
     assert iv.coverage == pytest.approx(1 - 20 / 512)
     iv = timing.median_interval(range(1, 13))  # n = 12: x_(3)..x_(10)
@@ -91,7 +102,9 @@ def _iv(median, lo, hi):
 
 def test_noise_floor_is_how_far_the_a_a_interval_reaches_from_one():
     assert timing.noise_floor(_iv(1.0, 0.98, 1.03)) == pytest.approx(0.03)
-    assert timing.noise_floor(_iv(1.05, 1.04, 1.06)) == pytest.approx(0.06)  # a biased A/A widens it
+    assert timing.noise_floor(_iv(1.05, 1.04, 1.06)) == pytest.approx(
+        0.06
+    )  # a biased A/A widens it
 
 
 def test_noise_floor_is_never_narrower_than_the_minimum():
@@ -156,11 +169,15 @@ def test_bench_adds_rounds_while_undecided_up_to_the_limit(monkeypatch):
 
     monkeypatch.setattr(timing, "time_rounds", scripted)
     callers = {k: (lambda **kw: None) for k in ("stock", "A/A", "inlined")}
-    out = bench.time_config("fake", callers, {}, {}, rounds=6, threads=None, sync=None, max_rounds=18)
+    out = bench.time_config(
+        "fake", callers, {}, {}, rounds=6, threads=None, sync=None, max_rounds=18
+    )
     assert batches == [6, 6] and out["rounds"] == 12 and out["verdict"] == timing.FASTER
     assert out["placements"] == 2  # the second batch on new persistent transients
     batches.clear()
-    out = bench.time_config("fake", callers, {}, {}, rounds=6, threads=None, sync=None, max_rounds=6)
+    out = bench.time_config(
+        "fake", callers, {}, {}, rounds=6, threads=None, sync=None, max_rounds=6
+    )
     assert batches == [6] and out["rounds"] == 6 and out["verdict"] == timing.NO_DIFFERENCE
 
 
@@ -186,16 +203,26 @@ def test_bench_extends_a_cheap_undecided_configuration_past_max_rounds(monkeypat
 
     def scripted(calls, args, rounds, *, sync=None):
         batches.append(rounds)
-        aa = [0.96, 1.04, 0.99, 1.01, 0.995, 1.005] * (rounds // 6)  # floor 4 %, then the least, 3 %
+        aa = [0.96, 1.04, 0.99, 1.01, 0.995, 1.005] * (
+            rounds // 6
+        )  # floor 4 %, then the least, 3 %
         # an interval that keeps straddling the floor's edge, however many rounds
-        return {"stock": [1.0] * rounds, "A/A": aa, "inlined": [0.955, 1.0, 0.96, 0.999, 0.965, 0.9995] * (rounds // 6)}
+        return {
+            "stock": [1.0] * rounds,
+            "A/A": aa,
+            "inlined": [0.955, 1.0, 0.96, 0.999, 0.965, 0.9995] * (rounds // 6),
+        }
 
     monkeypatch.setattr(timing, "time_rounds", scripted)
     callers = {k: (lambda **kw: None) for k in ("stock", "A/A", "inlined")}
-    out = bench.time_config("fake", callers, {}, {}, rounds=6, threads=None, sync=None, max_rounds=18, extend_s=60.0)
+    out = bench.time_config(
+        "fake", callers, {}, {}, rounds=6, threads=None, sync=None, max_rounds=18, extend_s=60.0
+    )
     assert out["rounds"] == 120 and out["verdict"] == timing.NO_DIFFERENCE  # 20 x 6: the cap
     batches.clear()
-    out = bench.time_config("fake", callers, {}, {}, rounds=6, threads=None, sync=None, max_rounds=18)
+    out = bench.time_config(
+        "fake", callers, {}, {}, rounds=6, threads=None, sync=None, max_rounds=18
+    )
     assert out["rounds"] == 18  # no budget: the round limit
 
 
@@ -220,16 +247,26 @@ def test_bench_adds_rounds_to_a_clear_verdict_only_for_the_time_span(monkeypatch
     def scripted(calls, args, rounds, *, sync=None):
         batches.append(rounds)
         aa = [0.99, 1.01, 0.98, 1.02, 1.0, 1.0] * (rounds // 6)
-        return {"stock": [1.0] * rounds, "A/A": aa, "inlined": [0.80, 0.82, 0.81, 0.79, 0.80, 0.80] * (rounds // 6)}
+        return {
+            "stock": [1.0] * rounds,
+            "A/A": aa,
+            "inlined": [0.80, 0.82, 0.81, 0.79, 0.80, 0.80] * (rounds // 6),
+        }
 
     monkeypatch.setattr(timing, "time_rounds", scripted)
     callers = {k: (lambda **kw: None) for k in ("stock", "A/A", "inlined")}
-    out = bench.time_config("fake", callers, {}, {}, rounds=6, threads=None, sync=None, max_rounds=6)
+    out = bench.time_config(
+        "fake", callers, {}, {}, rounds=6, threads=None, sync=None, max_rounds=6
+    )
     assert batches == [6] and out["verdict"] == timing.FASTER
     batches.clear()
-    out = bench.time_config("fake", callers, {}, {}, rounds=6, threads=None, sync=None, max_rounds=6, min_span_s=1e6)
+    out = bench.time_config(
+        "fake", callers, {}, {}, rounds=6, threads=None, sync=None, max_rounds=6, min_span_s=1e6
+    )
     assert len(batches) == 20 and out["rounds"] == 120 and out["verdict"] == timing.FASTER
-    assert out["span_s"] < 1e6 and out["aa_reach"] == pytest.approx(0.0)  # the A/A interval narrowed to 1.000 [1.000..1.000]
+    assert out["span_s"] < 1e6 and out["aa_reach"] == pytest.approx(
+        0.0
+    )  # the A/A interval narrowed to 1.000 [1.000..1.000]
 
 
 def test_verdict_text_names_the_floor():
@@ -263,7 +300,11 @@ def test_two_runs_agree_per_program_mode_and_thread_count():
 
     a = _rows(("target", "default", 1, "faster"), ("target", "default", 2, "no measurable difference"),
               ("seed", "persistent", 1, "slower"))  # fmt: skip
-    b = _rows(("target", "default", 1, "faster"), ("target", "default", 2, "faster"), ("seed", "default", 1, "faster"))
+    b = _rows(
+        ("target", "default", 1, "faster"),
+        ("target", "default", 2, "faster"),
+        ("seed", "default", 1, "faster"),
+    )
     assert agreement(a, b) == [
         ("target", "default", 1, "faster", "faster"),
         ("target", "default", 2, "no measurable difference", "faster"),
@@ -276,18 +317,25 @@ def test_agreement_of_one_memory_mode():
     """A full run against a `--modes persistent` run: only the persistent rows are compared."""
     from verdicts import agreement  # bench/verdicts.py
 
-    a = _rows(("seed", "default", 1, "faster", "fresh"), ("seed", "persistent", 1, "no measurable difference", "fresh"))
+    a = _rows(
+        ("seed", "default", 1, "faster", "fresh"),
+        ("seed", "persistent", 1, "no measurable difference", "fresh"),
+    )
     b = _rows(("seed", "persistent", 1, "no measurable difference", "fresh"))
     assert agreement(a, b, "persistent") == [
-        ("seed", "persistent/fresh", 1, "no measurable difference", "no measurable difference")]
+        ("seed", "persistent/fresh", 1, "no measurable difference", "no measurable difference")
+    ]
     assert ("seed", "default/fresh", 1, "faster", None) in agreement(a, b)
 
 
 def test_allocator_regimes_are_configurations_of_their_own():
     from verdicts import agreement  # bench/verdicts.py
 
-    a = _rows(("scan", "default", 1, "faster", "fresh"), ("scan", "default", 1, "slower", "reuse"),
-              ("seed", "default", 1, "faster"))  # fmt: skip  (a run from before the regimes: glibc's own)
+    a = _rows(
+        ("scan", "default", 1, "faster", "fresh"),
+        ("scan", "default", 1, "slower", "reuse"),
+        ("seed", "default", 1, "faster"),
+    )  # fmt: skip  (a run from before the regimes: glibc's own)
     b = _rows(("scan", "default", 1, "faster", "fresh"), ("scan", "default", 1, "slower", "reuse"),
               ("seed", "default", 1, "faster", "glibc"))  # fmt: skip
     assert agreement(a, b) == [
@@ -326,14 +374,21 @@ def test_pinned_allocator_decides_whether_a_freed_block_comes_back_with_new_page
     import subprocess
     import sys
 
-    for regime, ok in (("fresh", lambda f: f > 200), ("reuse", lambda f: f < 8)):  # 256 pages per MiB
-        done = subprocess.run([sys.executable, "-c", _PIN_SCRIPT, regime], capture_output=True, text=True, timeout=120)
+    for regime, ok in (
+        ("fresh", lambda f: f > 200),
+        ("reuse", lambda f: f < 8),
+    ):  # 256 pages per MiB
+        done = subprocess.run(
+            [sys.executable, "-c", _PIN_SCRIPT, regime], capture_output=True, text=True, timeout=120
+        )
         assert done.returncode == 0, done.stderr
         got = json.loads(done.stdout.strip().splitlines()[-1])
         assert ok(got[regime]), got
         # the cost model is told which arrays get fresh pages in the pinned regime
         assert got["fresh_page_bytes"] == (128 * 1024 if regime == "fresh" else 32 * 2**20), got
-        assert all("in a process of its own" in got[o] for o in timing.ALLOCATORS if o != regime), got
+        assert all("in a process of its own" in got[o] for o in timing.ALLOCATORS if o != regime), (
+            got
+        )
 
 
 def test_pin_allocator_rejects_an_unknown_regime_without_pinning():

@@ -9,6 +9,7 @@ import pytest
 from gt4py_dace_xforms.report import InlineRecord, InlineReport
 from gt4py_dace_xforms.tools import traffic
 
+
 N, K = 10, 5
 
 
@@ -21,16 +22,33 @@ def one_writer_two_readers() -> dace.SDFG:
     sdfg.add_array("T", (N, K), dace.float64, transient=True)
     state = sdfg.add_state("s")
     t = state.add_access("T")
-    state.add_mapped_tasklet("producer", {"i": f"0:{N}", "k": f"0:{K}"}, {"x": dace.Memlet("a[i, k]")},
-                             "y = x + 1", {"y": dace.Memlet("T[i, k]")}, external_edges=True,
-                             output_nodes={"T": t})
-    state.add_mapped_tasklet("shifted", {"i": f"0:{N}", "k": f"0:{K - 1}"},
-                             {"x0": dace.Memlet("T[i, k]"), "x1": dace.Memlet("T[i, k + 1]")},
-                             "y = x0 + x1", {"y": dace.Memlet("b[i, k]")}, external_edges=True,
-                             input_nodes={"T": t})
-    state.add_mapped_tasklet("scaled", {"i": f"0:{N}", "k": f"0:{K}"}, {"x": dace.Memlet("T[i, k]")},
-                             "y = 2 * x", {"y": dace.Memlet("c[i, k]")}, external_edges=True,
-                             input_nodes={"T": t})
+    state.add_mapped_tasklet(
+        "producer",
+        {"i": f"0:{N}", "k": f"0:{K}"},
+        {"x": dace.Memlet("a[i, k]")},
+        "y = x + 1",
+        {"y": dace.Memlet("T[i, k]")},
+        external_edges=True,
+        output_nodes={"T": t},
+    )
+    state.add_mapped_tasklet(
+        "shifted",
+        {"i": f"0:{N}", "k": f"0:{K - 1}"},
+        {"x0": dace.Memlet("T[i, k]"), "x1": dace.Memlet("T[i, k + 1]")},
+        "y = x0 + x1",
+        {"y": dace.Memlet("b[i, k]")},
+        external_edges=True,
+        input_nodes={"T": t},
+    )
+    state.add_mapped_tasklet(
+        "scaled",
+        {"i": f"0:{N}", "k": f"0:{K}"},
+        {"x": dace.Memlet("T[i, k]")},
+        "y = 2 * x",
+        {"y": dace.Memlet("c[i, k]")},
+        external_edges=True,
+        input_nodes={"T": t},
+    )
     sdfg.validate()
     return sdfg
 
@@ -60,18 +78,35 @@ def _without_t(sdfg: dace.SDFG) -> dace.SDFG:
 def test_rows_say_removed_by_which_rewrite_or_why_kept():
     stock = one_writer_two_readers()
     rec = InlineRecord("s", "T", "shifted", (("0", "0"), ("0", "1")), True, "", True, None, "lazy")
-    got = traffic.compare_builds("p", stock, _without_t(stock), InlineReport([rec]), calls_first=2, calls_later=1,
-                                 calls=1, stock_post=["T"])
+    got = traffic.compare_builds(
+        "p",
+        stock,
+        _without_t(stock),
+        InlineReport([rec]),
+        calls_first=2,
+        calls_later=1,
+        calls=1,
+        stock_post=["T"],
+    )
     (row,) = got.rows
     assert row.status == "removed" and row.by == "inline, concat mode lazy (shifted)"
-    assert row.per_call_bytes == 3 * N * K * 8 and row.substep_bytes == row.per_call_bytes and row.at_post
+    assert (
+        row.per_call_bytes == 3 * N * K * 8
+        and row.substep_bytes == row.per_call_bytes
+        and row.at_post
+    )
     assert got.stock_bytes == got.removed_bytes == row.substep_bytes and got.library_bytes == 0
 
     declined = InlineRecord("s", "T", "scaled", (("0", "0"),), False, "recomputes too much")
-    kept = traffic.compare_builds("p", stock, copy.deepcopy(stock), InlineReport([declined]), calls=2)
+    kept = traffic.compare_builds(
+        "p", stock, copy.deepcopy(stock), InlineReport([declined]), calls=2
+    )
     (row,) = kept.rows
     assert row.status == "kept" and row.by == "declined for scaled: recomputes too much"
-    assert kept.removed_bytes == 0 and kept.stock_bytes == 2 * row.per_call_bytes == kept.library_substep_bytes
+    assert (
+        kept.removed_bytes == 0
+        and kept.stock_bytes == 2 * row.per_call_bytes == kept.library_substep_bytes
+    )
 
     # gone without a decision, while the library has an array stock lacks: not guessed
     lib = _without_t(stock)
@@ -94,7 +129,9 @@ def test_substep_program_list_is_consistent():
     (prog,) = result.programs
     assert prog.error is None, prog.error
     assert prog.calls == 1 and prog.calls_first == 1
-    assert prog.static and result.layout == "lam-decomposed"  # lowered static, on the layout's bounds
+    assert (
+        prog.static and result.layout == "lam-decomposed"
+    )  # lowered static, on the layout's bounds
     rows = result.rows
     assert rows, "stock keeps 2-D transients in this program"
     assert [r.substep_bytes for r in rows] == sorted((r.substep_bytes for r in rows), reverse=True)
@@ -128,6 +165,10 @@ def test_memlet_figures_agree_with_the_generated_code():
 def test_cli_traffic_bad_input_is_one_line(capsys):
     from gt4py_dace_xforms.cli.main import main
 
-    assert main(["traffic", "--programs", "no_such_program", "--cells", "512", "--levels", "10"]) == 2
+    assert (
+        main(["traffic", "--programs", "no_such_program", "--cells", "512", "--levels", "10"]) == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith("gt4py-dace-xforms: error: not a substep program: ['no_such_program']")
+    assert err[-1].startswith(
+        "gt4py-dace-xforms: error: not a substep program: ['no_such_program']"
+    )

@@ -9,33 +9,40 @@ import dataclasses
 import functools
 
 import dace
+import gt4py.next as gtx
 import numpy as np
 import pytest
+from builders import compare_before_after, producer_consumer, transient_arrays
 from dace.sdfg.state import LoopRegion
-
-import gt4py.next as gtx
-from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
+from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import (
+    GT4PyAutoOptHook,
+)
 
 import gt4py_dace_xforms as gx
-from gt4py_dace_xforms.report import ReportFolder
-from gt4py_dace_xforms.analysis.candidate import InlineCandidate, analyse_candidate
+from gt4py_dace_xforms.analysis.candidate import analyse_candidate
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.analysis.window import WindowPlan, analyse_window
 from gt4py_dace_xforms.cli import demo
 from gt4py_dace_xforms.integration import compat
 from gt4py_dace_xforms.integration.backends import annotating_translator, optimize_args
-from gt4py_dace_xforms.tools.compare import stock_build, two_d_transients
+from gt4py_dace_xforms.report import ReportFolder
+from gt4py_dace_xforms.tools.compare import stock_build
 from gt4py_dace_xforms.transformations.inline_fusion_pass import find_candidates
 
-from builders import compare_before_after, producer_consumer, transient_arrays
 
 RNG = np.random.default_rng(30)
 SYMS = dict(N=5, K=9)
 
 
 def _shape(name, reads, consumer_k="0:K-2", consumer_i="0:N", **kw):
-    return producer_consumer(name, producer_ranges={"i": "0:N", "k": "0:K"},
-                             consumer_ranges={"i": consumer_i, "k": consumer_k}, write="i, k", reads=reads, **kw)
+    return producer_consumer(
+        name,
+        producer_ranges={"i": "0:N", "k": "0:K"},
+        consumer_ranges={"i": consumer_i, "k": consumer_k},
+        write="i, k",
+        reads=reads,
+        **kw,
+    )
 
 
 def _plans(sdfg, max_width=8):
@@ -47,12 +54,23 @@ def _plans(sdfg, max_width=8):
 
 
 def _loops(sdfg):
-    return [r for sd in sdfg.all_sdfgs_recursive() for r in sd.all_control_flow_regions() if isinstance(r, LoopRegion)]
+    return [
+        r
+        for sd in sdfg.all_sdfgs_recursive()
+        for r in sd.all_control_flow_regions()
+        if isinstance(r, LoopRegion)
+    ]
 
 
-@pytest.mark.parametrize("reads", [["i, k", "i, k + 1"], ["i, k", "i, k + 1", "i, k + 2"],
-                                   ["i, k + 2", "i, k", "i, k + 1", "i, k"]],
-                         ids=["two_levels", "three_levels", "three_levels_unordered_repeated"])
+@pytest.mark.parametrize(
+    "reads",
+    [
+        ["i, k", "i, k + 1"],
+        ["i, k", "i, k + 1", "i, k + 2"],
+        ["i, k + 2", "i, k", "i, k + 1", "i, k"],
+    ],
+    ids=["two_levels", "three_levels", "three_levels_unordered_repeated"],
+)
 def test_window_plan_has_one_slot_per_level(reads):
     [plan] = _plans(_shape("plan", reads))
     assert isinstance(plan, WindowPlan), plan
@@ -61,8 +79,11 @@ def test_window_plan_has_one_slot_per_level(reads):
 
 
 @pytest.mark.compile
-@pytest.mark.parametrize("reads", [["i, k", "i, k + 1"], ["i, k + 1", "i, k + 2", "i, k"]],
-                         ids=["two_levels", "three_levels"])
+@pytest.mark.parametrize(
+    "reads",
+    [["i, k", "i, k + 1"], ["i, k + 1", "i, k + 2", "i, k"]],
+    ids=["two_levels", "three_levels"],
+)
 def test_window_removes_the_intermediate_and_computes_the_same(reads):
     before = _shape("window_" + str(len(reads)), reads)
     after = copy.deepcopy(before)
@@ -78,8 +99,13 @@ def test_window_removes_the_intermediate_and_computes_the_same(reads):
 @pytest.mark.compile
 def test_window_sweeps_whichever_dimension_the_reads_differ_in():
     """Reads at i and i + 1 (a Cartesian horizontal shift): swept in i, parallel in k."""
-    before = producer_consumer("window_in_i", producer_ranges={"i": "0:N", "k": "0:K"},
-                               consumer_ranges={"i": "0:N-1", "k": "0:K"}, write="i, k", reads=["i, k", "i + 1, k"])
+    before = producer_consumer(
+        "window_in_i",
+        producer_ranges={"i": "0:N", "k": "0:K"},
+        consumer_ranges={"i": "0:N-1", "k": "0:K"},
+        write="i, k",
+        reads=["i, k", "i + 1, k"],
+    )
     [plan] = _plans(before)
     assert isinstance(plan, WindowPlan) and (plan.kparam, plan.kdim) == ("i", 0)
     after = copy.deepcopy(before)
@@ -106,29 +132,52 @@ def test_window_consumer_reading_the_producers_input_too():
     sdfg.add_array("tmp", ["N", "K"], dace.float64, transient=True)
     st = sdfg.add_state("main")
     a, tmp = st.add_access("a"), st.add_access("tmp")
-    st.add_mapped_tasklet("producer", {"i": "0:N", "k": "0:K"}, {"__a": dace.Memlet("a[i, k]")}, "__o = 2.0 * __a + 1.0",
-                          {"__o": dace.Memlet("tmp[i, k]")}, external_edges=True, input_nodes={"a": a},
-                          output_nodes={"tmp": tmp})
-    st.add_mapped_tasklet("consumer", {"i": "0:N", "k": "0:K-1"},
-                          {"__t0": dace.Memlet("tmp[i, k]"), "__t1": dace.Memlet("tmp[i, k + 1]"),
-                           "__a": dace.Memlet("a[i, k]")},
-                          "__o = __t1 - __t0 + __a", {"__o": dace.Memlet("out[i, k]")}, external_edges=True,
-                          input_nodes={"tmp": tmp, "a": a})
+    st.add_mapped_tasklet(
+        "producer",
+        {"i": "0:N", "k": "0:K"},
+        {"__a": dace.Memlet("a[i, k]")},
+        "__o = 2.0 * __a + 1.0",
+        {"__o": dace.Memlet("tmp[i, k]")},
+        external_edges=True,
+        input_nodes={"a": a},
+        output_nodes={"tmp": tmp},
+    )
+    st.add_mapped_tasklet(
+        "consumer",
+        {"i": "0:N", "k": "0:K-1"},
+        {
+            "__t0": dace.Memlet("tmp[i, k]"),
+            "__t1": dace.Memlet("tmp[i, k + 1]"),
+            "__a": dace.Memlet("a[i, k]"),
+        },
+        "__o = __t1 - __t0 + __a",
+        {"__o": dace.Memlet("out[i, k]")},
+        external_edges=True,
+        input_nodes={"tmp": tmp, "a": a},
+    )
     sdfg.validate()
     after = copy.deepcopy(sdfg)
     assert after.apply_transformations(gx.VerticalWindow) == 1
     after.validate()
     entry = next(n for n in after.states()[0].nodes() if isinstance(n, dace.nodes.MapEntry))
     st2 = after.states()[0]
-    assert all(any(True for _ in st2.out_edges_by_connector(entry, c)) for c in entry.out_connectors)
+    assert all(
+        any(True for _ in st2.out_edges_by_connector(entry, c)) for c in entry.out_connectors
+    )
     compare_before_after(sdfg, after, {"a": RNG.random((5, 9)), "out": RNG.random((5, 9))}, SYMS)
 
 
 DECLINES = {
     "one_offset": (dict(reads=["i, k + 1"]), "one element read per iteration"),
     "gap": (dict(reads=["i, k", "i, k + 2"]), "leave a gap"),
-    "too_wide": (dict(reads=["i, k", "i, k + 1", "i, k + 2"], max_width=2), "exceed the window's bound"),
-    "two_dimensions": (dict(reads=["i, k", "i + 1, k + 1"], consumer_i="0:N-1"), "differ in dimensions [0, 1]"),
+    "too_wide": (
+        dict(reads=["i, k", "i, k + 1", "i, k + 2"], max_width=2),
+        "exceed the window's bound",
+    ),
+    "two_dimensions": (
+        dict(reads=["i, k", "i + 1, k + 1"], consumer_i="0:N-1"),
+        "differ in dimensions [0, 1]",
+    ),
 }
 
 
@@ -152,8 +201,15 @@ def test_window_declines_a_second_reader_unchanged():
     sdfg.add_array("keep", ["N", "K"], dace.float64)
     st = sdfg.states()[0]
     tmp = next(n for n in st.data_nodes() if n.data == "tmp")
-    st.add_mapped_tasklet("other", {"i": "0:N", "k": "0:K"}, {"__t": dace.Memlet("tmp[i, k]")}, "__o = __t",
-                          {"__o": dace.Memlet("keep[i, k]")}, external_edges=True, input_nodes={"tmp": tmp})
+    st.add_mapped_tasklet(
+        "other",
+        {"i": "0:N", "k": "0:K"},
+        {"__t": dace.Memlet("tmp[i, k]")},
+        "__o = __t",
+        {"__o": dace.Memlet("keep[i, k]")},
+        external_edges=True,
+        input_nodes={"tmp": tmp},
+    )
     before = sdfg.hash_sdfg()
     assert any(isinstance(p, Decline) and "other readers keep" in p.reason for p in _plans(sdfg))
     assert sdfg.apply_transformations(gx.VerticalWindow) == 0 and sdfg.hash_sdfg() == before
@@ -168,14 +224,32 @@ def _split_consumers(name, second_reads=("i, k", "i, k + 1")):
     sdfg.add_array("tmp", [5, "K"], dace.float64, transient=True)
     st = sdfg.add_state("main")
     tmp = st.add_access("tmp")
-    st.add_mapped_tasklet("producer", {"i": "0:5", "k": "0:K"}, {"__a": dace.Memlet("a[i, k]")}, "__o = 2.0 * __a + 1.0",
-                          {"__o": dace.Memlet("tmp[i, k]")}, external_edges=True, output_nodes={"tmp": tmp})
+    st.add_mapped_tasklet(
+        "producer",
+        {"i": "0:5", "k": "0:K"},
+        {"__a": dace.Memlet("a[i, k]")},
+        "__o = 2.0 * __a + 1.0",
+        {"__o": dace.Memlet("tmp[i, k]")},
+        external_edges=True,
+        output_nodes={"tmp": tmp},
+    )
     out = st.add_access("out")
-    for label, rows, reads in (("local", "0:3", ("i, k", "i, k + 1")), ("halo", "3:5", second_reads)):
+    for label, rows, reads in (
+        ("local", "0:3", ("i, k", "i, k + 1")),
+        ("halo", "3:5", second_reads),
+    ):
         conns = {f"__t{n}": dace.Memlet(f"tmp[{r}]") for n, r in enumerate(reads)}
         code = "__o = " + " - ".join(f"__t{n}" for n in reversed(range(len(reads))))
-        st.add_mapped_tasklet(label, {"i": rows, "k": "0:K-1"}, conns, code, {"__o": dace.Memlet("out[i, k]")},
-                              external_edges=True, input_nodes={"tmp": tmp}, output_nodes={"out": out})
+        st.add_mapped_tasklet(
+            label,
+            {"i": rows, "k": "0:K-1"},
+            conns,
+            code,
+            {"__o": dace.Memlet("out[i, k]")},
+            external_edges=True,
+            input_nodes={"tmp": tmp},
+            output_nodes={"out": out},
+        )
     sdfg.validate()
     return sdfg
 
@@ -186,7 +260,10 @@ def test_window_group_sweeps_every_reader_and_removes_the_intermediate():
     after = copy.deepcopy(before)
     assert gx.gt_vertical_windows(after) == ["tmp"]
     after.validate()
-    assert transient_arrays(after, 2) == [] and len([r for r in _loops(after) if r.label == "sweep"]) == 2
+    assert (
+        transient_arrays(after, 2) == []
+        and len([r for r in _loops(after) if r.label == "sweep"]) == 2
+    )
     arrays = {"a": RNG.random((5, 9)), "out": RNG.random((5, 9))}
     compare_before_after(before, after, arrays, dict(K=9))
 
@@ -240,9 +317,13 @@ def _window_backend(found: ReportFolder):
     """gt4py's dace backend with `gt_vertical_windows` at the library's stage."""
     hook = _WindowHook(found)
     return compat.make_dace_toolchain(
-        compat.DaCeConfig(gpu=False, auto_optimize=True), name_postfix=f"_window_test{id(found)}",
-        translation=functools.partial(annotating_translator,
-                                      auto_optimize_args=optimize_args({GT4PyAutoOptHook.TopLevelDataFlowStep: hook})))
+        compat.DaCeConfig(gpu=False, auto_optimize=True),
+        name_postfix=f"_window_test{id(found)}",
+        translation=functools.partial(
+            annotating_translator,
+            auto_optimize_args=optimize_args({GT4PyAutoOptHook.TopLevelDataFlowStep: hook}),
+        ),
+    )
 
 
 @pytest.mark.compile
@@ -257,7 +338,10 @@ def test_gt4py_programs_windowed_match_stock_and_numpy(case, tmp_path):
     results = {}
     for label, backend in (("stock", stock_build().backend), ("window", _window_backend(found))):
         out = gtx.as_field([demo.Cell, demo.K], np.full((64, nlev), -7.0))
-        args = {names[0]: gtx.as_field([demo.Cell, demo.K], x), names[1]: gtx.as_field([demo.Cell, demo.K], y)}
+        args = {
+            names[0]: gtx.as_field([demo.Cell, demo.K], x),
+            names[1]: gtx.as_field([demo.Cell, demo.K], y),
+        }
         program.with_backend(backend)(**args, out=out, nlev=np.int32(nlev), offset_provider={})
         results[label] = out.asnumpy()
     assert sum(len(r) for r in found.read()) == 1, found.read()

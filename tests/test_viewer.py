@@ -14,7 +14,11 @@ from gt4py_dace_xforms.tools.compare import two_d_transients
 
 
 def _listed(sdfg):
-    return [m for m in SDFGOptimizer(sdfg).get_pattern_matches() if isinstance(m, (gx.InlineFuser, gx.WriteBackToMap, gx.WriteBackRetarget))]
+    return [
+        m
+        for m in SDFGOptimizer(sdfg).get_pattern_matches()
+        if isinstance(m, (gx.InlineFuser, gx.WriteBackToMap, gx.WriteBackRetarget))
+    ]
 
 
 def click_through(sdfg, pick: int) -> list[str]:
@@ -79,10 +83,17 @@ def test_downstream_first_nests_the_upstream_copy(multi_offset):
     consumer = state.out_edges(t8)[0].dst
     eager = gx.InlineFuser()
     eager.upstream_first = False
-    eager.setup_match(sdfg, sdfg.cfg_id, sdfg.node_id(state),
-                      {gx.InlineFuser.producer_exit: state.node_id(state.in_edges(t8)[0].src),
-                       gx.InlineFuser.intermediate: state.node_id(t8),
-                       gx.InlineFuser.consumer_entry: state.node_id(consumer)}, 0)
+    eager.setup_match(
+        sdfg,
+        sdfg.cfg_id,
+        sdfg.node_id(state),
+        {
+            gx.InlineFuser.producer_exit: state.node_id(state.in_edges(t8)[0].src),
+            gx.InlineFuser.intermediate: state.node_id(t8),
+            gx.InlineFuser.consumer_entry: state.node_id(consumer),
+        },
+        0,
+    )
     guarded = copy.copy(eager)
     guarded.upstream_first = True
     assert not guarded.can_be_applied(state, 0, sdfg)  # declined while upstream is pending

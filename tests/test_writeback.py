@@ -7,18 +7,20 @@ import copy
 import dataclasses
 
 import dace
+import gt4py.next as gtx
 import numpy as np
 import pytest
-
-import gt4py.next as gtx
 from gt4py.next import Dims
-from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
+from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import (
+    GT4PyAutoOptHook,
+)
 
 import gt4py_dace_xforms as gx
 from gt4py_dace_xforms.analysis.writeback import writeback_copies
 from gt4py_dace_xforms.integration.capture import capture_stages
 from gt4py_dace_xforms.tools.compare import inline_build, stock_build, two_d_transients
 from gt4py_dace_xforms.transformations.inline_fusion_pass import convert_writeback_copies
+
 
 Cell = gtx.Dimension("Cell")
 K = gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)
@@ -57,7 +59,10 @@ def test_gt4py_leaves_a_write_back_copy_the_library_finds(step):
 def test_every_reader_inlined_removes_the_temporary(step, policy):
     sdfg = copy.deepcopy(step)
     report = gx.gt_inline_fusion(sdfg, cost_model=policy)
-    assert {r.consumer for r in report.applied} == {"map_3_fieldop", f"writeback_{two_d_transients(step)[0]}_t_out_map"}
+    assert {r.consumer for r in report.applied} == {
+        "map_3_fieldop",
+        f"writeback_{two_d_transients(step)[0]}_t_out_map",
+    }
     assert two_d_transients(sdfg) == [] and report.writebacks_retargeted == []
 
 
@@ -71,7 +76,11 @@ def test_where_the_writers_can_write_the_output_the_copy_is_not_a_map(step, poli
     `writeback_max_offsets`, see test_the_default_model_leaves_a_two_offset_group.)"""
     sdfg = copy.deepcopy(step)
     (name,) = two_d_transients(step)
-    converting = dataclasses.replace(policy, writeback_copies=True) if isinstance(policy, gx.CostModel) else policy
+    converting = (
+        dataclasses.replace(policy, writeback_copies=True)
+        if isinstance(policy, gx.CostModel)
+        else policy
+    )
     assert convert_writeback_copies(sdfg, converting) == []
     report = gx.gt_inline_fusion(sdfg, cost_model=policy)
     assert {r.consumer for r in report.applied} == {"map_3_fieldop"}
@@ -142,9 +151,13 @@ def test_write_back_program_matches_stock_and_numpy():
         args = dict(a=a, b=b, t_out=gtx.zeros({Cell: NC, K: NL}, dtype=gtx.float64),
                     d_out=gtx.zeros({Cell: NC, K: NL}, dtype=gtx.float64))  # fmt: skip
         writeback_program.with_backend(build.backend)(**args, offset_provider={})
-        np.testing.assert_allclose(args["t_out"].asnumpy()[:, : NL - 1], t[:, : NL - 1], rtol=1e-14, err_msg=label)
+        np.testing.assert_allclose(
+            args["t_out"].asnumpy()[:, : NL - 1], t[:, : NL - 1], rtol=1e-14, err_msg=label
+        )
         np.testing.assert_allclose(args["d_out"].asnumpy()[:, : NL - 1], t[:, 1:] - t[:, :-1], rtol=1e-13,
                                    err_msg=label)  # fmt: skip
-        assert np.all(args["t_out"].asnumpy()[:, NL - 1] == 0.0), label  # the extra level does not leak
+        assert np.all(args["t_out"].asnumpy()[:, NL - 1] == 0.0), (
+            label
+        )  # the extra level does not leak
     assert len(two_d_transients(builds["stock"].sdfg)) == 1
     assert all(two_d_transients(builds[k].sdfg) == [] for k in ("model", "map", "sound"))

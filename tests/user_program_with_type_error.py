@@ -2,6 +2,8 @@
 
 import gt4py.next as gtx
 from gt4py.next import Dims
+
+
 Cell = gtx.Dimension("Cell")
 K = gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)
 CK = gtx.Field[Dims[Cell, K], gtx.float64]

@@ -5,6 +5,7 @@ import gt4py.next as gtx
 from gt4py.next import Dims, neighbor_sum
 from gt4py.next.ffront.experimental import concat_where
 
+
 Cell = gtx.Dimension("Cell")
 Edge = gtx.Dimension("Edge")
 K = gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 WHEELS = ROOT / ".whl"
 IMAGE_VENV = ROOT / ".build" / "device-image-venv"
@@ -37,7 +38,9 @@ NO_DEPS = ("icon4py-common==0.4.1", "icon4py-atmosphere-dycore==0.4.1")
 EXTRA = ("cattrs>=26.1.0", "pyyaml>=6.0.3")
 
 
-def pip(python: pathlib.Path | str, *args: str, capture: bool = False) -> subprocess.CompletedProcess:
+def pip(
+    python: pathlib.Path | str, *args: str, capture: bool = False
+) -> subprocess.CompletedProcess:
     cmd = [str(python), "-m", "pip", "--disable-pip-version-check", *args]
     print("+", " ".join(cmd[2:]), flush=True)
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -65,8 +68,12 @@ def image_venv() -> pathlib.Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--budget-mib", type=float, default=60.0, help="largest total size of .whl/ (default 60)")
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--budget-mib", type=float, default=60.0, help="largest total size of .whl/ (default 60)"
+    )
     opts = p.parse_args(argv)
     if sys.version_info[:2] != (3, 12):
         raise SystemExit("device-wheels: error: run with Python 3.12 (the GPU machines' version)")
@@ -76,7 +83,17 @@ def main(argv: list[str] | None = None) -> int:
     # 1. built here: this project, and dace from its sdist
     pip(sys.executable, "wheel", "-q", "--no-deps", "-w", str(WHEELS), str(ROOT))
     pip(sys.executable, "wheel", "-q", "--no-deps", "--no-binary", "dace", "-w", str(WHEELS), DACE)
-    pip(sys.executable, "download", "-q", "--no-deps", "--only-binary", ":all:", "-d", str(WHEELS), *NO_DEPS)
+    pip(
+        sys.executable,
+        "download",
+        "-q",
+        "--no-deps",
+        "--only-binary",
+        ":all:",
+        "-d",
+        str(WHEELS),
+        *NO_DEPS,
+    )
     project = next(WHEELS.glob("gt4py_dace_xforms-*.whl"))
 
     # 2. what pip would add to the image for them
@@ -95,11 +112,31 @@ def main(argv: list[str] | None = None) -> int:
 
     # 3. their wheels from PyPI (built from the sdist where there is no wheel)
     try:
-        pip(sys.executable, "download", "-q", "--no-deps", "--only-binary", ":all:", "-d", str(WHEELS), *needed)
+        pip(
+            sys.executable,
+            "download",
+            "-q",
+            "--no-deps",
+            "--only-binary",
+            ":all:",
+            "-d",
+            str(WHEELS),
+            *needed,
+        )
     except SystemExit:  # one has no wheel: one at a time, building what has none
         for req in needed:
             try:
-                pip(sys.executable, "download", "-q", "--no-deps", "--only-binary", ":all:", "-d", str(WHEELS), req)
+                pip(
+                    sys.executable,
+                    "download",
+                    "-q",
+                    "--no-deps",
+                    "--only-binary",
+                    ":all:",
+                    "-d",
+                    str(WHEELS),
+                    req,
+                )
             except SystemExit:
                 pip(sys.executable, "wheel", "-q", "--no-deps", "-w", str(WHEELS), req)
 
@@ -112,11 +149,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {f.stat().st_size / 2**20:6.2f} MiB  {f.name}")
     print(f"  {total / 2**20:6.2f} MiB  total (budget {opts.budget_mib:g} MiB)")
     if total > opts.budget_mib * 2**20:
-        print(f"device-wheels: error: {total / 2**20:.2f} MiB is over the budget of {opts.budget_mib:g} MiB", file=sys.stderr)
+        print(
+            f"device-wheels: error: {total / 2**20:.2f} MiB is over the budget of {opts.budget_mib:g} MiB",
+            file=sys.stderr,
+        )
         return 1
     print("\nOn the GPU machine, in a copy of this working tree with .whl/ carried along")
-    print("(the device tool: carry [\".whl\"], timeout_s 600; the script stops starting builds at 420 s):")
-    print("  python3 bench/device/run.py --out \"$OUT\"")
+    print(
+        '(the device tool: carry [".whl"], timeout_s 600; the script stops starting builds at 420 s):'
+    )
+    print('  python3 bench/device/run.py --out "$OUT"')
     print("Here, first (fresh venv, installs from .whl/ only):  make device-dry-run")
     return 0
 

@@ -37,6 +37,7 @@ import subprocess
 import sys
 import time
 
+
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 STAGE_ENV = "XFORMS_DEVICE_STAGE2"
@@ -44,7 +45,11 @@ T0_ENV = "XFORMS_DEVICE_T0"
 
 #: icon4py pins gt4py 1.2.1 and wants serialbox4py (I/O only); it runs with gt4py 1.2.3
 #: and without serialbox, as the Makefile installs it (--no-deps).
-ALLOWED_UNMET = {("icon4py-common", "gt4py"), ("icon4py-atmosphere-dycore", "gt4py"), ("icon4py-common", "serialbox4py")}
+ALLOWED_UNMET = {
+    ("icon4py-common", "gt4py"),
+    ("icon4py-atmosphere-dycore", "gt4py"),
+    ("icon4py-common", "serialbox4py"),
+}
 
 DEFAULT_CASES = ("seed", "target", "three_level")
 #: seconds a first call (translate + optimize + compile + run) is assumed to take before one
@@ -58,18 +63,41 @@ def log(msg: str) -> None:
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--out", default=os.environ.get("OUT") or str(ROOT / ".build" / "device" / "results"),
                    help="folder for device_results.json/.txt (default: $OUT, else .build/device/results)")  # fmt: skip
-    p.add_argument("--dry-run", action="store_true", help="install, import, generate GPU code for one program; no GPU needed")
-    p.add_argument("--cpu", action="store_true", help="the same flow on the CPU (tests the script without a GPU)")
-    p.add_argument("--quick", action="store_true", help="bench's small sizes (512 cells x 12 levels)")
-    p.add_argument("--only", default=",".join(DEFAULT_CASES), help="comma-separated bench case names")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="install, import, generate GPU code for one program; no GPU needed",
+    )
+    p.add_argument(
+        "--cpu",
+        action="store_true",
+        help="the same flow on the CPU (tests the script without a GPU)",
+    )
+    p.add_argument(
+        "--quick", action="store_true", help="bench's small sizes (512 cells x 12 levels)"
+    )
+    p.add_argument(
+        "--only", default=",".join(DEFAULT_CASES), help="comma-separated bench case names"
+    )
     p.add_argument("--reps", type=int, default=100, help="timed rounds per program (default 100)")
     p.add_argument("--no-sound", action="store_true", help="skip the InlineWhereSound() builds")
-    p.add_argument("--budget-s", type=float, default=420.0, help="seconds from start after which no build starts")
-    p.add_argument("--wheels", default=str(ROOT / ".whl"), help="the wheels to install (default .whl/)")
-    p.add_argument("--site", default=str(ROOT / ".build" / "device" / "site"), help="where they are installed")
+    p.add_argument(
+        "--budget-s",
+        type=float,
+        default=420.0,
+        help="seconds from start after which no build starts",
+    )
+    p.add_argument(
+        "--wheels", default=str(ROOT / ".whl"), help="the wheels to install (default .whl/)"
+    )
+    p.add_argument(
+        "--site", default=str(ROOT / ".build" / "device" / "site"), help="where they are installed"
+    )
     return p.parse_args(argv)
 
 
@@ -81,10 +109,16 @@ def stage1(opts: argparse.Namespace, argv: list[str]) -> int:
     wheels, site = pathlib.Path(opts.wheels), pathlib.Path(opts.site)
     found = sorted(wheels.glob("*.whl")) if wheels.is_dir() else []
     if not found:
-        print(f"device: error: no wheels in {wheels}; run `make device-wheels` first and carry .whl/", file=sys.stderr)
+        print(
+            f"device: error: no wheels in {wheels}; run `make device-wheels` first and carry .whl/",
+            file=sys.stderr,
+        )
         return 2
     if sys.version_info[:2] != (3, 12):
-        print(f"device: error: Python 3.12 needed (the wheels' version), this is {platform.python_version()}", file=sys.stderr)
+        print(
+            f"device: error: Python 3.12 needed (the wheels' version), this is {platform.python_version()}",
+            file=sys.stderr,
+        )
         return 2
     shutil.rmtree(site, ignore_errors=True)
     t = time.perf_counter()
@@ -96,7 +130,9 @@ def stage1(opts: argparse.Namespace, argv: list[str]) -> int:
         print(proc.stdout[-3000:] + proc.stderr[-3000:], file=sys.stderr)
         print(f"device: error: installing the wheels from {wheels} failed", file=sys.stderr)
         return 2
-    log(f"installed {len(found)} wheels from {wheels} into {site} in {time.perf_counter() - t:.1f} s")
+    log(
+        f"installed {len(found)} wheels from {wheels} into {site} in {time.perf_counter() - t:.1f} s"
+    )
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(site), *filter(None, [env.get("PYTHONPATH")])])
     env["PATH"] = os.pathsep.join([str(site / "bin"), env.get("PATH", "")])
@@ -140,16 +176,18 @@ def check_installed(site: pathlib.Path) -> dict:
     problems = unmet_requirements(site)
     if problems:
         raise SystemExit("device: error: unmet requirements:\n  " + "\n  ".join(problems))
+    import cases as bench_cases
     import dace
     import gt4py
-    import gt4py_dace_xforms
 
-    import cases as bench_cases
+    import gt4py_dace_xforms
 
     next(c for c in bench_cases.CASES if c.name == "target").program()  # icon4py imports
     for mod in (dace, gt4py, gt4py_dace_xforms):
         if not pathlib.Path(mod.__file__).resolve().is_relative_to(site.resolve()):
-            raise SystemExit(f"device: error: {mod.__name__} imported from {mod.__file__}, not from {site}")
+            raise SystemExit(
+                f"device: error: {mod.__name__} imported from {mod.__file__}, not from {site}"
+            )
     # the GPU time is rare: never measure a wheel built from other code than this tree's
     installed, tree = site / "gt4py_dace_xforms", ROOT / "gt4py_dace_xforms"
     stale = sorted(
@@ -161,8 +199,12 @@ def check_installed(site: pathlib.Path) -> dict:
                          " run `make device-wheels` again")  # fmt: skip
     cmake = shutil.which("cmake")
     if cmake is None:
-        raise SystemExit("device: error: no cmake on PATH (the cmake wheel installs one into site/bin)")
-    cmake_version = subprocess.run([cmake, "--version"], capture_output=True, text=True, check=True).stdout.split("\n")[0]
+        raise SystemExit(
+            "device: error: no cmake on PATH (the cmake wheel installs one into site/bin)"
+        )
+    cmake_version = subprocess.run(
+        [cmake, "--version"], capture_output=True, text=True, check=True
+    ).stdout.split("\n")[0]
     versions = {"gt4py": gt4py.__version__, "dace": dace.__version__, "gt4py_dace_xforms": gt4py_dace_xforms.__version__,
                 "cmake": f"{cmake_version} ({cmake})"}  # fmt: skip
     log("installed stack: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
@@ -171,10 +213,10 @@ def check_installed(site: pathlib.Path) -> dict:
 
 def dry_run(opts: argparse.Namespace) -> int:
     """What needs no GPU: the seed program through the library's GPU backend to CUDA code."""
+    import cases as bench_cases
+
     from gt4py_dace_xforms.measure import cuda_check
     from gt4py_dace_xforms.tools.compare import inline_build
-
-    import cases as bench_cases
 
     case = next(c for c in bench_cases.CASES if c.name == "seed")
     args, offset_provider = case.make_inputs(case.sizes(quick=True), 0)
@@ -200,7 +242,10 @@ def preflight_gpu() -> dict:
     import cupy as cp
 
     if shutil.which("nvcc") is None:
-        for candidate in (pathlib.Path("/usr/local/cuda/bin"), *sorted(pathlib.Path("/usr/local").glob("cuda-*/bin"))):
+        for candidate in (
+            pathlib.Path("/usr/local/cuda/bin"),
+            *sorted(pathlib.Path("/usr/local").glob("cuda-*/bin")),
+        ):
             if (candidate / "nvcc").is_file():
                 os.environ["PATH"] = f"{os.environ['PATH']}{os.pathsep}{candidate}"
                 break
@@ -213,9 +258,15 @@ def preflight_gpu() -> dict:
     smoke = ROOT / ".build" / "device" / "smoke"
     smoke.mkdir(parents=True, exist_ok=True)
     (smoke / "k.cu").write_text("__global__ void k(double* a) { a[threadIdx.x] += 1.0; }\n")
-    proc = subprocess.run([nvcc, "-c", "-std=c++20", str(smoke / "k.cu"), "-o", str(smoke / "k.o")], capture_output=True, text=True)
+    proc = subprocess.run(
+        [nvcc, "-c", "-std=c++20", str(smoke / "k.cu"), "-o", str(smoke / "k.o")],
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
-        raise SystemExit(f"device: error: nvcc cannot compile a kernel here:\n{(proc.stdout + proc.stderr)[-2000:]}")
+        raise SystemExit(
+            f"device: error: nvcc cannot compile a kernel here:\n{(proc.stdout + proc.stderr)[-2000:]}"
+        )
     props = cp.cuda.runtime.getDeviceProperties(0)
     info = {
         "gpu": props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"]),
@@ -223,7 +274,9 @@ def preflight_gpu() -> dict:
         "cupy": cp.__version__,
         "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(),
         "driver": cp.cuda.runtime.driverGetVersion(),
-        "nvcc": subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout.strip().split("\n")[-1],
+        "nvcc": subprocess.run([nvcc, "--version"], capture_output=True, text=True)
+        .stdout.strip()
+        .split("\n")[-1],
     }
     log("GPU: " + ", ".join(f"{k} {v}" for k, v in info.items()))
     return info
@@ -259,22 +312,30 @@ def _stats(times_s: list[float]) -> dict:
 def _compute_counts() -> dict[str, int]:
     from gt4py.next.instrumentation import metrics
 
-    return {k: len(src.metrics[metrics.COMPUTE_METRIC].samples) for k, src in list(metrics.sources.items())}
+    return {
+        k: len(src.metrics[metrics.COMPUTE_METRIC].samples)
+        for k, src in list(metrics.sources.items())
+    }
 
 
 def _new_compute_sample(before: dict[str, int]) -> float | None:
     from gt4py.next.instrumentation import metrics
 
     new = [k for k, n in _compute_counts().items() if n > before.get(k, 0)]
-    return metrics.sources[new[0]].metrics[metrics.COMPUTE_METRIC].samples[-1] if len(new) == 1 else None
+    return (
+        metrics.sources[new[0]].metrics[metrics.COMPUTE_METRIC].samples[-1]
+        if len(new) == 1
+        else None
+    )
 
 
 class CaseRun:
     """One program: its inputs on the device, its builds, their outputs and timings."""
 
     def __init__(self, case, *, gpu: bool, quick: bool):
-        import bench
         import cases as bench_cases
+
+        import bench
 
         self.case, self.gpu = case, gpu
         self.outputs = bench_cases.outputs_of(case)
@@ -353,10 +414,18 @@ class CaseRun:
             done += 1
         stock = statistics.median(times["stock"])
         for label in labels:
-            stats = {"with": labels, "ratio_vs_stock": statistics.median(times[label]) / stock, **_stats(times[label])}
-            if len(compute[label]) == len(times[label]) and len(compute["stock"]) == len(times["stock"]):
+            stats = {
+                "with": labels,
+                "ratio_vs_stock": statistics.median(times[label]) / stock,
+                **_stats(times[label]),
+            }
+            if len(compute[label]) == len(times[label]) and len(compute["stock"]) == len(
+                times["stock"]
+            ):
                 stats["compute"] = _stats(compute[label])
-                stats["compute_ratio_vs_stock"] = statistics.median(compute[label]) / statistics.median(compute["stock"])
+                stats["compute_ratio_vs_stock"] = statistics.median(
+                    compute[label]
+                ) / statistics.median(compute["stock"])
             else:
                 log(f"{self.case.name}/{label}: gt4py recorded a compute time for {len(compute[label])} of"
                     f" {len(times[label])} calls: no compute column (GT4PY_COLLECT_METRICS_LEVEL < 10?)")  # fmt: skip
@@ -393,7 +462,9 @@ def run_cases(opts: argparse.Namespace, budget: Budget) -> list[dict]:
     def build_and_run(run: CaseRun, label: str) -> bool:
         name = run.case.name
         if not budget.fits_build(name):
-            status = f"skipped: {budget.left():.0f} s left, a build takes ~{budget.estimate(name):.0f} s"
+            status = (
+                f"skipped: {budget.left():.0f} s left, a build takes ~{budget.estimate(name):.0f} s"
+            )
             run.rows[label] = {"build": label, "status": status}
             log(f"{name}/{label}: {run.rows[label]['status']}")
             return False
@@ -409,7 +480,9 @@ def run_cases(opts: argparse.Namespace, budget: Budget) -> list[dict]:
         budget.record(name, row["first_call_s"])
         if label != "stock":
             run.compare(label)
-        log(f"{name}/{label}: first call {row['first_call_s']:.1f} s, {row.get('inlined', '-')} inlined, {row['status']}")
+        log(
+            f"{name}/{label}: first call {row['first_call_s']:.1f} s, {row.get('inlined', '-')} inlined, {row['status']}"
+        )
         return True
 
     # phase 1: stock, library and the A/A build of every program, timed together
@@ -417,11 +490,19 @@ def run_cases(opts: argparse.Namespace, budget: Budget) -> list[dict]:
         try:
             run = runs[name] = CaseRun(known[name], gpu=gpu, quick=opts.quick)
         except Exception as e:  # noqa: BLE001
-            rows.append({"program": name, "build": "-", "status": f"FAILED at inputs: {type(e).__name__}: {e}"})
+            rows.append(
+                {
+                    "program": name,
+                    "build": "-",
+                    "status": f"FAILED at inputs: {type(e).__name__}: {e}",
+                }
+            )
             continue
         if not build_and_run(run, "stock"):
             continue
-        ready = ["stock"] + [label for label in ("library", "stock_aa") if build_and_run(run, label)]
+        ready = ["stock"] + [
+            label for label in ("library", "stock_aa") if build_and_run(run, label)
+        ]
         if len(ready) > 1:
             n = run.time(ready, opts.reps, budget)
             log(f"{name}: timed {n} rounds of {ready}: " + ", ".join(
@@ -431,7 +512,9 @@ def run_cases(opts: argparse.Namespace, budget: Budget) -> list[dict]:
         for name, run in runs.items():
             if "stock" in run.callers and build_and_run(run, "sound"):
                 n = run.time(["stock", "sound"], opts.reps, budget)
-                log(f"{name}: timed {n} rounds of stock, sound: {run.rows['sound']['timings'][-1]['ratio_vs_stock']:.3f}")
+                log(
+                    f"{name}: timed {n} rounds of stock, sound: {run.rows['sound']['timings'][-1]['ratio_vs_stock']:.3f}"
+                )
     for name, run in runs.items():
         for row in run.rows.values():
             rows.append({"program": name, "sizes": run.case.sizes(opts.quick), **row})
@@ -457,7 +540,10 @@ def table(rows: list[dict]) -> str:
             ))  # fmt: skip
     widths = [max(len(x) for x in col) for col in zip(head, *lines)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    return "\n".join([fmt.format(*head), fmt.format(*("-" * w for w in widths))] + [fmt.format(*ln) for ln in lines])
+    return "\n".join(
+        [fmt.format(*head), fmt.format(*("-" * w for w in widths))]
+        + [fmt.format(*ln) for ln in lines]
+    )
 
 
 def stage2(opts: argparse.Namespace) -> int:
@@ -488,7 +574,9 @@ def stage2(opts: argparse.Namespace) -> int:
     print("\n" + text + f"\n\nwall time {meta['wall_s']:.0f} s", flush=True)
     out = pathlib.Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "device_results.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1, default=str) + "\n")
+    (out / "device_results.json").write_text(
+        json.dumps({"meta": meta, "rows": rows}, indent=1, default=str) + "\n"
+    )
     (out / "device_results.txt").write_text(json.dumps(meta, default=str) + "\n\n" + text + "\n")
     log(f"results written to {out}/device_results.json and .txt")
     return 0 if all(r["status"] == "ok" for r in rows) else 1

@@ -10,6 +10,7 @@ import sympy
 
 from gt4py_dace_xforms.analysis.symbolic import prove_any, prove_zero, to_sympy
 
+
 KEY = "gt4py_dace_xforms"  # the same key `integration.lowering` writes
 
 
@@ -34,7 +35,9 @@ def concat_annotation(sdfg: dace.SDFG, data: str) -> Optional[dict]:
     if not ann or ann.get("kind") != "concat":
         return None
     shape = ann.get("shape", [])
-    if len(shape) != len(desc.shape) or not all(prove_zero(_reparsed(a) - _reparsed(b)) for a, b in zip(shape, desc.shape)):
+    if len(shape) != len(desc.shape) or not all(
+        prove_zero(_reparsed(a) - _reparsed(b)) for a, b in zip(shape, desc.shape)
+    ):
         return None
     return ann
 
@@ -62,8 +65,14 @@ def concat_branches(ann: dict, branches) -> Optional[list[Optional[dict]]]:
         lo, hi = (_reparsed(x) for x in br.region[d])
         # Holds the region, or the region is empty (`selected` is half-open).
         holding = [
-            a for a in annotated
-            if prove_any([[lo - _reparsed(a["selected"][0]), _reparsed(a["selected"][1]) - 1 - hi], [lo - hi - 1]])
+            a
+            for a in annotated
+            if prove_any(
+                [
+                    [lo - _reparsed(a["selected"][0]), _reparsed(a["selected"][1]) - 1 - hi],
+                    [lo - hi - 1],
+                ]
+            )
         ]
         result.append(holding[0] if len(holding) == 1 else None)
     return result
@@ -88,7 +97,11 @@ def field_dim(sdfg: dace.SDFG, name: str, dim: int) -> Optional[dict]:
     covers, origin, names = ann.get("covers", []), ann.get("origin", []), ann.get("dims", [])
     if dim >= len(covers):
         return None
-    return {"covers": covers[dim], "origin": origin[dim], "name": names[dim] if dim < len(names) else None}
+    return {
+        "covers": covers[dim],
+        "origin": origin[dim],
+        "name": names[dim] if dim < len(names) else None,
+    }
 
 
 def field_facts(sdfg: dace.SDFG, names: Iterable[str]) -> list[sympy.Expr]:

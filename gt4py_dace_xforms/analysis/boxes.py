@@ -35,7 +35,13 @@ from typing import Optional, Sequence
 
 import sympy
 
-from gt4py_dace_xforms.analysis.symbolic import prove_any, prove_nonnegative, prove_nonnegative_given, to_sympy
+from gt4py_dace_xforms.analysis.symbolic import (
+    prove_any,
+    prove_nonnegative,
+    prove_nonnegative_given,
+    to_sympy,
+)
+
 
 Interval = tuple[sympy.Expr, sympy.Expr]
 Box = tuple[Interval, ...]
@@ -55,7 +61,9 @@ def as_box(box) -> Box:
 
 def from_subset(subset) -> Box:
     """The box of a DaCe subset (inclusive bounds, unit steps assumed by the caller)."""
-    return tuple((sympy.expand(to_sympy(b)), sympy.expand(to_sympy(e))) for b, e, _ in subset.ndrange())
+    return tuple(
+        (sympy.expand(to_sympy(b)), sympy.expand(to_sympy(e))) for b, e, _ in subset.ndrange()
+    )
 
 
 def show(box: Box) -> str:
@@ -79,7 +87,10 @@ def empty(box: Box, facts=()) -> bool:
 def contains(outer: BoxLike, inner: BoxLike, facts=()) -> bool:
     """Every point of `inner` lies in `outer` (an empty `inner` only where the bounds say
     so: as gt4py's regions, an interval is compared by its bounds)."""
-    return all(_le(olo, ilo, facts) and _le(ihi, ohi, facts) for (olo, ohi), (ilo, ihi) in zip(outer, inner))
+    return all(
+        _le(olo, ilo, facts) and _le(ihi, ohi, facts)
+        for (olo, ohi), (ilo, ihi) in zip(outer, inner)
+    )
 
 
 def disjoint(a: Box, b: Box, facts=()) -> bool:
@@ -128,7 +139,9 @@ class Cover:
 def prove_cover(read: BoxLike, pieces: Sequence[Box], facts=(), what: str = "pieces") -> Cover:
     """Every point of `read` lies in some piece (see the module docstring)."""
     read, pieces = as_box(read), [as_box(p) for p in pieces]
-    select = tuple(d for d in range(len(read)) if not all(contains((p[d],), (read[d],), facts) for p in pieces))
+    select = tuple(
+        d for d in range(len(read)) if not all(contains((p[d],), (read[d],), facts) for p in pieces)
+    )
     if empty(read, facts):
         return Cover(None, select)
     if is_literal(read, *pieces):
@@ -136,9 +149,13 @@ def prove_cover(read: BoxLike, pieces: Sequence[Box], facts=(), what: str = "pie
         if gap is None:
             return Cover(None, select)
         return Cover(f"{what} leave {show(gap)} of {show(read)} uncovered")
-    if _guillotine(read, tuple(range(len(pieces))), pieces, tuple(range(len(read))), tuple(facts), {}):
+    if _guillotine(
+        read, tuple(range(len(pieces))), pieces, tuple(range(len(read))), tuple(facts), {}
+    ):
         return Cover(None, select)
-    return Cover(f"{what} cannot be proven to cover the read {show(read)} (split in dimensions {list(select)})")
+    return Cover(
+        f"{what} cannot be proven to cover the read {show(read)} (split in dimensions {list(select)})"
+    )
 
 
 def _literal_gap(read: Box, pieces: Sequence[Box]) -> Optional[Box]:
@@ -184,8 +201,10 @@ def _chain_along(read, ids, pieces, dims, d, facts, memo) -> bool:
     lo, hi = read[d]
     spans: list[Interval] = []
     for i in ids:
-        if not any(sympy.expand(s[0] - pieces[i][d][0]) == 0 and sympy.expand(s[1] - pieces[i][d][1]) == 0
-                   for s in spans):
+        if not any(
+            sympy.expand(s[0] - pieces[i][d][0]) == 0 and sympy.expand(s[1] - pieces[i][d][1]) == 0
+            for s in spans
+        ):
             spans.append(pieces[i][d])
     rest = tuple(x for x in dims if x != d)
 
@@ -194,9 +213,17 @@ def _chain_along(read, ids, pieces, dims, d, facts, memo) -> bool:
         return bool(spanning) and _guillotine(read, spanning, pieces, rest, facts, memo)
 
     usable = [s for s in spans if link_covered(s)]
-    chains = itertools.chain.from_iterable(itertools.permutations(usable, n) for n in range(1, len(usable) + 1))
-    alternatives = [[lo - chain[0][0], chain[-1][1] - hi, *(prev[1] + 1 - nxt[0] for prev, nxt in zip(chain, chain[1:]))]
-                    for chain in itertools.islice(chains, _MAX_CHAINS)]
+    chains = itertools.chain.from_iterable(
+        itertools.permutations(usable, n) for n in range(1, len(usable) + 1)
+    )
+    alternatives = [
+        [
+            lo - chain[0][0],
+            chain[-1][1] - hi,
+            *(prev[1] + 1 - nxt[0] for prev, nxt in zip(chain, chain[1:])),
+        ]
+        for chain in itertools.islice(chains, _MAX_CHAINS)
+    ]
     return bool(alternatives) and prove_any(alternatives, facts)
 
 
@@ -205,8 +232,10 @@ def box_test(box: Box, dims: Sequence[int], index: Sequence[str]) -> str:
     `dims`; `"True"` without dimensions."""
     from dace import symbolic as dace_sym
 
-    parts = [f"({dace_sym.symstr(box[d][0])} <= {index[d]}) and ({index[d]} <= {dace_sym.symstr(box[d][1])})"
-             for d in dims]
+    parts = [
+        f"({dace_sym.symstr(box[d][0])} <= {index[d]}) and ({index[d]} <= {dace_sym.symstr(box[d][1])})"
+        for d in dims
+    ]
     return " and ".join(parts) if parts else "True"
 
 
@@ -224,7 +253,9 @@ def bounding_box(pieces: Sequence[Box], facts=()) -> Optional[Box]:
     return tuple(out)
 
 
-def prove_tiling(pieces: Sequence[Box], facts=(), what: str = "pieces") -> tuple[Optional[Box], Optional[str]]:
+def prove_tiling(
+    pieces: Sequence[Box], facts=(), what: str = "pieces"
+) -> tuple[Optional[Box], Optional[str]]:
     """The box the pieces tile (disjoint, covering their bounding box), or why not."""
     pieces = [as_box(p) for p in pieces]
     whole = bounding_box(pieces, facts)

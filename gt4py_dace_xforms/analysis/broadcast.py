@@ -37,7 +37,9 @@ def copy_dims(dst_sizes: Sequence, src_sizes: Sequence) -> Optional[tuple[Option
         return None
     for kept in itertools.combinations(range(len(dst)), len(src)):
         dropped = [d for d in range(len(dst)) if d not in kept]
-        if all(_equal(dst[d], s) for d, s in zip(kept, src)) and all(_equal(dst[d], sympy.Integer(1)) for d in dropped):
+        if all(_equal(dst[d], s) for d, s in zip(kept, src)) and all(
+            _equal(dst[d], sympy.Integer(1)) for d in dropped
+        ):
             mapping: list[Optional[int]] = [None] * len(dst)
             for j, d in enumerate(kept):
                 mapping[d] = j
@@ -58,4 +60,7 @@ def gt4py_replacement_fails(sdfg, cand) -> bool:
         return False
     rank = len(sdfg.arrays[cand.intermediate.data].shape)
     # Every writer: gt4py's replacement takes the node, not the reads.
-    return any(b.source is not None and len(sdfg.arrays[b.source.data].shape) < rank for b in cand.concat.writers)
+    return any(
+        b.source is not None and len(sdfg.arrays[b.source.data].shape) < rank
+        for b in cand.concat.writers
+    )

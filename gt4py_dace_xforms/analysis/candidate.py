@@ -14,7 +14,9 @@ import sympy
 from dace import data as dace_data, dtypes
 from dace.sdfg import nodes as dn, utils as sdutil
 from dace.sdfg.state import SDFGState
-from gt4py.next.program_processors.runners.dace.transformations.splitting_tools import decompose_subset
+from gt4py.next.program_processors.runners.dace.transformations.splitting_tools import (
+    decompose_subset,
+)
 
 from gt4py_dace_xforms.analysis.concat import (
     INDEX_SYMBOL,
@@ -41,16 +43,16 @@ from gt4py_dace_xforms.analysis.nested_reads import (
     symbol_conflict,
     whole_source,
 )
-from gt4py_dace_xforms.analysis.races import race_problem
-from gt4py_dace_xforms.analysis.selected import SelectedWriters, analyse_selected_writers
 from gt4py_dace_xforms.analysis.producer import (
     Decline,
     ProducerSlice,
     analyse_producer,
     data_users,
-    referenced_elsewhere,
     is_single_element,
+    referenced_elsewhere,
 )
+from gt4py_dace_xforms.analysis.races import race_problem
+from gt4py_dace_xforms.analysis.selected import SelectedWriters, analyse_selected_writers
 from gt4py_dace_xforms.analysis.symbolic import (
     UnsupportedIndex,
     canonical,
@@ -59,6 +61,7 @@ from gt4py_dace_xforms.analysis.symbolic import (
     split_index,
     to_sympy,
 )
+
 
 _GLOBAL_LIFETIMES = (
     dtypes.AllocationLifetime.Global,
@@ -146,8 +149,11 @@ class InlineCandidate:
     def shifts(self) -> list[tuple[str, ...]]:
         """One entry per inlined copy: the shift of each read group, the index of each
         indirect read, the (state, index) of each read inside a nested SDFG."""
-        return [g.shift for g in self.groups] + [r.key for r in self.indirect] + [
-            g.key for n in self.nested for g in n.groups]
+        return (
+            [g.shift for g in self.groups]
+            + [r.key for r in self.indirect]
+            + [g.key for n in self.nested for g in n.groups]
+        )
 
     @property
     def copies(self) -> int:
@@ -215,7 +221,9 @@ class _Proof:
     prod: Optional[ProducerSlice] = None
     concat: Optional[ConcatAnalysis] = None
     parts: list = dataclasses.field(default_factory=list)  # (state, writer set or None)
-    slice_states: list = dataclasses.field(default_factory=list)  # (state, slice) the copies evaluate
+    slice_states: list = dataclasses.field(
+        default_factory=list
+    )  # (state, slice) the copies evaluate
     # the consumer and its reads
     reads: list = dataclasses.field(default_factory=list)
     cparams: list = dataclasses.field(default_factory=list)
@@ -237,7 +245,9 @@ class _Proof:
         return [sl for _, sl in self.slice_states]
 
 
-def _analyse_candidate(sdfg, state, intermediate, consumer, check_remainder: bool = True) -> AnalysisResult:
+def _analyse_candidate(
+    sdfg, state, intermediate, consumer, check_remainder: bool = True
+) -> AnalysisResult:
     """`_PROOF_STEPS` in order; the first decline is the answer, else the candidate."""
     proof = _Proof(sdfg, state, intermediate, consumer, check_remainder)
     for step in _PROOF_STEPS:
@@ -282,15 +292,24 @@ def _one_writer_set(p: _Proof) -> Optional[Decline]:
         p.selected = selected
         if state.in_degree(intermediate) > 0:
             return Decline("intermediate is written in two states")
-    pstate, pnode = writers[0] if p.selected is None else (p.selected.branches[0].state, p.selected.branches[0].node)
+    pstate, pnode = (
+        writers[0]
+        if p.selected is None
+        else (p.selected.branches[0].state, p.selected.branches[0].node)
+    )
     p.pstate, p.pnode = pstate, pnode
     if pstate is not state and state.in_degree(intermediate) > 0:
         return Decline("intermediate is written in two states")
     if pstate is state and pnode is not intermediate:
         # A second, unwritten AccessNode is a source of the state: nothing orders its
         # reads after the write (in a loop they see the previous iteration's values).
-        return Decline("intermediate is read through another AccessNode than the one written in this state")
-    if any(isinstance(e.src, dn.MapExit) and pstate.entry_node(e.src) is p.consumer for e in pstate.in_edges(pnode)):
+        return Decline(
+            "intermediate is read through another AccessNode than the one written in this state"
+        )
+    if any(
+        isinstance(e.src, dn.MapExit) and pstate.entry_node(e.src) is p.consumer
+        for e in pstate.in_edges(pnode)
+    ):
         return Decline("producer and consumer are the same Map")
     return None
 
@@ -301,7 +320,9 @@ def _producer_evaluable(p: _Proof) -> Optional[Decline]:
     in_edges = list(cast(SDFGState, p.pstate).in_edges(p.pnode))  # set by _one_writer_set
     if p.selected is not None:
         # For the checks below and the cost model: every writer of every branch.
-        p.concat = ConcatAnalysis(tuple(b for sb in p.selected.branches for b in sb.writers.branches))
+        p.concat = ConcatAnalysis(
+            tuple(b for sb in p.selected.branches for b in sb.writers.branches)
+        )
         p.parts = [(sb.state, sb.writers) for sb in p.selected.branches]
     elif len(in_edges) == 1 and isinstance(in_edges[0].src, dn.MapExit):
         prod = analyse_producer(p.sdfg, p.pstate, in_edges[0], p.users)
@@ -313,9 +334,11 @@ def _producer_evaluable(p: _Proof) -> Optional[Decline]:
         if isinstance(concat, Decline):
             return concat
         p.concat, p.parts = concat, [(p.pstate, concat)]
-    p.slice_states = [(p.pstate, p.prod)] if p.prod is not None else [
-        (pst, b.slice) for pst, part in p.parts for b in part.branches if b.slice is not None
-    ]
+    p.slice_states = (
+        [(p.pstate, p.prod)]
+        if p.prod is not None
+        else [(pst, b.slice) for pst, part in p.parts for b in part.branches if b.slice is not None]
+    )
     return None
 
 
@@ -346,7 +369,13 @@ def _symbols_mean_the_same(p: _Proof) -> Optional[Decline]:
         return Decline(clash)
     if p.concat is not None:
         concat = p.concat
-        p.used |= {str(s) for b in concat.branches for r in b.region for x in r for s in to_sympy(x).free_symbols}
+        p.used |= {
+            str(s)
+            for b in concat.branches
+            for r in b.region
+            for x in r
+            for s in to_sympy(x).free_symbols
+        }
         p.used |= {str(s) for b in concat.branches for x in b.source_index for s in x.free_symbols}
         ndim = len(cast(dace_data.Data, p.desc).shape)
         p.used -= {str(index_symbol(d)) for d in range(ndim)}
@@ -357,7 +386,9 @@ def _symbols_mean_the_same(p: _Proof) -> Optional[Decline]:
     # range) is also a name inside its scope: the copy would see it, not the symbol.
     shadowed = p.used & {c for c in p.consumer.in_connectors if not c.startswith("IN_")}
     if shadowed:
-        return Decline(f"consumer dynamic inputs {sorted(shadowed)} shadow symbols the producer uses")
+        return Decline(
+            f"consumer dynamic inputs {sorted(shadowed)} shadow symbols the producer uses"
+        )
     return None
 
 
@@ -376,15 +407,22 @@ def _inputs_unchanged(p: _Proof) -> Optional[Decline]:
     if aliased:
         return Decline(aliased)
     # A race gt4py's SDFG already has: moving its accesses could pick another order.
-    race = race_problem(sdfg, [p.state] + [pst for pst, _ in p.parts], p.inputs | {p.intermediate.data})
+    race = race_problem(
+        sdfg, [p.state] + [pst for pst, _ in p.parts], p.inputs | {p.intermediate.data}
+    )
     if race:
         return Decline(race.reason)
     if p.pstate is not p.state:
         for data in p.inputs:
-            if sdfg.arrays[data].transient and sdfg.arrays[data].lifetime == dtypes.AllocationLifetime.State:
+            if (
+                sdfg.arrays[data].transient
+                and sdfg.arrays[data].lifetime == dtypes.AllocationLifetime.State
+            ):
                 return Decline(f"input '{data}' does not live beyond the producer's state")
         for pst, part in p.parts:
-            part_inputs = p.inputs if part is None else {i.data for b in part.branches for i in b.inputs}
+            part_inputs = (
+                p.inputs if part is None else {i.data for b in part.branches for i in b.inputs}
+            )
             conflict = cross_state_conflict(sdfg, pst, p.state, part_inputs, p.used)
             if conflict:
                 return Decline(conflict)
@@ -434,10 +472,16 @@ def _nested_read(p: _Proof, e, sub) -> Optional[Decline]:
     needed = p.used | {str(x) for i in p.inputs for x in p.sdfg.arrays[i].free_symbols}
     # An input it already receives whole is reused; other data of that name is not ours.
     reason = symbol_conflict(found, needed) or next(
-        (f"nested read: the nested SDFG has its own data named '{i}'"
-         for i in sorted(p.inputs) if i in found.node.sdfg.arrays and i != found.connector
-         and not receives_whole(p.sdfg, p.state, found.node, i) and not _passed_from_producer_input(p, found, i)),
-        None)
+        (
+            f"nested read: the nested SDFG has its own data named '{i}'"
+            for i in sorted(p.inputs)
+            if i in found.node.sdfg.arrays
+            and i != found.connector
+            and not receives_whole(p.sdfg, p.state, found.node, i)
+            and not _passed_from_producer_input(p, found, i)
+        ),
+        None,
+    )
     if reason:
         return Decline(reason)
     p.nested.append(found)
@@ -505,7 +549,12 @@ def _element_read(p: _Proof, e, sub) -> Optional[Decline]:
         p.boxes.append(box)
     if reason:
         return Decline(reason)
-    p.groups[key] = {"edges": [e], "mapping": mapping, "shift": shift, "index": [t.expr() for t in rterms]}
+    p.groups[key] = {
+        "edges": [e],
+        "mapping": mapping,
+        "shift": shift,
+        "index": [t.expr() for t in rterms],
+    }
     return None
 
 
@@ -513,10 +562,15 @@ def _evaluation_mode(p: _Proof) -> Optional[Decline]:
     """Lazy or eager: an if/else is always lazy; a concat node is eager only where every
     branch is proven in bounds everywhere (`eager_verdict`). Never declines."""
     if p.selected is not None:
-        p.selected = dataclasses.replace(p.selected, branches=tuple(
-            dataclasses.replace(sb, writers=dataclasses.replace(sb.writers, split_dims=tuple(sorted(dims))))
-            for sb, dims in zip(p.selected.branches, p.split_dims)
-        ))
+        p.selected = dataclasses.replace(
+            p.selected,
+            branches=tuple(
+                dataclasses.replace(
+                    sb, writers=dataclasses.replace(sb.writers, split_dims=tuple(sorted(dims)))
+                )
+                for sb, dims in zip(p.selected.branches, p.split_dims)
+            ),
+        )
         p.lazy_reason = "selected by an if/else: only the branch that ran is evaluated"
     elif p.concat is not None:
         p.concat = dataclasses.replace(p.concat, split_dims=tuple(sorted(p.split_dims[0])))
@@ -567,8 +621,14 @@ def _candidate(p: _Proof) -> AnalysisResult:
         for k, v in p.groups.items()
     )
     writer_nodes = [p.pnode] if p.selected is None else [sb.node for sb in p.selected.branches]
-    removes = _is_last_reader(p.sdfg, state, intermediate, p.pstate, writer_nodes, consumer, p.users)
-    if not removes and p.check_remainder and _remainder_trips_map_splitter(p.sdfg, state, intermediate, consumer):
+    removes = _is_last_reader(
+        p.sdfg, state, intermediate, p.pstate, writer_nodes, consumer, p.users
+    )
+    if (
+        not removes
+        and p.check_remainder
+        and _remainder_trips_map_splitter(p.sdfg, state, intermediate, consumer)
+    ):
         return Decline(
             "the kept intermediate's one remaining reader reads a part of it that gt4py's "
             "MapSplitter cannot split off symbolically (its apply would assert)"
@@ -622,7 +682,9 @@ def _reserved_name_clash(sdfg, slices, used, concat: Optional[ConcatAnalysis]) -
             return f"data '{name}' has a name the rewrite reserves"
     if concat is not None:
         names = set(used) | set(sdfg.symbols) | {p for sl in slices for p, _, _ in sl.param_ranges}
-        names |= {p for sl in slices for n in sl.nodes if isinstance(n, dn.MapEntry) for p in n.map.params}
+        names |= {
+            p for sl in slices for n in sl.nodes if isinstance(n, dn.MapEntry) for p in n.map.params
+        }
         clash = sorted(s for s in names if s.startswith(INDEX_SYMBOL.format("")))
         if clash:
             return f"symbols {clash} have names the rewrite reserves"
@@ -640,7 +702,9 @@ def _may_alias_conflict(sdfg, users, inputs) -> Optional[str]:
         if getattr(sdfg.arrays[data], "may_alias", False):
             return f"input '{data}' may alias other data"
     for name, desc in sdfg.arrays.items():
-        if getattr(desc, "may_alias", False) and any(st.in_degree(n) > 0 for st, n in users.get(name, ())):
+        if getattr(desc, "may_alias", False) and any(
+            st.in_degree(n) > 0 for st, n in users.get(name, ())
+        ):
             return f"'{name}' may alias other data and is written"
     return None
 
@@ -654,13 +718,18 @@ def _concat_shift(rterms, concat: ConcatAnalysis) -> list[str]:
         (
             b.slice
             for b in concat.branches
-            if b.slice is not None and b.via is None and all(w.param is not None for w in b.slice.write_terms)
+            if b.slice is not None
+            and b.via is None
+            and all(w.param is not None for w in b.slice.write_terms)
         ),
         None,
     )
     if ref is None or len(ref.write_terms) != len(rterms):
         return [canonical(t.offset) for t in rterms]
-    return [canonical(t.offset - w.offset) if w.param is not None else canonical(t.expr()) for t, w in zip(rterms, ref.write_terms)]
+    return [
+        canonical(t.offset - w.offset) if w.param is not None else canonical(t.expr())
+        for t, w in zip(rterms, ref.write_terms)
+    ]
 
 
 def _shadowed_symbols(state, prod: ProducerSlice, prod_params: set[str]) -> set[str]:
@@ -694,7 +763,11 @@ def _solve_and_cover(rterms, prod: ProducerSlice, cranges):
         if w.param is None:
             # The producer writes a fixed index in this dimension: the read must hit it.
             if not all(prove_zero(x - w.offset) for x in _bounds(r, cranges)):
-                return None, None, f"read in dimension {dim} misses the producer's fixed write index {w.offset}"
+                return (
+                    None,
+                    None,
+                    f"read in dimension {dim} misses the producer's fixed write index {w.offset}",
+                )
             shift.append(str(w.offset))
             continue
         first, last = (to_sympy(x) for x in prod.range_of(w.param))
@@ -709,8 +782,12 @@ def _solve_and_cover(rterms, prod: ProducerSlice, cranges):
         ):
             if not proof:
                 what = "does not cover" if proof is False else "cannot be proven to cover"
-                return None, None, (
-                    f"producer range of '{w.param}' [{first}, {last}] {what} the read {val} (dimension {dim})"
+                return (
+                    None,
+                    None,
+                    (
+                        f"producer range of '{w.param}' [{first}, {last}] {what} the read {val} (dimension {dim})"
+                    ),
                 )
     return mapping, shift, None
 
@@ -744,13 +821,20 @@ def _remainder_trips_map_splitter(sdfg, state, intermediate, consumer) -> bool:
         return False
     other = rest[0].dst
     if isinstance(other, dn.MapEntry) and state.scope_dict()[other] is None:
-        if not isinstance(_analyse_candidate(sdfg, state, intermediate, other, check_remainder=False), Decline):
+        if not isinstance(
+            _analyse_candidate(sdfg, state, intermediate, other, check_remainder=False), Decline
+        ):
             return False
     if state.out_degree(writes[0].src) != 1:
         return False
     produced = writes[0].data.get_dst_subset(writes[0], state)
     consumed = rest[0].data.get_src_subset(rest[0], state)
-    if produced is None or consumed is None or consumed == produced or not produced.covers(consumed):
+    if (
+        produced is None
+        or consumed is None
+        or consumed == produced
+        or not produced.covers(consumed)
+    ):
         return False
     # The same call, with the same (swapped) roles, as `MapSplitter.apply`.
     parts = decompose_subset(consumer=produced, producer=consumed)
@@ -762,7 +846,9 @@ def _is_last_reader(sdfg, state, intermediate, pstate, writers, consumer, users)
     (`writers`: the AccessNodes written, in `pstate` or in the branches of an if/else)."""
     if any(e.dst is not consumer for e in state.out_edges(intermediate)):
         return False
-    if any(w is not intermediate and pstate.out_degree(w) > 0 for w in writers if w in pstate.nodes()):
+    if any(
+        w is not intermediate and pstate.out_degree(w) > 0 for w in writers if w in pstate.nodes()
+    ):
         return False
     return not referenced_elsewhere(sdfg, intermediate.data, (intermediate, *writers), users)
 
@@ -784,7 +870,11 @@ def find_candidates(sdfg: dace.SDFG) -> Iterator[tuple[dace.SDFGState, dn.Access
                 continue
             desc = sdfg.arrays.get(node.data)
             written_by_map = any(isinstance(e.src, dn.MapExit) for e in state.in_edges(node))
-            if desc is None or isinstance(desc, dace.data.Scalar) or not (desc.transient or written_by_map):
+            if (
+                desc is None
+                or isinstance(desc, dace.data.Scalar)
+                or not (desc.transient or written_by_map)
+            ):
                 continue
             seen = set()
             for e in state.out_edges(node):

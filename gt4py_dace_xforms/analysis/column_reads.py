@@ -104,7 +104,9 @@ def _param_plus_constant(index: sympy.Expr, params: set[str]) -> Optional[str]:
     return str(named[0])
 
 
-def column_read_plan(sdfg: dace.SDFG, state: dace.SDFGState, edge) -> Union[ColumnReadPlan, Decline]:
+def column_read_plan(
+    sdfg: dace.SDFG, state: dace.SDFGState, edge
+) -> Union[ColumnReadPlan, Decline]:
     """The plan for passing only the Map iteration's column through `edge`, or a Decline
     saying why not (see the module docstring)."""
     node, conn = edge.dst, edge.dst_conn
@@ -127,13 +129,17 @@ def column_read_plan(sdfg: dace.SDFG, state: dace.SDFGState, edge) -> Union[Colu
     inner_sdfg = node.sdfg
     desc = inner_sdfg.arrays.get(conn)
     if type(desc) is not dace_data.Array or desc.transient or len(desc.shape) != ndim:
-        return Decline(f"nested SDFG '{node.label}' sees '{m.data}' as something other than an array of its rank")
+        return Decline(
+            f"nested SDFG '{node.label}' sees '{m.data}' as something other than an array of its rank"
+        )
     if conn in interstate_reads(inner_sdfg):
         return Decline(f"nested SDFG '{node.label}' reads '{conn}' on an interstate edge")
     inner: list = []
     for st in inner_sdfg.all_states():
         for acc in st.nodes():
-            if isinstance(acc, dn.NestedSDFG) and any(e.data.data == conn for e in st.all_edges(acc)):
+            if isinstance(acc, dn.NestedSDFG) and any(
+                e.data.data == conn for e in st.all_edges(acc)
+            ):
                 return Decline(f"nested SDFG '{node.label}' passes '{conn}' on to a nested SDFG")
             if not isinstance(acc, dn.AccessNode) or acc.data != conn:
                 continue
@@ -141,11 +147,15 @@ def column_read_plan(sdfg: dace.SDFG, state: dace.SDFGState, edge) -> Union[Colu
                 return Decline(f"nested SDFG '{node.label}' writes '{conn}'")
             for e in st.out_edges(acc):
                 other = e.dst
-                if isinstance(other, dn.AccessNode) and isinstance(inner_sdfg.arrays[other.data], dace_data.View):
+                if isinstance(other, dn.AccessNode) and isinstance(
+                    inner_sdfg.arrays[other.data], dace_data.View
+                ):
                     return Decline(f"nested SDFG '{node.label}' views '{conn}'")
                 for x in st.memlet_tree(e):
                     if x.data.data != conn:
-                        return Decline(f"nested SDFG '{node.label}' copies '{conn}' with a memlet of other data")
+                        return Decline(
+                            f"nested SDFG '{node.label}' copies '{conn}' with a memlet of other data"
+                        )
                     inner.append((st, x))
     if not inner:
         return Decline(f"nested SDFG '{node.label}' does not read '{conn}'")
@@ -168,7 +178,9 @@ def column_read_plan(sdfg: dace.SDFG, state: dace.SDFGState, edge) -> Union[Colu
             if not all(str(f) in mapping for f in x.free_symbols):
                 found = None
                 break
-            outer_index = sympy.expand(x.xreplace({f: mapping[str(f)] for f in x.free_symbols}) + starts[d])
+            outer_index = sympy.expand(
+                x.xreplace({f: mapping[str(f)] for f in x.free_symbols}) + starts[d]
+            )
             name = _param_plus_constant(outer_index, params)
             if name is None or (found is not None and (name, outer_index) != found):
                 found = None
@@ -176,4 +188,6 @@ def column_read_plan(sdfg: dace.SDFG, state: dace.SDFGState, edge) -> Union[Colu
             found = (name, outer_index)
         if found is not None:
             return ColumnReadPlan(edge, node, conn, d, found[0], tuple(inner), found[1])
-    return Decline(f"nested SDFG '{node.label}' does not read '{conn}' at the Map's index in any dimension")
+    return Decline(
+        f"nested SDFG '{node.label}' does not read '{conn}' at the Map's index in any dimension"
+    )

@@ -29,6 +29,7 @@ from gt4py_dace_xforms.analysis.symbolic import (
     to_sympy,
 )
 
+
 #: Name of the nested-SDFG symbol that holds the intermediate's index in dimension `d`.
 INDEX_SYMBOL = "__concat_idx_{}"
 
@@ -119,7 +120,10 @@ def analyse_branch(sdfg, state, edge, users) -> Union[Branch, Decline]:
         if isinstance(prod, Decline):
             return prod
         return Branch(
-            region=_region_of_slice(prod), edge=edge, slice=prod, param_at=_param_at(prod, index_symbol)
+            region=_region_of_slice(prod),
+            edge=edge,
+            slice=prod,
+            param_at=_param_at(prod, index_symbol),
         )
     if not isinstance(edge.src, dn.AccessNode):
         return Decline(f"concat branch written by a {type(edge.src).__name__}")
@@ -135,7 +139,10 @@ def analyse_branch(sdfg, state, edge, users) -> Union[Branch, Decline]:
     # Element t of the intermediate is element t - dst_lo + src_lo of the source, in the
     # source dimension j copied from intermediate dimension d = dims.index(j).
     dst_lo = [to_sympy(b) for b, _, _ in dst.ndrange()]
-    src_at = [index_symbol(dims.index(j)) - dst_lo[dims.index(j)] + to_sympy(sb) for j, (sb, _, _) in enumerate(src.ndrange())]
+    src_at = [
+        index_symbol(dims.index(j)) - dst_lo[dims.index(j)] + to_sympy(sb)
+        for j, (sb, _, _) in enumerate(src.ndrange())
+    ]
     source = edge.src
     desc = sdfg.arrays[source.data]
     if isinstance(desc, dace_data.View):
@@ -151,7 +158,9 @@ def analyse_branch(sdfg, state, edge, users) -> Union[Branch, Decline]:
         )
     for st, node in users.get(source.data, ()):
         if st is state and node is not source and state.in_degree(node) > 0:
-            return Decline(f"concat branch source '{source.data}' is written elsewhere in the state")
+            return Decline(
+                f"concat branch source '{source.data}' is written elsewhere in the state"
+            )
     return Branch(
         region=region,
         edge=edge,
@@ -200,7 +209,9 @@ def prove_union_covers(
 
     Returns `(None, dims)` on success, `dims` being the dimensions whose test selects the
     branch at run time (empty if every region holds every read), or `(reason, ())`."""
-    cover = boxes.prove_cover(read_box, [b.region for b in concat.branches], facts, what="concat regions")
+    cover = boxes.prove_cover(
+        read_box, [b.region for b in concat.branches], facts, what="concat regions"
+    )
     return cover.reason, cover.select_dims
 
 
@@ -220,8 +231,11 @@ def only_branches_read(concat: ConcatAnalysis, read_boxes, facts=()) -> ConcatAn
     `writers` keeps every writer, in the node's order."""
     if not read_boxes:
         return concat
-    read = tuple(b for b in concat.branches
-                 if not all(boxes.disjoint(b.region, tuple(box), facts) for box in read_boxes))
+    read = tuple(
+        b
+        for b in concat.branches
+        if not all(boxes.disjoint(b.region, tuple(box), facts) for box in read_boxes)
+    )
     if not read or len(read) == len(concat.branches):
         return concat
     return dataclasses.replace(concat, branches=read, all_writers=concat.writers)
@@ -310,7 +324,9 @@ def eager_verdict(sdfg, state, data: str, concat: ConcatAnalysis, boxes, facts) 
     if ann is None:
         recorded = annotations.read(sdfg.arrays[data]) or {}
         if recorded.get("kind") == "concat":
-            return EagerVerdict("the concat annotation from GTIR was recorded for another shape of this node")
+            return EagerVerdict(
+                "the concat annotation from GTIR was recorded for another shape of this node"
+            )
         return EagerVerdict("no concat annotation from GTIR for this node")
     # Every writer, also one no read reaches (`only_branches_read`): proven for all of
     # them, eager evaluation of any subset is memory safe too.
@@ -329,7 +345,12 @@ def eager_verdict(sdfg, state, data: str, concat: ConcatAnalysis, boxes, facts) 
                     lo, hi = _index_bounds(expr, box)
                     field = annotations.field_dim(sdfg, name, d)
                     where = dict(
-                        branch=n, data=name, dim=d, index=expr, extent=to_sympy(size), field=field,
+                        branch=n,
+                        data=name,
+                        dim=d,
+                        index=expr,
+                        extent=to_sympy(size),
+                        field=field,
                         inferred=annotations.branch_reads(info, field, name),
                         selected=info.get("selected") if info else None,
                     )
@@ -346,7 +367,11 @@ def eager_verdict(sdfg, state, data: str, concat: ConcatAnalysis, boxes, facts) 
                     if side:
                         return EagerVerdict(
                             f"branch {n} may read '{name}' out of bounds in dimension {d} outside its region",
-                            bounds=(lo, hi), side=side, margin=margin, facts=tuple(facts), **where,
+                            bounds=(lo, hi),
+                            side=side,
+                            margin=margin,
+                            facts=tuple(facts),
+                            **where,
                         )
     return EagerVerdict()
 
@@ -368,7 +393,11 @@ def find_witness(expr, facts, samples: int = 3000, seed: int = 0) -> Optional[di
         if len(holding) == 1:
             coeff = holding[0].coeff(sym)
             rest = sympy.expand(holding[0] - coeff * sym)
-            if coeff in (1, -1) and sym not in rest.free_symbols and not (rest.free_symbols & set(tight)):
+            if (
+                coeff in (1, -1)
+                and sym not in rest.free_symbols
+                and not (rest.free_symbols & set(tight))
+            ):
                 tight[sym] = (coeff, rest)
     free = [x for x in symbols if x not in tight]
     rng = random.Random(seed)
@@ -398,10 +427,17 @@ def _branch_accesses(sdfg, state, br: Branch):
             if e.src is not br.slice.map_entry or e.data.is_empty():
                 continue
             sub = e.data.get_src_subset(e, state) or e.data.subset
-            if any(not prove_nonnegative(0 - (to_sympy(hi) - to_sympy(lo))) for lo, hi, _ in sub.ndrange()):
+            if any(
+                not prove_nonnegative(0 - (to_sympy(hi) - to_sympy(lo)))
+                for lo, hi, _ in sub.ndrange()
+            ):
                 return "reads more than one element per evaluation"
-            result.append((e.data.data, tuple(to_sympy(lo).subs(mapping) for lo, _, _ in sub.ndrange())))
-    return sorted(result, key=lambda access: (access[0], str(access[1])))  # reports name the same one each run
+            result.append(
+                (e.data.data, tuple(to_sympy(lo).subs(mapping) for lo, _, _ in sub.ndrange()))
+            )
+    return sorted(
+        result, key=lambda access: (access[0], str(access[1]))
+    )  # reports name the same one each run
 
 
 def _index_bounds(expr, box):

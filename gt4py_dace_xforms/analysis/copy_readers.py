@@ -74,8 +74,9 @@ class CopyReadersPlan:
         return self.src.data, self.dst.data
 
 
-def copy_into_readers_plan(sdfg: dace.SDFG, state: dace.SDFGState, src: dn.AccessNode,
-                           dst: dn.AccessNode) -> Union[CopyReadersPlan, Decline]:
+def copy_into_readers_plan(
+    sdfg: dace.SDFG, state: dace.SDFGState, src: dn.AccessNode, dst: dn.AccessNode
+) -> Union[CopyReadersPlan, Decline]:
     """The plan for the copy `src -> dst` in `state`, or why it cannot be made (see the
     module docstring)."""
     name, target = src.data, dst.data
@@ -111,7 +112,9 @@ def copy_into_readers_plan(sdfg: dace.SDFG, state: dace.SDFGState, src: dn.Acces
         if all(boxes.disjoint(piece.box, c.box) for c in chosen):
             chosen.append(piece)
     if not chosen:
-        return Decline(f"{what}: no top-level Map reads {name} one point per iteration inside the copied box")
+        return Decline(
+            f"{what}: no top-level Map reads {name} one point per iteration inside the copied box"
+        )
     cover = boxes.prove_cover(box_a, [c.box for c in chosen], what=f"the Maps reading {name}")
     if not cover.proven:
         return Decline(f"{what}: {cover.reason}")
@@ -129,7 +132,9 @@ def _arrays_problem(sdfg: dace.SDFG, name: str, target: str) -> Optional[str]:
     return None
 
 
-def _state_problem(state: dace.SDFGState, src: dn.AccessNode, dst: dn.AccessNode, edge) -> Optional[str]:
+def _state_problem(
+    state: dace.SDFGState, src: dn.AccessNode, dst: dn.AccessNode, edge
+) -> Optional[str]:
     if state.in_degree(dst) != 1 or state.out_degree(dst) != 0:
         return f"'{dst.data}' is also read or written by its node"
     for n in state.data_nodes():
@@ -152,7 +157,11 @@ def _reader_pieces(state: dace.SDFGState, name: str, copied: boxes.Box) -> list[
             continue
         for e in state.out_edges(node):
             entry = e.dst
-            if not isinstance(entry, dn.MapEntry) or id(entry) in seen or state.entry_node(entry) is not None:
+            if (
+                not isinstance(entry, dn.MapEntry)
+                or id(entry) in seen
+                or state.entry_node(entry) is not None
+            ):
                 continue
             if not (e.dst_conn or "").startswith("IN_"):
                 continue
@@ -163,7 +172,9 @@ def _reader_pieces(state: dace.SDFGState, name: str, copied: boxes.Box) -> list[
     return out
 
 
-def _piece(state: dace.SDFGState, entry: dn.MapEntry, conn: str, rank: int) -> Optional[ReaderPiece]:
+def _piece(
+    state: dace.SDFGState, entry: dn.MapEntry, conn: str, rank: int
+) -> Optional[ReaderPiece]:
     """The reader on `conn` of `entry`, if one of its inner edges reads one point `S[p + c]`
     per iteration: each dimension of `S` indexed by its own parameter plus a constant, or by
     a constant alone (gt4py writes the level of a one-level Map as a number); every
@@ -189,7 +200,14 @@ def _piece(state: dace.SDFGState, entry: dn.MapEntry, conn: str, rank: int) -> O
         if not all(prove_zero(ranges[p][1] - ranges[p][0]) for p in params if p not in used):
             continue  # several iterations would read (and write) one point
         point = tuple(t.expr() for t in terms)
-        box = tuple((sympy.expand(ranges[t.param][0] + t.offset), sympy.expand(ranges[t.param][1] + t.offset))
-                    if t.param is not None else (t.offset, t.offset) for t in terms)
+        box = tuple(
+            (
+                sympy.expand(ranges[t.param][0] + t.offset),
+                sympy.expand(ranges[t.param][1] + t.offset),
+            )
+            if t.param is not None
+            else (t.offset, t.offset)
+            for t in terms
+        )
         return ReaderPiece(entry, conn, point, box)
     return None

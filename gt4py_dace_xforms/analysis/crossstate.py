@@ -137,7 +137,12 @@ def co_executed_sets(states: list[SDFGState], limit: int = 12) -> list[frozenset
     everything = frozenset(range(n))
     if n > limit:
         return [everything]
-    clash = {(i, j) for i in range(n) for j in range(i + 1, n) if mutually_exclusive(states[i], states[j])}
+    clash = {
+        (i, j)
+        for i in range(n)
+        for j in range(i + 1, n)
+        if mutually_exclusive(states[i], states[j])
+    }
     if not clash:
         return [everything]
     fits = [frozenset(i for i in range(n) if mask >> i & 1) for mask in range(1, 1 << n)]

@@ -95,7 +95,11 @@ def match_indirect_read(state: SDFGState, edge, ndim: int) -> Union[IndirectRead
         return Decline("indirect read: the field memlet does not name the intermediate's elements")
     # DaCe hands a tasklet the range with its single-element dimensions squeezed out:
     # `t[0:N, k]` arrives one-dimensional and is indexed `field[idx]`.
-    ranged = [d for d, (b, e, _) in enumerate(sub_read.ndrange()) if not prove_zero(to_sympy(e) - to_sympy(b))]
+    ranged = [
+        d
+        for d, (b, e, _) in enumerate(sub_read.ndrange())
+        if not prove_zero(to_sympy(e) - to_sympy(b))
+    ]
     if len(indices) != len(ranged):
         return Decline("indirect read: index and intermediate have different dimensionality")
     others = {e.dst_conn: e for e in state.in_edges(tasklet) if e is not edge}
@@ -104,27 +108,34 @@ def match_indirect_read(state: SDFGState, edge, ndim: int) -> Union[IndirectRead
     used: set[str] = set()
     for idx in indices:
         names = {n.id for n in ast.walk(idx) if isinstance(n, ast.Name)}
-        if field in names or any(isinstance(n, (ast.Subscript, ast.Call, ast.Attribute)) for n in ast.walk(idx)):
+        if field in names or any(
+            isinstance(n, (ast.Subscript, ast.Call, ast.Attribute)) for n in ast.walk(idx)
+        ):
             return Decline("indirect read: an index reads data itself")
         used |= names & set(others)
     if set(others) != used:
         return Decline("indirect read: the tasklet has inputs besides the field and its index")
     for conn, e in others.items():
         if e.data.wcr is not None or e.data.dynamic or e.data.is_empty():
-            return Decline(f"indirect read: index input '{conn}' is not a plain single-element read")
+            return Decline(
+                f"indirect read: index input '{conn}' is not a plain single-element read"
+            )
         if not is_single_element(e.data.get_src_subset(e, state)):
             return Decline(f"indirect read: index input '{conn}' is not a single element")
     try:
         offsets = dict(zip(ranged, (to_sympy(ast.unparse(idx)) for idx in indices)))
         element = tuple(
-            sympy.expand(to_sympy(b) + offsets.get(d, 0)) for d, (b, _, _) in enumerate(sub_read.ndrange())
+            sympy.expand(to_sympy(b) + offsets.get(d, 0))
+            for d, (b, _, _) in enumerate(sub_read.ndrange())
         )
     except Exception:  # noqa: BLE001  # an index sympy cannot read is not ours to rewrite
         return Decline("indirect read: an index expression is not symbolic")
     return IndirectRead(edge, tasklet, element, tuple(sorted(used)), out_conn)
 
 
-def reads_through_inner_maps(state: SDFGState, edge, ndim: int) -> Union[list[IndirectRead], Decline]:
+def reads_through_inner_maps(
+    state: SDFGState, edge, ndim: int
+) -> Union[list[IndirectRead], Decline]:
     """The indirect reads behind `edge`, an edge from the consumer into a Map nested in
     it: every edge leaving that Map's connector must end in a deref tasklet (possibly
     through further nested Maps)."""
@@ -134,14 +145,18 @@ def reads_through_inner_maps(state: SDFGState, edge, ndim: int) -> Union[list[In
         e, chain = work.pop()
         if not isinstance(e.dst, dn.MapEntry):
             if is_single_element(e.data.get_src_subset(e, state)):
-                return Decline("consumer reads the intermediate inside a nested Map (element reads there are not inlined)")
+                return Decline(
+                    "consumer reads the intermediate inside a nested Map (element reads there are not inlined)"
+                )
             read = match_indirect_read(state, e, ndim)
             if isinstance(read, Decline):
                 return read
             found.append(dataclasses.replace(read, inner_maps=chain))
             continue
         if e.dst_conn is None or not e.dst_conn.startswith("IN_"):
-            return Decline("consumer reads the intermediate inside a nested Map through a dynamic connector")
+            return Decline(
+                "consumer reads the intermediate inside a nested Map through a dynamic connector"
+            )
         inner = list(state.out_edges_by_connector(e.dst, "OUT_" + e.dst_conn[3:]))
         if not inner:
             return Decline("consumer reads the intermediate inside a nested Map (range read)")
@@ -149,7 +164,9 @@ def reads_through_inner_maps(state: SDFGState, edge, ndim: int) -> Union[list[In
     return found
 
 
-def covers_whole_array(prod: ProducerSlice, shape, facts=(), what: str = "indirect read") -> Optional[str]:
+def covers_whole_array(
+    prod: ProducerSlice, shape, facts=(), what: str = "indirect read"
+) -> Optional[str]:
     """None if the producer provably writes every element of an array of `shape` at
     iteration `element - write offset` (each dimension written as `param + c`);
     otherwise why not (prefixed with `what`)."""

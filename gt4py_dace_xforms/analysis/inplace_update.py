@@ -72,11 +72,17 @@ class InPlacePlan:
 
 
 def _same_layout(a, b) -> bool:
-    return (a.dtype == b.dtype and a.storage == b.storage and len(a.shape) == len(b.shape)
-            and all(sympy.simplify(to_sympy(x) - to_sympy(y)) == 0 for x, y in zip(a.shape, b.shape))
-            and all(sympy.simplify(to_sympy(x) - to_sympy(y)) == 0 for x, y in zip(a.strides, b.strides))
-            and all(sympy.simplify(to_sympy(x) - to_sympy(y)) == 0 for x, y in zip(a.offset, b.offset))
-            and a.start_offset == b.start_offset)
+    return (
+        a.dtype == b.dtype
+        and a.storage == b.storage
+        and len(a.shape) == len(b.shape)
+        and all(sympy.simplify(to_sympy(x) - to_sympy(y)) == 0 for x, y in zip(a.shape, b.shape))
+        and all(
+            sympy.simplify(to_sympy(x) - to_sympy(y)) == 0 for x, y in zip(a.strides, b.strides)
+        )
+        and all(sympy.simplify(to_sympy(x) - to_sympy(y)) == 0 for x, y in zip(a.offset, b.offset))
+        and a.start_offset == b.start_offset
+    )
 
 
 def _point_index(subset, params: list[str]) -> Union[tuple, str]:
@@ -102,7 +108,9 @@ def _point_index(subset, params: list[str]) -> Union[tuple, str]:
     return tuple(out)
 
 
-def _updater_problem(state: SDFGState, entry: dn.MapEntry, src: dn.AccessNode, node: dn.AccessNode) -> Optional[str]:
+def _updater_problem(
+    state: SDFGState, entry: dn.MapEntry, src: dn.AccessNode, node: dn.AccessNode
+) -> Optional[str]:
     """Why the Map of `entry` is not a pointwise update of `src` into `node`, or None."""
     params = list(entry.map.params)
     exit_ = state.exit_node(entry)
@@ -142,8 +150,9 @@ def _updater_problem(state: SDFGState, entry: dn.MapEntry, src: dn.AccessNode, n
     return None
 
 
-def inplace_update_plan(sdfg: dace.SDFG, state: SDFGState, source: dn.AccessNode,
-                        node: dn.AccessNode) -> Union[InPlacePlan, Decline]:
+def inplace_update_plan(
+    sdfg: dace.SDFG, state: SDFGState, source: dn.AccessNode, node: dn.AccessNode
+) -> Union[InPlacePlan, Decline]:
     """The plan for folding the concat node `node` (`T`) into `source` (`S`), or a Decline
     saying why not (see the module docstring). Never mutates."""
     s_name, t_name = source.data, node.data
@@ -154,7 +163,9 @@ def inplace_update_plan(sdfg: dace.SDFG, state: SDFGState, source: dn.AccessNode
         if type(desc) is not dace_data.Array or not desc.transient:
             return Decline(f"'{name}' is not a transient array")
     if not _same_layout(sdesc, tdesc):
-        return Decline(f"'{t_name}' and '{s_name}' differ in dtype, shape, strides, storage or offset")
+        return Decline(
+            f"'{t_name}' and '{s_name}' differ in dtype, shape, strides, storage or offset"
+        )
     users = data_users(sdfg)
     for name, n in ((s_name, source), (t_name, node)):
         if [x for _, x in users.get(name, ())] != [n]:
@@ -171,14 +182,20 @@ def inplace_update_plan(sdfg: dace.SDFG, state: SDFGState, source: dn.AccessNode
             src, dst = e.data.get_src_subset(e, state), e.data.get_dst_subset(e, state)
             if e.data.wcr is not None or src is None or dst is None:
                 return Decline(f"a copy into '{t_name}' has a WCR or no explicit subsets")
-            if any(to_sympy(x) != 1 for *_, x in dst.ndrange()) or boxes.as_box(boxes.from_subset(src)) != boxes.as_box(boxes.from_subset(dst)):
-                return Decline(f"the copy '{s_name}[{src}] -> {t_name}[{dst}]' moves points to other indices")
+            if any(to_sympy(x) != 1 for *_, x in dst.ndrange()) or boxes.as_box(
+                boxes.from_subset(src)
+            ) != boxes.as_box(boxes.from_subset(dst)):
+                return Decline(
+                    f"the copy '{s_name}[{src}] -> {t_name}[{dst}]' moves points to other indices"
+                )
             copies.append(e)
             pieces.append(boxes.from_subset(dst))
             continue
         if not isinstance(e.src, dn.MapExit) or scope[state.entry_node(e.src)] is not None:
-            return Decline(f"'{t_name}' is written by '{getattr(e.src, 'label', e.src)}', not a copy of "
-                           f"'{s_name}' or a top-level Map")
+            return Decline(
+                f"'{t_name}' is written by '{getattr(e.src, 'label', e.src)}', not a copy of "
+                f"'{s_name}' or a top-level Map"
+            )
         entry = state.entry_node(e.src)
         if entry not in updaters:
             problem = _updater_problem(state, entry, source, node)
@@ -190,7 +207,9 @@ def inplace_update_plan(sdfg: dace.SDFG, state: SDFGState, source: dn.AccessNode
             return Decline(f"a write of '{t_name}' has no explicit subset")
         pieces.append(boxes.from_subset(dst))
     if not copies or not updaters:
-        return Decline(f"'{t_name}' is not written by both copies of '{s_name}' and a Map updating it")
+        return Decline(
+            f"'{t_name}' is not written by both copies of '{s_name}' and a Map updating it"
+        )
     overlap = boxes.prove_disjoint(pieces, what="the copied and updated boxes")
     if overlap:
         return Decline(overlap)

@@ -18,7 +18,9 @@ import copy
 import dace
 import sympy
 from dace.sdfg import nodes as dn, propagation
-from gt4py.next.program_processors.runners.dace.transformations import map_fusion_utils as gtx_mfutils
+from gt4py.next.program_processors.runners.dace.transformations import (
+    map_fusion_utils as gtx_mfutils,
+)
 
 
 def split_range_computable(first: dn.Map, second: dn.Map) -> bool:
@@ -40,7 +42,10 @@ def splitter_failures(sdfg: dace.SDFG) -> list[tuple[str, str, dace.subsets.Rang
     propagated, as `gt_auto_optimize` propagates them right before the splitter."""
     from dace.sdfg import utils as sdutils
     from dace.transformation.passes.pattern_matching import match_patterns
-    from gt4py.next.program_processors.runners.dace.transformations import map_splitter, splitting_tools
+    from gt4py.next.program_processors.runners.dace.transformations import (
+        map_splitter,
+        splitting_tools,
+    )
 
     if not _maybe_splitter_shape(sdfg):
         return []
@@ -70,7 +75,11 @@ def _maybe_splitter_shape(sdfg: dace.SDFG) -> bool:
     none), where their ranges differ."""
     for state in sdfg.states():
         for node in state.data_nodes():
-            if state.in_degree(node) != 1 or state.out_degree(node) != 1 or not node.desc(sdfg).transient:
+            if (
+                state.in_degree(node) != 1
+                or state.out_degree(node) != 1
+                or not node.desc(sdfg).transient
+            ):
                 continue
             write, read = state.in_edges(node)[0], state.out_edges(node)[0]
             if not isinstance(write.src, dn.MapExit) or not isinstance(read.dst, dn.MapEntry):
@@ -80,6 +89,8 @@ def _maybe_splitter_shape(sdfg: dace.SDFG) -> bool:
                 continue
             for rng in (writer, reader):
                 for r in rng.ranges:
-                    if any(getattr(x, "atoms", None) and x.atoms(sympy.Max, sympy.Min) for x in r[:2]):
+                    if any(
+                        getattr(x, "atoms", None) and x.atoms(sympy.Max, sympy.Min) for x in r[:2]
+                    ):
                         return True
     return False

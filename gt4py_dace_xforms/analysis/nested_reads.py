@@ -77,7 +77,11 @@ class NestedRead:
 
 def defined_inside(nsdfg: dace.SDFG) -> set[str]:
     """Symbols a nested SDFG sets itself: loop variables and interstate assignments."""
-    names = {r.loop_variable for r in nsdfg.all_control_flow_regions() if isinstance(r, LoopRegion) and r.loop_variable}
+    names = {
+        r.loop_variable
+        for r in nsdfg.all_control_flow_regions()
+        if isinstance(r, LoopRegion) and r.loop_variable
+    }
     for e in nsdfg.all_interstate_edges():
         names |= set(e.data.assignments)
     return names
@@ -94,18 +98,26 @@ def match_nested_reads(state, edge, ndim: int) -> Union[NestedRead, Decline]:
     conn = edge.dst_conn
     desc = inner.arrays.get(conn)
     if desc is None or type(desc) is not dace_data.Array or len(desc.shape) > ndim:
-        return Decline("nested read: the nested array is not an array of the intermediate's dimensionality")
+        return Decline(
+            "nested read: the nested array is not an array of the intermediate's dimensionality"
+        )
     sub = edge.data.get_src_subset(edge, state) or edge.data.subset
     if sub is None or len(sub) != ndim:
-        return Decline("nested read: the memlet into the nested SDFG has no subset of the intermediate")
+        return Decline(
+            "nested read: the memlet into the nested SDFG has no subset of the intermediate"
+        )
     squeezed: tuple[int, ...] = ()
     if len(desc.shape) < ndim:
         # A column: the dimensions of size 1 are the ones the nested array lacks, and
         # there must be exactly as many as it lacks (else which one is which is a guess).
-        squeezed = tuple(d for d, size in enumerate(sub.size()) if canonical(to_sympy(size)) == canonical(1))
+        squeezed = tuple(
+            d for d, size in enumerate(sub.size()) if canonical(to_sympy(size)) == canonical(1)
+        )
         if len(squeezed) != ndim - len(desc.shape):
-            return Decline("nested read: the nested array lacks dimensions of the intermediate that the memlet "
-                           "does not fix to one index")
+            return Decline(
+                "nested read: the nested array lacks dimensions of the intermediate that the memlet "
+                "does not fix to one index"
+            )
     offset = tuple(to_sympy(b) for b, _, _ in sub.ndrange())
     # The window's origin is an expression of the consumer's scope: the copy can use it
     # inside only if every symbol in it reaches the nested SDFG unchanged, or is a
@@ -114,10 +126,17 @@ def match_nested_reads(state, edge, ndim: int) -> Union[NestedRead, Decline]:
     scope_params = _enclosing_params(state, node)
     used = {str(s) for o in offset for s in o.free_symbols}
     if any(name not in same and name not in scope_params for name in used):
-        return Decline("nested read: the window origin uses symbols the nested SDFG does not see as they are")
+        return Decline(
+            "nested read: the window origin uses symbols the nested SDFG does not see as they are"
+        )
     passed = tuple(sorted(name for name in used if name not in same))
-    if any(name in inner.arrays or name in defined_inside(inner) or name in node.symbol_mapping for name in passed):
-        return Decline("nested read: the nested SDFG has its own meaning for a Map parameter the column index uses")
+    if any(
+        name in inner.arrays or name in defined_inside(inner) or name in node.symbol_mapping
+        for name in passed
+    ):
+        return Decline(
+            "nested read: the nested SDFG has its own meaning for a Map parameter the column index uses"
+        )
     if conn in interstate_reads(inner):
         return Decline("nested read: the nested SDFG reads the array on an interstate edge")
     groups: dict = {}
@@ -131,13 +150,21 @@ def match_nested_reads(state, edge, ndim: int) -> Union[NestedRead, Decline]:
             scope = scope or st.scope_dict()
             for e in st.out_edges(acc):
                 if not isinstance(e.dst, dn.Tasklet) or scope[e.dst] is not None:
-                    return Decline("nested read: the array is read by something other than a top-level tasklet")
+                    return Decline(
+                        "nested read: the array is read by something other than a top-level tasklet"
+                    )
                 if e.data.wcr is not None or e.data.dynamic or not is_single_element(e.data.subset):
-                    return Decline("nested read: a read inside the nested SDFG is not a plain single element")
+                    return Decline(
+                        "nested read: a read inside the nested SDFG is not a plain single element"
+                    )
                 if e.data.data != conn or len(e.data.subset) != len(desc.shape):
-                    return Decline("nested read: a read inside the nested SDFG has an unexpected memlet")
+                    return Decline(
+                        "nested read: a read inside the nested SDFG has an unexpected memlet"
+                    )
                 inner_index = iter(to_sympy(b) for b, _, _ in e.data.subset.ndrange())
-                index = tuple(sympy.Integer(0) if d in squeezed else next(inner_index) for d in range(ndim))
+                index = tuple(
+                    sympy.Integer(0) if d in squeezed else next(inner_index) for d in range(ndim)
+                )
                 key = (st.label,) + tuple(canonical(x) for x in index)
                 groups.setdefault((id(st), key), (st, key, index, []))[3].append(e)
     if not groups:
@@ -147,7 +174,10 @@ def match_nested_reads(state, edge, ndim: int) -> Union[NestedRead, Decline]:
         node=node,
         connector=conn,
         offset=offset,
-        groups=tuple(NestedReadGroup(key, st, index, tuple(edges)) for st, key, index, edges in groups.values()),
+        groups=tuple(
+            NestedReadGroup(key, st, index, tuple(edges))
+            for st, key, index, edges in groups.values()
+        ),
         squeezed=squeezed,
         scope_symbols=passed,
     )
@@ -185,12 +215,18 @@ def whole_source(sdfg: dace.SDFG, state, node: dn.NestedSDFG, name: str):
     (`receives_whole`, or the producer reading the same AccessNode)."""
     inner, outer = node.sdfg, sdfg.arrays.get(name)
     desc = inner.arrays.get(name)
-    if desc is None or outer is None or name not in node.in_connectors or name in node.out_connectors:
+    if (
+        desc is None
+        or outer is None
+        or name not in node.in_connectors
+        or name in node.out_connectors
+    ):
         return None
     if type(desc) is not type(outer) or desc.dtype != outer.dtype or desc.transient:
         return None
-    if tuple(map(str, desc.shape)) != tuple(map(str, outer.shape)) or \
-            tuple(map(str, desc.strides)) != tuple(map(str, outer.strides)):
+    if tuple(map(str, desc.shape)) != tuple(map(str, outer.shape)) or tuple(
+        map(str, desc.strides)
+    ) != tuple(map(str, outer.strides)):
         return None
     edges = [e for e in state.in_edges(node) if e.dst_conn == name]
     if len(edges) != 1:
@@ -203,7 +239,9 @@ def whole_source(sdfg: dace.SDFG, state, node: dn.NestedSDFG, name: str):
     source = state.memlet_path(e)[0].src
     if not isinstance(source, dn.AccessNode) or source.data != name:
         return None
-    if any(n.data == name and st.in_degree(n) > 0 for st in inner.all_states() for n in st.data_nodes()):
+    if any(
+        n.data == name and st.in_degree(n) > 0 for st in inner.all_states() for n in st.data_nodes()
+    ):
         return None
     return source
 

@@ -162,7 +162,9 @@ class OutputBufferPlan:
     @property
     def splits(self) -> tuple[SplitWriter, ...]:
         """The writer Maps split into one Map per copied box they meet (more than one)."""
-        return tuple(a.split for a in self.accesses if a.split is not None and len(a.split.pieces) > 1)
+        return tuple(
+            a.split for a in self.accesses if a.split is not None and len(a.split.pieces) > 1
+        )
 
 
 def _inside(box: Box, copied: tuple[Box, ...]) -> bool:
@@ -173,13 +175,16 @@ def _inside(box: Box, copied: tuple[Box, ...]) -> bool:
     return len(copied) > 1 and boxes.prove_cover(_closed(box), [_closed(c) for c in copied]).proven
 
 
-def _edge_problem(sdfg: dace.SDFG, state: SDFGState, node, edge, writes: bool,
-                  copied: tuple[Box, ...]) -> Optional[str]:
+def _edge_problem(
+    sdfg: dace.SDFG, state: SDFGState, node, edge, writes: bool, copied: tuple[Box, ...]
+) -> Optional[str]:
     """Why moving this access of `T` to `G` could read or write outside `G[B]`."""
     other = edge.src if writes else edge.dst
     if writes and edge.data.wcr is not None:
         return "a write of the buffer has a WCR"
-    if isinstance(other, dn.AccessNode) and not isinstance(sdfg.arrays[other.data], dace_data.Array):
+    if isinstance(other, dn.AccessNode) and not isinstance(
+        sdfg.arrays[other.data], dace_data.Array
+    ):
         return f"the buffer is accessed through '{other.data}', a {type(sdfg.arrays[other.data]).__name__}"
     if isinstance(other, dn.AccessNode) and isinstance(sdfg.arrays[other.data], dace_data.View):
         return f"the buffer is accessed through the View '{other.data}'"
@@ -187,7 +192,9 @@ def _edge_problem(sdfg: dace.SDFG, state: SDFGState, node, edge, writes: bool,
         return f"the buffer is accessed by the library node '{other.label}'"
     if not isinstance(other, (dn.AccessNode, dn.MapEntry, dn.MapExit, dn.Tasklet, dn.NestedSDFG)):
         return f"the buffer is accessed by a {type(other).__name__}"
-    subset = edge.data.get_dst_subset(edge, state) if writes else edge.data.get_src_subset(edge, state)
+    subset = (
+        edge.data.get_dst_subset(edge, state) if writes else edge.data.get_src_subset(edge, state)
+    )
     if subset is None:
         return "an access of the buffer has no explicit subset"
     if not _inside(box_of(subset), copied):
@@ -196,8 +203,10 @@ def _edge_problem(sdfg: dace.SDFG, state: SDFGState, node, edge, writes: bool,
     return None
 
 
-def _echo_problem(state: SDFGState, edge, writes: bool, copied: tuple[Box, ...], echo_boxes: list) -> Optional[str]:
-    """"echo" where a read outside the copied box lies inside it and the echoes' boxes
+def _echo_problem(
+    state: SDFGState, edge, writes: bool, copied: tuple[Box, ...], echo_boxes: list
+) -> Optional[str]:
+    """ "echo" where a read outside the copied box lies inside it and the echoes' boxes
     together (`_echoes`); else None (the caller keeps its own reason)."""
     if writes:
         return None
@@ -208,7 +217,9 @@ def _echo_problem(state: SDFGState, edge, writes: bool, copied: tuple[Box, ...],
     return "echo" if boxes.prove_cover(_closed(box_of(subset)), pieces).proven else None
 
 
-def _nested_views(sdfg: dace.SDFG, state: SDFGState, edge, gdesc, name: str) -> Union[list[NestedView], str]:
+def _nested_views(
+    sdfg: dace.SDFG, state: SDFGState, edge, gdesc, name: str
+) -> Union[list[NestedView], str]:
     """The nested SDFGs an access edge reaches (through its memlet tree, then through
     nested SDFGs that pass the array on), or why they cannot take `G`'s strides."""
     found: list[NestedView] = []
@@ -254,7 +265,9 @@ def _nested_views(sdfg: dace.SDFG, state: SDFGState, edge, gdesc, name: str) -> 
                     continue
                 for e in [*ist.in_edges(n), *ist.out_edges(n)]:
                     o = e.src if e.dst is n else e.dst
-                    if isinstance(o, dn.AccessNode) and isinstance(nsdfg.sdfg.arrays[o.data], dace_data.View):
+                    if isinstance(o, dn.AccessNode) and isinstance(
+                        nsdfg.sdfg.arrays[o.data], dace_data.View
+                    ):
                         return f"nested SDFG '{nsdfg.label}' views the buffer through '{o.data}'"
                     for leaf in ist.memlet_tree(e).leaves():
                         for end, c in ((leaf.dst, leaf.dst_conn), (leaf.src, leaf.src_conn)):
@@ -274,7 +287,9 @@ def _states_in(block) -> list[SDFGState]:
     return [block] if isinstance(block, SDFGState) else list(block.all_states())
 
 
-def _echoes(sdfg: dace.SDFG, name: str, gname: str, copied: tuple[Box, ...], shift) -> Union[list[BufferEdge], str]:
+def _echoes(
+    sdfg: dace.SDFG, name: str, gname: str, copied: tuple[Box, ...], shift
+) -> Union[list[BufferEdge], str]:
     """The copies `G[p + shift] -> T[p]` of points outside the copied box `A`: gt4py's
     `concat_where(cond, f(x), x)` with `x` an output copies `x`'s own values into the
     concat node where `cond` is false, and copies back only the points `f` changed (the
@@ -296,8 +311,10 @@ def _echoes(sdfg: dace.SDFG, name: str, gname: str, copied: tuple[Box, ...], shi
                 if any(to_sympy(x) != 1 for *_, x in (*src.ndrange(), *dst.ndrange())):
                     return f"a copy of '{gname}' into '{name}' has a stride"
                 tbox, gbox = box_of(dst), box_of(src)
-                if any(sympy.expand(glo - tlo - d) != 0 or sympy.expand(ghi - thi - d) != 0
-                       for (tlo, thi), (glo, ghi), d in zip(tbox, gbox, shift)):
+                if any(
+                    sympy.expand(glo - tlo - d) != 0 or sympy.expand(ghi - thi - d) != 0
+                    for (tlo, thi), (glo, ghi), d in zip(tbox, gbox, shift)
+                ):
                     return f"'{gname}' is copied into '{name}' at another index than the write-back copy's"
                 if not all(boxes.disjoint(_closed(tbox), _closed(c)) for c in copied):
                     return f"'{gname}' is copied into '{name}' inside the copied box"
@@ -310,8 +327,11 @@ def _echoes(sdfg: dace.SDFG, name: str, gname: str, copied: tuple[Box, ...], shi
 def _outside(subset, copies) -> bool:
     """`subset` of `G` provably misses every copy's target box `B`."""
     return subset is not None and all(
-        boxes.disjoint(_closed(box_of(subset)), _closed(box_of(c.edge.data.get_dst_subset(c.edge, c.state))))
-        for c in copies)
+        boxes.disjoint(
+            _closed(box_of(subset)), _closed(box_of(c.edge.data.get_dst_subset(c.edge, c.state)))
+        )
+        for c in copies
+    )
 
 
 def _closed(box: Box) -> Box:
@@ -351,7 +371,7 @@ def _copied_boxes(copies: list[WriteBackCopy]) -> Union[tuple[tuple[Box, ...], t
     return tuple(tuple((lo, hi + 1) for lo, hi in b) for b in closed), shifts[0]
 
 
-def _meet_box(w: Box, a: Box) -> Union[Box, None, str]:
+def _meet_box(w: Box, a: Box) -> Union[Box, str, None]:
     """The intersection of two boxes (end exclusive): None where they are provably
     disjoint, the box where every bound of it is provably one of the two's, else why not."""
     if boxes.disjoint(_closed(w), _closed(a)):
@@ -383,13 +403,16 @@ def _lost_points_problem(sdfg: dace.SDFG, data: str, kept: list[Box], label: str
                     continue
                 sub = e.data.get_src_subset(e, st)
                 if sub is None or not boxes.prove_cover(_closed(box_of(sub)), closed).proven:
-                    return (f"writer '{label}' also writes '{data}', which is read outside the points "
-                            f"it would keep")
+                    return (
+                        f"writer '{label}' also writes '{data}', which is read outside the points "
+                        f"it would keep"
+                    )
     return None
 
 
-def _map_split(sdfg: dace.SDFG, state: SDFGState, node, edge, copied: tuple[Box, ...],
-               name: str) -> Union[SplitWriter, str]:
+def _map_split(
+    sdfg: dace.SDFG, state: SDFGState, node, edge, copied: tuple[Box, ...], name: str
+) -> Union[SplitWriter, str]:
     """The writer Map at `edge` (a MapExit -> `T` edge) kept as one Map per copied box it
     meets, or why it cannot be: it must be a top-level Map with a static unit-step range
     writing one element `T[p + c]` per iteration (each dimension its own parameter), its
@@ -425,7 +448,10 @@ def _map_split(sdfg: dace.SDFG, state: SDFGState, node, edge, copied: tuple[Box,
         return f"writer '{label}' writes nothing inside the copied boxes"
     pieces = []
     for m in kept:
-        by_param = {p: (sympy.expand(lo - c), sympy.expand(hi - 1 - c)) for (p, c), (lo, hi) in zip(found, m)}
+        by_param = {
+            p: (sympy.expand(lo - c), sympy.expand(hi - 1 - c))
+            for (p, c), (lo, hi) in zip(found, m)
+        }
         pieces.append(tuple((p, *by_param[p]) for p in params))
     others = []
     for e in state.out_edges(exit_):
@@ -435,13 +461,17 @@ def _map_split(sdfg: dace.SDFG, state: SDFGState, node, edge, copied: tuple[Box,
             return f"writer '{label}' has an output that is not a plain write of an array"
         if e.dst.data == name:
             return f"writer '{label}' writes '{name}' through several edges"
-        ow = element_write(state, e, e.dst.data, params, len(sdfg.arrays[e.dst.data].shape), other_side=True)
+        ow = element_write(
+            state, e, e.dst.data, params, len(sdfg.arrays[e.dst.data].shape), other_side=True
+        )
         if isinstance(ow, str):
             return f"writer '{label}' {ow}"
         oboxes = []
         for piece in pieces:
             r = {p: (lo, hi) for p, lo, hi in piece}
-            oboxes.append(tuple((c, c + 1) if p is None else (r[p][0] + c, r[p][1] + 1 + c) for p, c in ow))
+            oboxes.append(
+                tuple((c, c + 1) if p is None else (r[p][0] + c, r[p][1] + 1 + c) for p, c in ow)
+            )
         problem = _lost_points_problem(sdfg, e.dst.data, oboxes, label)
         if problem:
             return problem
@@ -449,8 +479,9 @@ def _map_split(sdfg: dace.SDFG, state: SDFGState, node, edge, copied: tuple[Box,
     return SplitWriter(entry, tuple(pieces), tuple(kept), tuple(others))
 
 
-def _copy_restriction(sdfg: dace.SDFG, state: SDFGState, node, edge,
-                      copied: tuple[Box, ...]) -> Union[RetargetWriter, str]:
+def _copy_restriction(
+    sdfg: dace.SDFG, state: SDFGState, node, edge, copied: tuple[Box, ...]
+) -> Union[RetargetWriter, str]:
     """A copy into `T` that also writes outside the copied boxes, clipped to the one box it
     meets (`copy_writer`), or why not (it meets several: not split)."""
     dst = edge.data.get_dst_subset(edge, state)
@@ -478,8 +509,12 @@ def _other_writers_problem(state: SDFGState, copies, gname: str) -> Optional[str
         if not others:
             continue
         sources = {id(c.source): c.source for c in copies if c.target is target}
-        if len(sources) != 1 or any(c.target is not target for c in copies if id(c.source) in sources):
-            return f"'{gname}' is written by more than the copies, which come from several AccessNodes"
+        if len(sources) != 1 or any(
+            c.target is not target for c in copies if id(c.source) in sources
+        ):
+            return (
+                f"'{gname}' is written by more than the copies, which come from several AccessNodes"
+            )
         (source,) = sources.values()
         for e in others:
             label = getattr(e.src, "label", e.src)
@@ -544,8 +579,11 @@ def _lifetime_problem(sdfg: dace.SDFG, plan_parts, gname: str, echoes=()) -> Opt
                     continue
                 if st is cstate and id(n) in targets:
                     continue
-                if id(n) in echo_sources and all(any(e is a.edge for a in echoes) for e in st.out_edges(n)) and all(
-                        _outside(e.data.get_dst_subset(e, st), copies) for e in st.in_edges(n)):
+                if (
+                    id(n) in echo_sources
+                    and all(any(e is a.edge for a in echoes) for e in st.out_edges(n))
+                    and all(_outside(e.data.get_dst_subset(e, st), copies) for e in st.in_edges(n))
+                ):
                     continue  # becomes the node `T`'s writers write: ordered as before
                 return f"'{gname}' is accessed in state '{st.label}' during the buffer's lifetime"
     problem = _other_writers_problem(cstate, copies, gname)
@@ -596,7 +634,9 @@ def output_buffer_plan(sdfg: dace.SDFG, name: str) -> Union[OutputBufferPlan, De
     return Decline("no copy's target can be the buffer: " + "; ".join(reasons))
 
 
-def _plan(sdfg: dace.SDFG, name: str, desc, copies: list[WriteBackCopy]) -> Union[OutputBufferPlan, Decline]:
+def _plan(
+    sdfg: dace.SDFG, name: str, desc, copies: list[WriteBackCopy]
+) -> Union[OutputBufferPlan, Decline]:
     """The plan with `copies` (one target, one state) as the write-back copies; any other
     copy of `T` is one of its readers."""
     merged = _copied_boxes(copies)
@@ -607,9 +647,17 @@ def _plan(sdfg: dace.SDFG, name: str, desc, copies: list[WriteBackCopy]) -> Unio
     gdesc = sdfg.arrays[gname]
     if type(gdesc) is not dace_data.Array:
         return Decline(f"'{gname}' is a {type(gdesc).__name__}, not an array")
-    if gdesc.dtype != desc.dtype or gdesc.storage != desc.storage or len(gdesc.shape) != len(desc.shape):
+    if (
+        gdesc.dtype != desc.dtype
+        or gdesc.storage != desc.storage
+        or len(gdesc.shape) != len(desc.shape)
+    ):
         return Decline(f"'{gname}' differs from '{name}' in dtype, storage or rank")
-    if any(dace.symbolic.pystr_to_symbolic(o) != 0 for o in (*desc.offset, *gdesc.offset)) or desc.start_offset or gdesc.start_offset:
+    if (
+        any(dace.symbolic.pystr_to_symbolic(o) != 0 for o in (*desc.offset, *gdesc.offset))
+        or desc.start_offset
+        or gdesc.start_offset
+    ):
         return Decline(f"'{name}' or '{gname}' has an index offset")
     if {name, gname} & interstate_reads(sdfg):
         return Decline(f"'{name}' or '{gname}' is read on an interstate edge or a condition")
@@ -655,8 +703,10 @@ def _plan(sdfg: dace.SDFG, name: str, desc, copies: list[WriteBackCopy]) -> Unio
                     if isinstance(views, str):
                         return Decline(views)
                     if views and split is not None and len(split.pieces) > 1:
-                        return Decline(f"writer '{split.entry.map.label}' would be split, but a nested SDFG in it "
-                                       f"sees the buffer")
+                        return Decline(
+                            f"writer '{split.entry.map.label}' would be split, but a nested SDFG in it "
+                            f"sees the buffer"
+                        )
                     nested += views
                     accesses.append(BufferEdge(st, node, e, writes, restricted, split))
     if not any(a.writes for a in accesses):
@@ -666,12 +716,16 @@ def _plan(sdfg: dace.SDFG, name: str, desc, copies: list[WriteBackCopy]) -> Unio
             if a.writes:
                 wbox = _closed(box_of(a.edge.data.get_dst_subset(a.edge, a.state)))
                 if not all(boxes.disjoint(wbox, b) for b in echo_boxes):
-                    return Decline(f"'{getattr(a.edge.src, 'label', a.edge.src)}' writes '{name}' where "
-                                   f"'{gname}' is copied into it")
+                    return Decline(
+                        f"'{getattr(a.edge.src, 'label', a.edge.src)}' writes '{name}' where "
+                        f"'{gname}' is copied into it"
+                    )
     problem = _lifetime_problem(sdfg, (accesses, copies), gname, echoes)
     if problem:
         return Decline(problem)
-    plan = OutputBufferPlan(name, gname, tuple(copies), copied, shift, tuple(accesses), tuple(nested), tuple(echoes))
+    plan = OutputBufferPlan(
+        name, gname, tuple(copies), copied, shift, tuple(accesses), tuple(nested), tuple(echoes)
+    )
     race = race_problem(sdfg, plan.states, (name, gname))
     if race:
         return Decline(race.reason)

@@ -79,7 +79,9 @@ def _is_view(desc: dace_data.Data) -> bool:
 
 def is_single_element(subset) -> bool:
     """True if every dimension of `subset` has exactly one index."""
-    return subset is not None and all(prove_zero(to_sympy(e) - to_sympy(b)) for b, e, _ in subset.ndrange())
+    return subset is not None and all(
+        prove_zero(to_sympy(e) - to_sympy(b)) for b, e, _ in subset.ndrange()
+    )
 
 
 def data_users(sdfg: dace.SDFG) -> dict[str, list[tuple[SDFGState, dn.AccessNode]]]:
@@ -183,7 +185,9 @@ def analyse_producer(
         # A parameter missing from the write index is fine if it takes one value only
         # (gt4py folds a one-level range `0:1` into the index as the constant `0`).
         if not prove_zero(to_sympy(last) - to_sympy(first)):
-            return Decline(f"producer writes one element from several iterations (parameter '{p}' unused)")
+            return Decline(
+                f"producer writes one element from several iterations (parameter '{p}' unused)"
+            )
         fixed.append((p, to_sympy(first)))
 
     nodes = slice_nodes(state, map_entry, write_edge.src) if write_edge.src is not map_entry else ()
@@ -209,7 +213,9 @@ def analyse_producer(
 
 
 def _check_slice_nodes(sdfg, state, map_entry, nodes, write_edge, users) -> Optional[str]:
-    scope_nodes = set(state.scope_subgraph(map_entry, include_entry=True, include_exit=True).nodes())
+    scope_nodes = set(
+        state.scope_subgraph(map_entry, include_entry=True, include_exit=True).nodes()
+    )
     for node in nodes:
         if isinstance(node, dn.AccessNode):
             desc = sdfg.arrays[node.data]
@@ -225,7 +231,9 @@ def _check_slice_nodes(sdfg, state, map_entry, nodes, write_edge, users) -> Opti
                 return f"producer node '{node.label}' has side effects"
         elif isinstance(node, dn.MapExit):
             if any(e.dst not in nodes and e is not write_edge for e in state.out_edges(node)):
-                return f"nested Map '{node.label}' also computes results outside the inlined dataflow"
+                return (
+                    f"nested Map '{node.label}' also computes results outside the inlined dataflow"
+                )
         elif isinstance(node, dn.MapEntry):
             pass
         else:

@@ -42,8 +42,10 @@ class UnorderedAccess:
 
     @property
     def reason(self) -> str:
-        return (f"'{self.data}' has an unordered {self.kind} in state '{self.state}' "
-                f"(gt4py's SDFG leaves their order undefined, a rewrite there could change it; docs/races.md)")
+        return (
+            f"'{self.data}' has an unordered {self.kind} in state '{self.state}' "
+            f"(gt4py's SDFG leaves their order undefined, a rewrite there could change it; docs/races.md)"
+        )
 
 
 def _regions(state, node: dn.AccessNode, desc) -> tuple[list, list]:
@@ -106,7 +108,9 @@ def _unordered_pair(state, nodes, desc) -> Optional[str]:
     return None
 
 
-def race_problem(sdfg: dace.SDFG, states: Iterable = (), names: Iterable[str] = ()) -> Optional[UnorderedAccess]:
+def race_problem(
+    sdfg: dace.SDFG, states: Iterable = (), names: Iterable[str] = ()
+) -> Optional[UnorderedAccess]:
     """The first unordered conflicting access that a rewrite changing `states` and
     accessing the arrays `names` would meet: one in any of `states`, or to any of
     `names` anywhere; None if there is none."""

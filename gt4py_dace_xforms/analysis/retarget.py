@@ -40,12 +40,19 @@ from dace import data as dace_data
 from dace.sdfg import nodes as dn
 from dace.sdfg.state import SDFGState
 
+from gt4py_dace_xforms.analysis import boxes
 from gt4py_dace_xforms.analysis.crossstate import states_between
 from gt4py_dace_xforms.analysis.producer import Decline, interstate_reads
 from gt4py_dace_xforms.analysis.races import UnorderedAccess, race_problem
-from gt4py_dace_xforms.analysis import boxes
-from gt4py_dace_xforms.analysis.symbolic import UnsupportedIndex, free_names, prove_nonnegative, split_index, to_sympy
+from gt4py_dace_xforms.analysis.symbolic import (
+    UnsupportedIndex,
+    free_names,
+    prove_nonnegative,
+    split_index,
+    to_sympy,
+)
 from gt4py_dace_xforms.analysis.writeback import WriteBackCopy, writeback_copies
+
 
 Box = tuple[tuple[sympy.Expr, sympy.Expr], ...]  # per dimension (first, end), end exclusive
 
@@ -109,8 +116,9 @@ def meet(w: Box, a: Box) -> Union[Box, str]:
     return tuple(out)
 
 
-def element_write(state: SDFGState, edge, data: str, params, ndim: int, *,
-                  other_side: bool = False) -> Union[tuple, str]:
+def element_write(
+    state: SDFGState, edge, data: str, params, ndim: int, *, other_side: bool = False
+) -> Union[tuple, str]:
     """`(param, offset)` per dimension of the one element `data[p + c]` that every leaf of
     the Map exit's edge `edge` writes per iteration (`param` None: the constant `c`), or
     why not (a phrase to follow the writer's name). Shared by `map_writer` and
@@ -154,7 +162,10 @@ def map_writer(sdfg, state, node, edge, copied: Box) -> Union[RetargetWriter, st
     if any(e.dst is not node for e in state.out_edges(exit_)):
         return f"writer '{entry.map.label}' writes other data too"
     params = list(entry.map.params)
-    ranges = {p: (to_sympy(b), to_sympy(e), to_sympy(s)) for p, (b, e, s) in zip(params, entry.map.range.ndrange())}
+    ranges = {
+        p: (to_sympy(b), to_sympy(e), to_sympy(s))
+        for p, (b, e, s) in zip(params, entry.map.range.ndrange())
+    }
     if any(s != 1 for _, _, s in ranges.values()):
         return f"writer '{entry.map.label}' has a strided range"
     ndim = len(sdfg.arrays[node.data].shape)
@@ -170,7 +181,9 @@ def map_writer(sdfg, state, node, edge, copied: Box) -> Union[RetargetWriter, st
     box = meet(written, copied)
     if isinstance(box, str):
         return f"writer '{entry.map.label}': {box}"
-    new_ranges = tuple((p, sympy.expand(lo - c), sympy.expand(hi - 1 - c)) for (p, c), (lo, hi) in zip(found, box))
+    new_ranges = tuple(
+        (p, sympy.expand(lo - c), sympy.expand(hi - 1 - c)) for (p, c), (lo, hi) in zip(found, box)
+    )
     return RetargetWriter(node, edge, box, entry, new_ranges)
 
 
@@ -193,7 +206,9 @@ def copy_writer(sdfg, state, node, edge, copied: Box) -> Union[RetargetWriter, s
     return RetargetWriter(node, edge, box)
 
 
-def retarget_plan(sdfg: dace.SDFG, name: str, *, allow_map_readers: bool = False) -> Union[RetargetPlan, Decline]:
+def retarget_plan(
+    sdfg: dace.SDFG, name: str, *, allow_map_readers: bool = False
+) -> Union[RetargetPlan, Decline]:
     """The plan for letting the writers of the transient `name` write its write-back
     target directly, or a Decline saying why not (see the module docstring).
 
@@ -281,8 +296,9 @@ def merge_copies(copies: list[WriteBackCopy]) -> Union[tuple[Box, tuple], str]:
         return "the write-back copies shift differently"
     # Pieces split along any dimensions (a decomposed rank's halo splits the copy in Cell
     # as well as at the concat's level): they must tile one box, proven by `boxes`.
-    whole, reason = boxes.prove_tiling([tuple((lo, hi - 1) for lo, hi in b) for b in boxes_],
-                                       what="copies")
+    whole, reason = boxes.prove_tiling(
+        [tuple((lo, hi - 1) for lo, hi in b) for b in boxes_], what="copies"
+    )
     if reason:
         return f"the write-back copies do not tile one box: {reason}"
     # no reason: the pieces tile `whole`
@@ -308,7 +324,9 @@ def _ordering_problem(sdfg, writer_state: SDFGState, copies, writers) -> Optiona
     targets = {id(c.target) for c in copies}
     if any(n.data == gname and id(n) not in targets for n in cp.state.data_nodes()):
         return f"'{gname}' has another AccessNode in the copy's state"
-    if any(not any(e is c.edge for c in copies) for c in copies for e in cp.state.in_edges(c.target)):
+    if any(
+        not any(e is c.edge for c in copies) for c in copies for e in cp.state.in_edges(c.target)
+    ):
         return f"'{gname}' is written by more than the copy"
     if writer_state is cp.state:
         # One state: the copy must read the very node the writers write (no second
@@ -338,7 +356,10 @@ def _ordering_problem(sdfg, writer_state: SDFGState, copies, writers) -> Optiona
         for lo, hi in w.box:
             symbols |= free_names(lo) | free_names(hi)
     for c in copies:
-        for subset in (c.edge.data.get_src_subset(c.edge, c.state), c.edge.data.get_dst_subset(c.edge, c.state)):
+        for subset in (
+            c.edge.data.get_src_subset(c.edge, c.state),
+            c.edge.data.get_dst_subset(c.edge, c.state),
+        ):
             symbols |= set(map(str, subset.free_symbols))
     for e in edges:
         if set(e.data.assignments) & symbols:

@@ -66,7 +66,11 @@ def scan_input_set(sdfg: dace.SDFG, cand: InlineCandidate) -> Optional[list[Inli
         if len(consumers) != 1 or not isinstance(readers[0].dst, dn.MapEntry):
             return None
         other = analyse_candidate(sdfg, state, node, readers[0].dst)
-        if isinstance(other, Decline) or not is_scan_read(other) or other.nested[0].node is not scan:
+        if (
+            isinstance(other, Decline)
+            or not is_scan_read(other)
+            or other.nested[0].node is not scan
+        ):
             return None
         if other.producer is None or other.producer.map_entry is not prod.map_entry:
             return None

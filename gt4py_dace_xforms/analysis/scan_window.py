@@ -68,8 +68,9 @@ class ScanWindowPlan:
         return next(x for x in (self.lead, *self.carried) if x.delta == want)
 
 
-def scan_window_plan(inner: dace.SDFG, state: dace.SDFGState,
-                     copies: Sequence[dn.NestedSDFG]) -> Union[ScanWindowPlan, Decline]:
+def scan_window_plan(
+    inner: dace.SDFG, state: dace.SDFGState, copies: Sequence[dn.NestedSDFG]
+) -> Union[ScanWindowPlan, Decline]:
     """The window of `copies` (nested SDFG nodes of one template in `state` of `inner`), or
     why there is none (see the module docstring)."""
     if len(copies) < 2:
@@ -92,7 +93,9 @@ def scan_window_plan(inner: dace.SDFG, state: dace.SDFGState,
             return Decline("scan window: the copies map different symbols")
         delta = _delta(first, mapping, v)
         if delta is None:
-            return Decline(f"scan window: copy {node.label} is not copy 0 at a constant level offset")
+            return Decline(
+                f"scan window: copy {node.label} is not copy 0 at a constant level offset"
+            )
         out = _output(state, node)
         if out is None:
             return Decline(f"scan window: copy {node.label} does not write one scalar of its own")
@@ -104,9 +107,18 @@ def scan_window_plan(inner: dace.SDFG, state: dace.SDFGState,
     for c in found:
         for e in state.in_edges(c.node):
             if not isinstance(e.src, dn.AccessNode) or e.src.data in written:
-                return Decline(f"scan window: input '{e.data.data}' of {c.node.label} is written in the scan")
-        if sum(1 for st in inner.all_states() for n in st.data_nodes()
-               if n.data == c.out.data and st.in_degree(n) > 0) != 1:
+                return Decline(
+                    f"scan window: input '{e.data.data}' of {c.node.label} is written in the scan"
+                )
+        if (
+            sum(
+                1
+                for st in inner.all_states()
+                for n in st.data_nodes()
+                if n.data == c.out.data and st.in_degree(n) > 0
+            )
+            != 1
+        ):
             return Decline(f"scan window: '{c.out.data}' is written elsewhere")
     stride = int(to_sympy(stride))
     lead = max(found, key=lambda c: c.delta * stride)
@@ -123,12 +135,16 @@ def _loop_problem(loop) -> str | None:
     if init is None or stride is None or to_sympy(stride) not in (1, -1):
         return f"loop '{loop.label}' has no init assignment or a stride other than +-1"
     try:
-        runs = dace.symbolic.pystr_to_symbolic(loop.loop_condition.as_string).subs(dace.symbolic.symbol(var), init)
+        runs = dace.symbolic.pystr_to_symbolic(loop.loop_condition.as_string).subs(
+            dace.symbolic.symbol(var), init
+        )
     except Exception:  # noqa: BLE001  # a condition sympy cannot read: no proof
         runs = None
     if runs is not sympy.true:
-        return (f"loop '{loop.label}' cannot be proven to run its first level (the carried levels are evaluated "
-                "before it)")
+        return (
+            f"loop '{loop.label}' cannot be proven to run its first level (the carried levels are evaluated "
+            "before it)"
+        )
     for e in loop.all_interstate_edges(recursive=True):
         if var in e.data.assignments:
             return f"an interstate edge in the loop assigns '{var}'"
@@ -190,8 +206,12 @@ def windowed_copies(cand) -> int:
     for read in cand.nested:
         for g in read.groups:
             loop = g.state.parent_graph
-            outer = _outer(read.node.sdfg, loop.loop_variable) if isinstance(loop, LoopRegion) else {}
-            element = tuple(_resolve(to_sympy(i) + to_sympy(o), outer) for i, o in zip(g.index, read.offset))
+            outer = (
+                _outer(read.node.sdfg, loop.loop_variable) if isinstance(loop, LoopRegion) else {}
+            )
+            element = tuple(
+                _resolve(to_sympy(i) + to_sympy(o), outer) for i, o in zip(g.index, read.offset)
+            )
             buckets.setdefault((id(read.node), id(g.state)), []).append((g.state, element))
     for members in buckets.values():
         count += 1 if _consecutive_levels(members) else len(members)

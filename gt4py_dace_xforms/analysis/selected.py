@@ -50,7 +50,12 @@ class SelectedWriters:
     @property
     def condition_symbols(self) -> frozenset[str]:
         """Free symbols of the branch conditions (the copies evaluate them again)."""
-        return frozenset(s for b in self.branches if b.condition is not None for s in b.condition.get_free_symbols())
+        return frozenset(
+            s
+            for b in self.branches
+            if b.condition is not None
+            for s in b.condition.get_free_symbols()
+        )
 
 
 def _branch_of(state: SDFGState) -> Optional[tuple[ConditionalBlock, int]]:
@@ -79,7 +84,9 @@ def analyse_selected_writers(
     """
     where = [_branch_of(st) for st, _ in writers]
     if any(p is None for p in where):
-        return Decline("intermediate is written by several AccessNodes, not all in the branches of one if/else")
+        return Decline(
+            "intermediate is written by several AccessNodes, not all in the branches of one if/else"
+        )
     placed = cast(list[tuple[ConditionalBlock, int]], where)  # none is None
     block = placed[0][0]
     if any(b is not block for b, _ in placed):

@@ -56,7 +56,11 @@ class SiblingTail:
 def _inner_write(
     state: SDFGState, exit_: dn.MapExit, outer
 ) -> Optional[dace.sdfg.graph.MultiConnectorEdge]:
-    if outer.data.wcr is not None or outer.src_conn is None or not outer.src_conn.startswith("OUT_"):
+    if (
+        outer.data.wcr is not None
+        or outer.src_conn is None
+        or not outer.src_conn.startswith("OUT_")
+    ):
         return None
     inner = list(state.in_edges_by_connector(exit_, "IN_" + outer.src_conn[4:]))
     if len(inner) != 1 or inner[0].data.wcr is not None or inner[0].data.dynamic:
@@ -81,14 +85,18 @@ def _tail_problem(sdfg, state, entry, tail: set, value, y_edge, x_edge) -> Optio
                 continue
             if e.src is value and e.src_conn == y_edge.src_conn and e.data.wcr is None:
                 continue
-            return f"the tail reads '{getattr(e.src, 'label', e.src)}', not only the sibling's value"
+            return (
+                f"the tail reads '{getattr(e.src, 'label', e.src)}', not only the sibling's value"
+            )
         for e in state.out_edges(n):
             if e.dst not in tail and e is not x_edge:
                 return f"tail node '{n.label}' also feeds '{getattr(e.dst, 'label', e.dst)}'"
     return None
 
 
-def sibling_tail_plan(sdfg: dace.SDFG, state: SDFGState, outer_write) -> Union[SiblingTail, Decline]:
+def sibling_tail_plan(
+    sdfg: dace.SDFG, state: SDFGState, outer_write
+) -> Union[SiblingTail, Decline]:
     """The tail of the output `outer_write` (a `MapExit -> AccessNode` edge of a top-level
     Map) over another output of the same Map, or why there is none. Never mutates."""
     exit_ = outer_write.src
@@ -108,10 +116,19 @@ def sibling_tail_plan(sdfg: dace.SDFG, state: SDFGState, outer_write) -> Union[S
     best: Optional[SiblingTail] = None
     reasons = []
     for other in state.out_edges(exit_):
-        if other is outer_write or other.data.data == outer_write.data.data or not isinstance(other.dst, dn.AccessNode):
+        if (
+            other is outer_write
+            or other.data.data == outer_write.data.data
+            or not isinstance(other.dst, dn.AccessNode)
+        ):
             continue
         y_edge = _inner_write(state, exit_, other)
-        if y_edge is None or y_edge.src is entry or y_edge.src not in x_slice or y_edge.src is x_edge.src:
+        if (
+            y_edge is None
+            or y_edge.src is entry
+            or y_edge.src not in x_slice
+            or y_edge.src is x_edge.src
+        ):
             continue
         if _index(y_edge, state) != _index(x_edge, state):
             reasons.append(f"'{other.data.data}' is written at another index")
@@ -122,7 +139,9 @@ def sibling_tail_plan(sdfg: dace.SDFG, state: SDFGState, outer_write) -> Union[S
             vdesc = sdfg.arrays[value.data]
             vtype = vdesc.dtype if isinstance(vdesc, dace.data.Scalar) and vdesc.transient else None
         else:
-            vtype = value.out_connectors.get(y_edge.src_conn) if isinstance(value, dn.Tasklet) else None
+            vtype = (
+                value.out_connectors.get(y_edge.src_conn) if isinstance(value, dn.Tasklet) else None
+            )
         if vtype is None or getattr(vtype, "type", None) != ydesc.dtype.type:
             reasons.append(f"'{other.dst.data}' does not hold the value's type")
             continue
@@ -133,8 +152,19 @@ def sibling_tail_plan(sdfg: dace.SDFG, state: SDFGState, outer_write) -> Union[S
             continue
         if best is None or len(tail) < len(best.tail):
             order = [n for n in state.nodes() if n in tail]
-            best = SiblingTail(state, entry, outer_write.dst.data, other.dst.data, x_edge, y_edge, value,
-                               tuple(order), other.dst)
+            best = SiblingTail(
+                state,
+                entry,
+                outer_write.dst.data,
+                other.dst.data,
+                x_edge,
+                y_edge,
+                value,
+                tuple(order),
+                other.dst,
+            )
     if best is None:
-        return Decline("; ".join(reasons) if reasons else "no other output of the Map is part of its value")
+        return Decline(
+            "; ".join(reasons) if reasons else "no other output of the Map is part of its value"
+        )
     return best

@@ -11,8 +11,9 @@ from gt4py_dace_xforms.analysis.candidate import InlineCandidate, analyse_candid
 from gt4py_dace_xforms.analysis.producer import Decline
 
 
-def sibling_candidates(sdfg: dace.SDFG, cand: InlineCandidate, *, retarget=None,
-                       analyse: Callable = analyse_candidate) -> Optional[list[InlineCandidate]]:
+def sibling_candidates(
+    sdfg: dace.SDFG, cand: InlineCandidate, *, retarget=None, analyse: Callable = analyse_candidate
+) -> Optional[list[InlineCandidate]]:
     """Every reader of `cand`'s intermediate as a sound candidate, or None if some reader
     cannot be inlined (or is no Map consumer). `retarget`: a `RetargetPlan` for the
     intermediate; its write-back copies (the writers write the output once the Maps

@@ -116,8 +116,11 @@ def same_map(a: dn.Map, b: dn.Map) -> bool:
         return False
     if len(a.range) != len(b.range):
         return False
-    return all(sympy.expand(to_sympy(x) - to_sympy(y)) == 0
-               for ra, rb in zip(a.range.ndrange(), b.range.ndrange()) for x, y in zip(ra, rb))
+    return all(
+        sympy.expand(to_sympy(x) - to_sympy(y)) == 0
+        for ra, rb in zip(a.range.ndrange(), b.range.ndrange())
+        for x, y in zip(ra, rb)
+    )
 
 
 def _column_index(subset, param: str) -> Optional[tuple[int, sympy.Expr]]:
@@ -144,13 +147,25 @@ def _kept_box(subset, dim: int) -> Optional[boxes.Box]:
     return boxes.as_box([(b, e) for b, e, _ in rng])
 
 
-def _endpoint_problem(sdfg: dace.SDFG, state: dace.SDFGState, node, conn, scope: dn.MapEntry, memlet,
-                      dim: int, shape: tuple) -> Optional[str]:
+def _endpoint_problem(
+    sdfg: dace.SDFG,
+    state: dace.SDFGState,
+    node,
+    conn,
+    scope: dn.MapEntry,
+    memlet,
+    dim: int,
+    shape: tuple,
+) -> Optional[str]:
     """Why the node at the other end of an inner edge cannot take the buffer instead."""
     if state.scope_dict()[node] is not scope:
         return f"'{node}' is not directly in the scope of '{scope.map.label}'"
     if isinstance(node, dn.Tasklet):
-        return None if memlet.subset.num_elements() == 1 else f"tasklet '{node}' accesses more than one element"
+        return (
+            None
+            if memlet.subset.num_elements() == 1
+            else f"tasklet '{node}' accesses more than one element"
+        )
     if not isinstance(node, dn.NestedSDFG) or conn is None:
         return f"'{node}' is neither a tasklet nor a nested SDFG"
     desc = node.sdfg.arrays.get(conn)
@@ -161,7 +176,7 @@ def _endpoint_problem(sdfg: dace.SDFG, state: dace.SDFGState, node, conn, scope:
     for d in wide:
         k = keep_dims.index(d)
         s = 1
-        for x in shape[k + 1:]:
+        for x in shape[k + 1 :]:
             s = s * to_sympy(x)
         strides.append(sympy.expand(s))
     if type(desc) is not dace_data.Array or len(desc.shape) != len(wide):
@@ -175,8 +190,9 @@ def _data_nodes(sdfg: dace.SDFG, name: str) -> list:
     return [(st, n) for st in sdfg.all_states() for n in st.data_nodes() if n.data == name]
 
 
-def _buffer(sdfg: dace.SDFG, state: dace.SDFGState, node: dn.AccessNode, reader: dn.MapEntry
-            ) -> Union[ColumnBuffer, str]:
+def _buffer(
+    sdfg: dace.SDFG, state: dace.SDFGState, node: dn.AccessNode, reader: dn.MapEntry
+) -> Union[ColumnBuffer, str]:
     """The buffer plan of one intermediate, or why it stays."""
     name = node.data
     desc = sdfg.arrays[name]
@@ -185,7 +201,11 @@ def _buffer(sdfg: dace.SDFG, state: dace.SDFGState, node: dn.AccessNode, reader:
     if len(_data_nodes(sdfg, name)) != 1 or name in interstate_reads(sdfg):
         return f"'{name}' is accessed elsewhere (another AccessNode or an interstate edge)"
     outs = state.out_edges(node)
-    if len(outs) != 1 or outs[0].dst is not reader or not (outs[0].dst_conn or "").startswith("IN_"):
+    if (
+        len(outs) != 1
+        or outs[0].dst is not reader
+        or not (outs[0].dst_conn or "").startswith("IN_")
+    ):
         return f"'{name}' has a reader other than '{reader.map.label}'"
     ins = state.in_edges(node)
     if not ins or not all(isinstance(e.src, dn.MapExit) for e in ins):
@@ -201,11 +221,15 @@ def _buffer(sdfg: dace.SDFG, state: dace.SDFGState, node: dn.AccessNode, reader:
             return f"'{entry.map.label}' writes '{name}' through a connector with other out-edges"
         for x in state.in_edges_by_connector(e.src, "IN_" + e.src_conn[4:]):
             writes.append((entry, x))
-    reads = [(reader, x) for x in state.out_edges_by_connector(reader, "OUT_" + outs[0].dst_conn[3:])]
+    reads = [
+        (reader, x) for x in state.out_edges_by_connector(reader, "OUT_" + outs[0].dst_conn[3:])
+    ]
     return _columns(sdfg, state, node, writes, reads, param, tuple(ins), outs[0])
 
 
-def _columns(sdfg, state, node, writes, reads, param, outer_in, outer_out) -> Union[ColumnBuffer, str]:
+def _columns(
+    sdfg, state, node, writes, reads, param, outer_in, outer_out
+) -> Union[ColumnBuffer, str]:
     name, desc = node.data, sdfg.arrays[node.data]
     found = None
     pieces: list[boxes.Box] = []
@@ -213,12 +237,22 @@ def _columns(sdfg, state, node, writes, reads, param, outer_in, outer_out) -> Un
     for k, (scope, e) in enumerate(writes + reads):
         m = e.data
         is_write = k < len(writes)
-        if m.is_empty() or m.data != name or m.wcr is not None or (is_write and m.dynamic) or m.subset is None:
-            return f"a memlet of '{name}' is empty, names other data, has a WCR or is a dynamic write"
+        if (
+            m.is_empty()
+            or m.data != name
+            or m.wcr is not None
+            or (is_write and m.dynamic)
+            or m.subset is None
+        ):
+            return (
+                f"a memlet of '{name}' is empty, names other data, has a WCR or is a dynamic write"
+            )
         if m.other_subset is not None or len(m.subset) != len(desc.shape):
             return f"a memlet of '{name}' is a copy or has another rank"
         col = _column_index(m.subset, param)
-        if col is None or (found is not None and (col[0] != found[0] or sympy.expand(col[1] - found[1]) != 0)):
+        if col is None or (
+            found is not None and (col[0] != found[0] or sympy.expand(col[1] - found[1]) != 0)
+        ):
             return f"'{name}' is not accessed at one column, the iteration's own, in every memlet"
         found = col
         box = _kept_box(m.subset, col[0])
@@ -239,8 +273,17 @@ def _columns(sdfg, state, node, writes, reads, param, outer_in, outer_out) -> Un
     full = boxes.as_box([(0, to_sympy(s) - 1) for s in shape])
     if not (boxes.contains(whole, full) and boxes.contains(full, whole)):
         return f"the writes of '{name}' tile {boxes.show(whole)}, not the whole column {boxes.show(full)}"
-    return ColumnBuffer(name, node, dim, index, shape, tuple(e for _, e in writes), tuple(e for _, e in reads),
-                        outer_in, outer_out)
+    return ColumnBuffer(
+        name,
+        node,
+        dim,
+        index,
+        shape,
+        tuple(e for _, e in writes),
+        tuple(e for _, e in reads),
+        outer_in,
+        outer_out,
+    )
 
 
 def _slice(state: dace.SDFGState, entry: dn.MapEntry, targets: list) -> Union[WriterSlice, str]:
@@ -255,7 +298,10 @@ def _slice(state: dace.SDFGState, entry: dn.MapEntry, targets: list) -> Union[Wr
         n = todo.pop()
         if n in nodes or n is entry:
             continue
-        if not isinstance(n, (dn.Tasklet, dn.NestedSDFG, dn.AccessNode)) or state.scope_dict()[n] is not entry:
+        if (
+            not isinstance(n, (dn.Tasklet, dn.NestedSDFG, dn.AccessNode))
+            or state.scope_dict()[n] is not entry
+        ):
             return f"writer '{label}' computes the columns with '{n}', not a node directly in its scope"
         nodes.add(n)
         todo.extend(e.src for e in state.in_edges(n))
@@ -269,14 +315,18 @@ def _slice(state: dace.SDFGState, entry: dn.MapEntry, targets: list) -> Union[Wr
     return WriterSlice(entry, exit_, tuple(sorted(nodes, key=state.node_id)), whole)
 
 
-def _input_problem(sdfg: dace.SDFG, state: dace.SDFGState, ws: WriterSlice, buffers: set) -> Optional[str]:
+def _input_problem(
+    sdfg: dace.SDFG, state: dace.SDFGState, ws: WriterSlice, buffers: set
+) -> Optional[str]:
     """Why the slice might read other values in the reader's iteration than in its own Map."""
     for n in ws.nodes:
         for e in state.in_edges(n):
             if e.src is not ws.entry or e.data.is_empty():
                 continue
             if not (e.src_conn or "").startswith("OUT_"):
-                return f"writer '{ws.entry.map.label}' feeds '{n}' through a connector other than OUT_"
+                return (
+                    f"writer '{ws.entry.map.label}' feeds '{n}' through a connector other than OUT_"
+                )
             for outer in state.in_edges_by_connector(ws.entry, "IN_" + e.src_conn[4:]):
                 src = outer.src
                 if not isinstance(src, dn.AccessNode) or src.data in buffers:
@@ -287,8 +337,9 @@ def _input_problem(sdfg: dace.SDFG, state: dace.SDFGState, ws: WriterSlice, buff
     return None
 
 
-def sweep_pair_plan(sdfg: dace.SDFG, state: dace.SDFGState, reader: dn.MapEntry,
-                    names: Optional[set[str]] = None) -> Union[SweepPairPlan, Decline]:
+def sweep_pair_plan(
+    sdfg: dace.SDFG, state: dace.SDFGState, reader: dn.MapEntry, names: Optional[set[str]] = None
+) -> Union[SweepPairPlan, Decline]:
     """The plan for fusing `reader` with the writers of its column intermediates (only
     those in `names`, if given), or a Decline (see the module docstring)."""
     if not isinstance(reader, dn.MapEntry) or state.scope_dict()[reader] is not None:

@@ -135,7 +135,9 @@ def _any(alts, facts, depth, budget) -> bool:
     for i, arg in enumerate(atom.args):
         others = [a for j, a in enumerate(atom.args) if j != i]
         case = [(arg - o) if isinstance(atom, sympy.Max) else (o - arg) for o in others]
-        case_facts = tuple(sympy.expand(f.subs(atom, arg)) for f in facts) + tuple(sympy.expand(c) for c in case)
+        case_facts = tuple(sympy.expand(f.subs(atom, arg)) for f in facts) + tuple(
+            sympy.expand(c) for c in case
+        )
         if any(prove_nonnegative(-f - 1) for f in case_facts):
             continue  # this case cannot happen
         case_alts = [tuple(sympy.expand(x.subs(atom, arg)) for x in alt) for alt in alts]

@@ -87,8 +87,9 @@ class WindowPlan:
         return tuple(sorted(slot for _, slot in self.slots))
 
 
-def analyse_window(sdfg: dace.SDFG, cand: InlineCandidate, max_width: int = 8,
-                   sole_reader: bool = True) -> Union[WindowPlan, Decline]:
+def analyse_window(
+    sdfg: dace.SDFG, cand: InlineCandidate, max_width: int = 8, sole_reader: bool = True
+) -> Union[WindowPlan, Decline]:
     """The plan for sweeping `cand`'s consumer in K, or why not (see the module docstring).
     `sole_reader=False`: the consumer need not be the last reader (one of a window group,
     `window_group`, whose last member removes the intermediate)."""
@@ -108,8 +109,17 @@ def analyse_window(sdfg: dace.SDFG, cand: InlineCandidate, max_width: int = 8,
     cmap = cand.consumer.map
     b, e, _ = cmap.range.ndrange()[cmap.params.index(kparam)]
     top = max(slots, key=lambda gs: gs[1])[0]
-    return WindowPlan(cand, kparam, kdim, to_sympy(b), to_sympy(e), tuple(slots), top,
-                      max(s for _, s in slots) + 1, tuple(outputs))
+    return WindowPlan(
+        cand,
+        kparam,
+        kdim,
+        to_sympy(b),
+        to_sympy(e),
+        tuple(slots),
+        top,
+        max(s for _, s in slots) + 1,
+        tuple(outputs),
+    )
 
 
 def _element_reads_only(cand: InlineCandidate, sole_reader: bool = True) -> Optional[str]:
@@ -136,9 +146,15 @@ def other_readers(cand: InlineCandidate) -> list[str]:
                     continue
                 if isinstance(e.dst, dn.AccessNode):
                     out = sdfg.arrays[e.dst.data]
-                    kinds.add("a copy into a transient" if out.transient else "a copy into a program output")
+                    kinds.add(
+                        "a copy into a transient"
+                        if out.transient
+                        else "a copy into a program output"
+                    )
                 elif isinstance(e.dst, dn.MapEntry):
-                    kinds.add("a Map in the same state" if st is cand.state else "a Map in another state")
+                    kinds.add(
+                        "a Map in the same state" if st is cand.state else "a Map in another state"
+                    )
                 else:
                     kinds.add(f"a {type(e.dst).__name__}")
     return sorted(kinds) or ["readers in other states"]
@@ -210,10 +226,16 @@ def _consumer_sweepable(sdfg: dace.SDFG, cand: InlineCandidate, kparam: str):
         dims = [d for d, t in enumerate(terms) if t.param == kparam]
         if len(dims) != 1:
             return f"window: '{e.data.data}' is not written at '{kparam} + c' in one dimension"
-        col = OutputColumn(e.data.data, dims[0], sympy.expand(terms[dims[0]].offset),
-                           tuple(sympy.expand(t.expr()) for t in terms))
+        col = OutputColumn(
+            e.data.data,
+            dims[0],
+            sympy.expand(terms[dims[0]].offset),
+            tuple(sympy.expand(t.expr()) for t in terms),
+        )
         seen = outputs.setdefault(col.data, col)
-        if seen.dim != col.dim or any(sympy.expand(a - b) != 0 for a, b in zip(seen.index, col.index)):
+        if seen.dim != col.dim or any(
+            sympy.expand(a - b) != 0 for a, b in zip(seen.index, col.index)
+        ):
             return f"window: '{col.data}' is written at two different levels per iteration"
     if not outputs:
         return "window: the consumer writes nothing"

@@ -11,7 +11,6 @@ import contextlib
 import sys
 import threading
 import time
-import warnings
 from typing import Any, Iterator, Optional
 
 import gt4py.next as gtx  # noqa: E402
@@ -19,9 +18,15 @@ import numpy as np  # noqa: E402
 from gt4py.next import Dims  # noqa: E402
 from gt4py.next.ffront.experimental import concat_where  # noqa: E402
 
-from gt4py_dace_xforms.tools.compare import icon4py_build, inline_build, stock_build, two_d_transients  # noqa: E402
-from gt4py_dace_xforms.tools.quiet import quiet_third_party  # noqa: E402
 from gt4py_dace_xforms.measure.timing import Timing, time_rounds, verdict  # noqa: E402
+from gt4py_dace_xforms.tools.compare import (  # noqa: E402
+    icon4py_build,
+    inline_build,
+    stock_build,
+    two_d_transients,
+)
+from gt4py_dace_xforms.tools.quiet import quiet_third_party  # noqa: E402
+
 
 Cell = gtx.Dimension("Cell")
 K = gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)
@@ -52,8 +57,12 @@ def vertical_difference_computed(interior: CKField, surface: CKField) -> CKField
 
 
 @gtx.program
-def vertical_difference_computed_program(interior: CKField, surface: CKField, out: CKField, nlev: gtx.int32):
-    vertical_difference_computed(interior, surface, out=out, domain={Cell: (0, 64), K: (0, nlev - 1)})
+def vertical_difference_computed_program(
+    interior: CKField, surface: CKField, out: CKField, nlev: gtx.int32
+):
+    vertical_difference_computed(
+        interior, surface, out=out, domain={Cell: (0, 64), K: (0, nlev - 1)}
+    )
 
 
 @gtx.field_operator
@@ -82,7 +91,12 @@ def _three_level_sum_numpy(a, b, nlev):
 
 
 CASES = [
-    ("vertical_difference (seed, concat_where)", vertical_difference_program, _vertical_difference_numpy, 1),
+    (
+        "vertical_difference (seed, concat_where)",
+        vertical_difference_program,
+        _vertical_difference_numpy,
+        1,
+    ),
     (
         "vertical_difference, computed branches",
         vertical_difference_computed_program,
@@ -114,14 +128,20 @@ def progress(what: str) -> Iterator[None]:
         done.set()
         if ticker:
             ticker.join()
-        print(f"\r  {what} ... {time.perf_counter() - start:.0f} s" if live else f"  {what}: {time.perf_counter() - start:.0f} s",
-              flush=True)
+        print(
+            f"\r  {what} ... {time.perf_counter() - start:.0f} s"
+            if live
+            else f"  {what}: {time.perf_counter() - start:.0f} s",
+            flush=True,
+        )
 
 
 def _table(head: tuple, rows: list[tuple]) -> str:
     widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    return "\n".join([fmt.format(*head), fmt.format(*("-" * w for w in widths))] + [fmt.format(*r) for r in rows])
+    return "\n".join(
+        [fmt.format(*head), fmt.format(*("-" * w for w in widths))] + [fmt.format(*r) for r in rows]
+    )
 
 
 def run_seeds(verbose: bool = False, ncells: int = 64, nlev: int = 20) -> int:
@@ -140,7 +160,9 @@ def run_seeds(verbose: bool = False, ncells: int = 64, nlev: int = 20) -> int:
                 program.with_backend(build.backend)(
                     gtx.as_field([Cell, K], x),  # type: ignore[arg-type]
                     gtx.as_field([Cell, K], y),  # type: ignore[arg-type]
-                    out, np.int32(nlev), offset_provider={}
+                    out,
+                    np.int32(nlev),
+                    offset_provider={},
                 )
             outs[name] = out.asnumpy()[:, : nlev - cut]
         expected = reference(x, y, nlev)
@@ -164,7 +186,19 @@ def run_seeds(verbose: bool = False, ncells: int = 64, nlev: int = 20) -> int:
         if verbose:
             print(f"\n{title}\n{report.table()}\n")
     print()
-    print(_table(("program", "2-D transients stock", "inlined", "copies", "max |err| vs numpy", "equal to stock"), rows))
+    print(
+        _table(
+            (
+                "program",
+                "2-D transients stock",
+                "inlined",
+                "copies",
+                "max |err| vs numpy",
+                "equal to stock",
+            ),
+            rows,
+        )
+    )
     return failures
 
 
@@ -196,10 +230,14 @@ def target_program() -> Any:
     return load_program(TARGET_SPEC)
 
 
-def target_args(n_cells: int, n_levels: int, *, seed: int = 0, taylor_hydro: bool = True) -> dict[str, Any]:
+def target_args(
+    n_cells: int, n_levels: int, *, seed: int = 0, taylor_hydro: bool = True
+) -> dict[str, Any]:
     """Keyword arguments: random fields in [0.5, 1.5), the full domain, `nflatlev=4`.
     Half-level fields have `n_levels + 1` levels; `surface_level = n_levels + 1`."""
-    from icon4py.model.atmosphere.dycore.dycore_states import HorizontalPressureDiscretizationType as Method
+    from icon4py.model.atmosphere.dycore.dycore_states import (
+        HorizontalPressureDiscretizationType as Method,
+    )
 
     from gt4py_dace_xforms.tools.programs import random_args
 
@@ -219,11 +257,19 @@ def target_args(n_cells: int, n_levels: int, *, seed: int = 0, taylor_hydro: boo
         half = "half_level" in param or param in ("wgtfac_c", "ddqz_z_half")
         return size + 1 if dim == "K" and half else size
 
-    return random_args(target_program(), {"Cell": n_cells, "K": n_levels}, seed, scalars=scalars, extent=extent)
+    return random_args(
+        target_program(), {"Cell": n_cells, "K": n_levels}, seed, scalars=scalars, extent=extent
+    )
 
 
-def run_target(n_cells: int = 20480, n_levels: int = 80, rounds: int = 12, verbose: bool = False,
-               static: bool = False, layout: Optional[str] = None) -> int:
+def run_target(
+    n_cells: int = 20480,
+    n_levels: int = 80,
+    rounds: int = 12,
+    verbose: bool = False,
+    static: bool = False,
+    layout: Optional[str] = None,
+) -> int:
     """The icon4py target compiled three times (stock, a second stock build, the library's),
     outputs compared, run times measured. Returns failures (0 or 1). `static`: built as
     icon4py's model run builds it (`setup_program`): the domain bounds, levels and
@@ -244,35 +290,62 @@ def run_target(n_cells: int = 20480, n_levels: int = 80, rounds: int = 12, verbo
     from gt4py_dace_xforms.tools.static import compile_static, static_args
 
     values = static_args(args) if static else {}
-    how = ("static build, as icon4py's setup_program compiles it (icon4py's backend and the library's "
-           "descriptor): " + ", ".join(f"{k}={v}" for k, v in values.items())
-           if static else "symbolic build with gt4py's default dace backend: bounds and switches are run-time arguments")
-    print(f"\nicon4py target: {name}, {n_cells} cells x {n_levels} levels, layout {layout or 'global (one rank)'}"
-          f"\n  {how}")
+    how = (
+        "static build, as icon4py's setup_program compiles it (icon4py's backend and the library's "
+        "descriptor): " + ", ".join(f"{k}={v}" for k, v in values.items())
+        if static
+        else "symbolic build with gt4py's default dace backend: bounds and switches are run-time arguments"
+    )
+    print(
+        f"\nicon4py target: {name}, {n_cells} cells x {n_levels} levels, layout {layout or 'global (one rank)'}"
+        f"\n  {how}"
+    )
 
     if static:  # as a model run builds it: icon4py's backends, its per-program options
-        builds = {"stock": icon4py_build(name, library=False), "second stock (A/A)": icon4py_build(name, library=False),
-                  "library": icon4py_build(name, library=True)}
+        builds = {
+            "stock": icon4py_build(name, library=False),
+            "second stock (A/A)": icon4py_build(name, library=False),
+            "library": icon4py_build(name, library=True),
+        }
     else:  # gt4py's default dace backend, as a gt4py user builds it
-        builds = {"stock": stock_build(), "second stock (A/A)": stock_build(), "library": inline_build()}
+        builds = {
+            "stock": stock_build(),
+            "second stock (A/A)": stock_build(),
+            "library": inline_build(),
+        }
     outputs: dict[str, dict[str, np.ndarray]] = {}
     calls = {}
     for label, build in builds.items():
         a = copy_args(args)
-        what = "same code as stock: gt4py's cache hands it stock's library" if "A/A" in label else "C++ compiler"
+        what = (
+            "same code as stock: gt4py's cache hands it stock's library"
+            if "A/A" in label
+            else "C++ compiler"
+        )
         with progress(f"building the {label} build (gt4py's optimizer, {what})"):
-            run = compile_static(program, build.backend, values, {}) if static else program.with_backend(build.backend)
+            run = (
+                compile_static(program, build.backend, values, {})
+                if static
+                else program.with_backend(build.backend)
+            )
             calls[label] = lambda a, run=run: run(**a, offset_provider={})
             calls[label](a)
         outputs[label] = {k: a[k].asnumpy() for k in TARGET_OUTPUTS}
-    with progress(f"timing: {rounds} rounds, every build once per round on the same fields, in all six orders"):
+    with progress(
+        f"timing: {rounds} rounds, every build once per round on the same fields, in all six orders"
+    ):
         for call in calls.values():
             call(copy_args(args))  # untimed warm-up after the first (compiling) call
         times = time_rounds(calls, args, rounds)
 
     def equal(label: str) -> bool:
         return all(
-            np.allclose(outputs[label][k], outputs["stock"][k], rtol=1e-12, atol=1e-12 * np.abs(outputs["stock"][k]).max())
+            np.allclose(
+                outputs[label][k],
+                outputs["stock"][k],
+                rtol=1e-12,
+                atol=1e-12 * np.abs(outputs["stock"][k]).max(),
+            )
             for k in TARGET_OUTPUTS
         )
 
@@ -280,19 +353,36 @@ def run_target(n_cells: int = 20480, n_levels: int = 80, rounds: int = 12, verbo
     rows = []
     for label, build in builds.items():
         t = timing[label]
-        rows.append((
-            label,
-            len(two_d_transients(build.sdfg)),
-            f"{t.median_ms:.1f}",
-            "1" if label == "stock" else t.ratio.text(),
-            "-" if label == "stock" else ("yes" if equal(label) else "NO"),
-        ))
+        rows.append(
+            (
+                label,
+                len(two_d_transients(build.sdfg)),
+                f"{t.median_ms:.1f}",
+                "1" if label == "stock" else t.ratio.text(),
+                "-" if label == "stock" else ("yes" if equal(label) else "NO"),
+            )
+        )
     print()
-    print(_table(("build", "2-D transients", "median ms", "ratio to stock [95% interval]", "outputs equal to stock"), rows))
-    print(f"library vs stock: {verdict(timing['library'].ratio, timing['second stock (A/A)'].ratio).text()}")
+    print(
+        _table(
+            (
+                "build",
+                "2-D transients",
+                "median ms",
+                "ratio to stock [95% interval]",
+                "outputs equal to stock",
+            ),
+            rows,
+        )
+    )
+    print(
+        f"library vs stock: {verdict(timing['library'].ratio, timing['second stock (A/A)'].ratio).text()}"
+    )
     rep = builds["library"].report
-    print(f"inlined: {len(rep.inlined)} reads, {rep.copies} copies; windowed: {len(rep.windowed)}"
-          + ("" if verbose else " (gt4py-dace-xforms demo -v, or explain, for every decision)"))
+    print(
+        f"inlined: {len(rep.inlined)} reads, {rep.copies} copies; windowed: {len(rep.windowed)}"
+        + ("" if verbose else " (gt4py-dace-xforms demo -v, or explain, for every decision)")
+    )
     if verbose:
         print(builds["library"].report.table())
     return 0 if equal("library") and equal("second stock (A/A)") else 1
@@ -313,18 +403,37 @@ def run_substep_summary(layout: str, cells: int = 20480, levels: int = 30, round
     import subprocess
 
     script = pathlib.Path(__file__).resolve().parents[2] / "bench" / "substep.py"
-    print(f"\ndycore substep (a few of its programs: {', '.join(SUBSTEP_PROGRAMS)}; "
-          f"{cells} cells x {levels} levels, layout {layout}; the whole substep: make bench-substep)")
+    print(
+        f"\ndycore substep (a few of its programs: {', '.join(SUBSTEP_PROGRAMS)}; "
+        f"{cells} cells x {levels} levels, layout {layout}; the whole substep: make bench-substep)"
+    )
     if not script.exists():
         print(f"  skipped: {script} is not here (the summary needs the source tree)")
         return 0
-    cmd = [sys.executable, str(script), "--layout", layout, "--cells", str(cells), "--levels", str(levels),
-           "--rounds", str(rounds), "--allocators", "glibc", "--substep", "later",
-           "--programs", ",".join(SUBSTEP_PROGRAMS)]
+    cmd = [
+        sys.executable,
+        str(script),
+        "--layout",
+        layout,
+        "--cells",
+        str(cells),
+        "--levels",
+        str(levels),
+        "--rounds",
+        str(rounds),
+        "--allocators",
+        "glibc",
+        "--substep",
+        "later",
+        "--programs",
+        ",".join(SUBSTEP_PROGRAMS),
+    ]
     with progress("building and timing them (stock, A/A, library)"):
         done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
-        print(f"  FAILED (exit {done.returncode}): {(done.stderr.strip().splitlines() or [''])[-1]}")
+        print(
+            f"  FAILED (exit {done.returncode}): {(done.stderr.strip().splitlines() or [''])[-1]}"
+        )
         return 1
     table = [line for line in done.stdout.splitlines() if line.strip()]
     start = next((i for i, line in enumerate(table) if line.startswith("program")), 0)
@@ -335,9 +444,16 @@ def run_substep_summary(layout: str, cells: int = 20480, levels: int = 30, round
     return 0
 
 
-def run_demo(verbose: bool = False, ncells: int = 64, nlev: int = 20, target: bool = True,
-             target_size: tuple[int, int] = (20480, 80), rounds: int = 12, layout: Optional[str] = None,
-             substep: bool = True) -> int:
+def run_demo(
+    verbose: bool = False,
+    ncells: int = 64,
+    nlev: int = 20,
+    target: bool = True,
+    target_size: tuple[int, int] = (20480, 80),
+    rounds: int = 12,
+    layout: Optional[str] = None,
+    substep: bool = True,
+) -> int:
     """The seed programs, then the target: static on `layout` (default `DEFAULT_LAYOUT`, a
     production run's rank: a decomposed limited-area one), then symbolic; then a short
     substep summary (`run_substep_summary`)."""
@@ -348,8 +464,13 @@ def run_demo(verbose: bool = False, ncells: int = 64, nlev: int = 20, target: bo
         failures = run_seeds(verbose, ncells, nlev)
         if target:
             # The static build first: it is what icon4py's model run compiles, on a rank's layout.
-            failures += run_target(*target_size, rounds=rounds, verbose=verbose, static=True,
-                                   layout=layout or DEFAULT_LAYOUT)
+            failures += run_target(
+                *target_size,
+                rounds=rounds,
+                verbose=verbose,
+                static=True,
+                layout=layout or DEFAULT_LAYOUT,
+            )
             failures += run_target(*target_size, rounds=rounds, verbose=verbose)
         if substep:
             failures += run_substep_summary(layout or DEFAULT_LAYOUT)

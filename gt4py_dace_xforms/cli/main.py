@@ -12,6 +12,7 @@ import os
 import sys
 from typing import Any, Callable, Optional, Sequence
 
+
 EXIT_USAGE = 2
 
 
@@ -20,7 +21,9 @@ class CliError(Exception):
 
 
 def _two_d_transients(sdfg) -> list[str]:
-    return sorted(n for n, d in sdfg.arrays.items() if d.transient and len(d.shape) == 2 and d.total_size != 1)
+    return sorted(
+        n for n, d in sdfg.arrays.items() if d.transient and len(d.shape) == 2 and d.total_size != 1
+    )
 
 
 def _load(path: str):
@@ -38,7 +41,9 @@ def _load(path: str):
     try:
         sdfg = dace.SDFG.from_file(path)
     except Exception as err:  # noqa: BLE001  # any parse failure is a bad input file
-        raise CliError(f"{path}: not a readable SDFG ({type(err).__name__}: {_first_line(err)})") from None
+        raise CliError(
+            f"{path}: not a readable SDFG ({type(err).__name__}: {_first_line(err)})"
+        ) from None
     if not isinstance(sdfg, dace.SDFG):
         raise CliError(f"{path}: not an SDFG")
     try:
@@ -77,13 +82,22 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     before = _two_d_transients(sdfg)
     from gt4py_dace_xforms.policy import CostModel, InlineWhereSound
 
-    policy = (InlineWhereSound() if args.all_sound
-              else CostModel(target=args.target, persistent_transients=args.persistent_transients,
-                             windows=True if args.windows else None))
+    policy = (
+        InlineWhereSound()
+        if args.all_sound
+        else CostModel(
+            target=args.target,
+            persistent_transients=args.persistent_transients,
+            windows=True if args.windows else None,
+        )
+    )
     try:
         report = gt_inline_fusion(sdfg, cost_model=policy, validate=True)
     except Exception as err:  # noqa: BLE001  # a bug, not bad input: say so in one line
-        print(f"gt4py-dace-xforms: internal error while optimizing: {type(err).__name__}: {_first_line(err)}", file=sys.stderr)
+        print(
+            f"gt4py-dace-xforms: internal error while optimizing: {type(err).__name__}: {_first_line(err)}",
+            file=sys.stderr,
+        )
         return 1
     after = _two_d_transients(sdfg)
     try:
@@ -95,8 +109,10 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         raise CliError(f"cannot write output: {err.strerror}: {err.filename}") from None
     print(f"{args.input} -> {args.output}")
     print(f"2-D transients: {len(before)} before, {len(after)} after")
-    print(f"inlined copies: {report.copies} ({len(report.inlined)} reads applied, {len(report.declined)} declined); "
-          f"windowed: {len(report.windowed)}")
+    print(
+        f"inlined copies: {report.copies} ({len(report.inlined)} reads applied, {len(report.declined)} declined); "
+        f"windowed: {len(report.windowed)}"
+    )
     if report.records:
         print(report.table())
     if not args.all_sound:
@@ -110,7 +126,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from gt4py_dace_xforms.tools import explain as ex, programs
 
     if "" not in sys.path and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # a user's module in the current folder, as with `python -m`
+        sys.path.insert(
+            0, os.getcwd()
+        )  # a user's module in the current folder, as with `python -m`
     try:
         program = programs.load_program(args.program)
         grid = ex.resolve_grid(args.offset_provider)
@@ -119,7 +137,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
         if grid is None and args.static:
             from gt4py_dace_xforms.tools.static_values import static_offset_provider
 
-            grid = static_offset_provider(program, layout=args.layout)  # the grid the static values describe
+            grid = static_offset_provider(
+                program, layout=args.layout
+            )  # the grid the static values describe
         ex.offset_provider(program, grid)  # a missing grid or connectivity is bad input
     except ValueError as err:
         raise CliError(str(err)) from None
@@ -128,14 +148,20 @@ def cmd_explain(args: argparse.Namespace) -> int:
     static = None
     if args.static or args.static_arg:
         static = _static_args(program, args)
-    print(f"lowering {args.program} stock and with the library (no compilation) ...", file=sys.stderr, flush=True)
+    print(
+        f"lowering {args.program} stock and with the library (no compilation) ...",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         expl = ex.explain(program, target=args.target, grid=grid, static_args=static)
     except ex.ProgramError as err:
         raise CliError(f"{args.program}: {err}") from None
     except Exception as err:  # noqa: BLE001  # the library's lowering failed: a bug, say so in one line
-        print(f"gt4py-dace-xforms: lowering with the library failed: {type(err).__name__}: {_first_line(err)}",
-              file=sys.stderr)
+        print(
+            f"gt4py-dace-xforms: lowering with the library failed: {type(err).__name__}: {_first_line(err)}",
+            file=sys.stderr,
+        )
         return 1
     expl.program = args.program
     expl.layout = args.layout or ""
@@ -162,9 +188,15 @@ def _static_args(program, args: argparse.Namespace) -> dict:
         if not sep or not name:
             raise CliError(f"--static-arg {item!r}: expected NAME=VALUE")
         try:
-            values[name] = {"true": True, "false": False}[text.lower()] if text.lower() in ("true", "false") else int(text)
+            values[name] = (
+                {"true": True, "false": False}[text.lower()]
+                if text.lower() in ("true", "false")
+                else int(text)
+            )
         except ValueError:
-            raise CliError(f"--static-arg {item!r}: VALUE must be an integer, true or false") from None
+            raise CliError(
+                f"--static-arg {item!r}: VALUE must be an integer, true or false"
+            ) from None
     try:
         from gt4py_dace_xforms.integration.capture import static_arg_contexts
 
@@ -186,7 +218,9 @@ def cmd_census(args: argparse.Namespace) -> int:
     if args.exact and not args.compare:
         raise CliError("--exact only applies to --compare (it changes how the builds compile)")
     if args.static and (args.eager or args.compare or args.determinism):
-        raise CliError("--static applies to the census itself (not to --eager, --compare or --determinism)")
+        raise CliError(
+            "--static applies to the census itself (not to --eager, --compare or --determinism)"
+        )
     if args.layout and not args.static:
         raise CliError("--layout chooses the values of --static: pass --static too")
     if args.programs:
@@ -214,7 +248,11 @@ def cmd_census(args: argparse.Namespace) -> int:
 
     def progress(r) -> None:
         name = r.program.rpartition(":")[2]
-        print(f"  {name}: {r.seconds:.0f} s" + (f" ERROR {r.error}" if r.error else ""), file=sys.stderr, flush=True)
+        print(
+            f"  {name}: {r.seconds:.0f} s" + (f" ERROR {r.error}" if r.error else ""),
+            file=sys.stderr,
+            flush=True,
+        )
 
     dump: Callable[[list[Any]], str]  # the module's to_json
     if args.eager:
@@ -226,8 +264,15 @@ def cmd_census(args: argparse.Namespace) -> int:
     elif args.layout == "all":
         return _census_layouts(refs, args, progress)
     else:
-        results = census.run_census(refs, jobs=args.jobs, transients=not args.no_transients, final=args.final,
-                                    static=args.static, layout=args.layout, progress=progress)
+        results = census.run_census(
+            refs,
+            jobs=args.jobs,
+            transients=not args.no_transients,
+            final=args.final,
+            static=args.static,
+            layout=args.layout,
+            progress=progress,
+        )
         if args.layout:
             print(f"== layout {args.layout} ==")
         print(census.table(results))
@@ -249,13 +294,24 @@ def _census_layouts(refs, args: argparse.Namespace, progress) -> int:
         print(f"layout {name}", file=sys.stderr)
         if runs:
             print()
-        runs[name] = census.run_census(refs, jobs=args.jobs, transients=not args.no_transients, final=args.final,
-                                       static=True, layout=name, progress=progress)
+        runs[name] = census.run_census(
+            refs,
+            jobs=args.jobs,
+            transients=not args.no_transients,
+            final=args.final,
+            static=True,
+            layout=name,
+            progress=progress,
+        )
         print(f"== layout {name} ==")
         print(census.table(runs[name]))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"layouts": {n: json.loads(census.to_json(r)) for n, r in runs.items()}}, f, indent=2)
+            json.dump(
+                {"layouts": {n: json.loads(census.to_json(r)) for n, r in runs.items()}},
+                f,
+                indent=2,
+            )
     return 1 if any(r.error for rs in runs.values() for r in rs) else 0
 
 
@@ -263,15 +319,24 @@ def _census_compare(refs, args: argparse.Namespace) -> int:
     """`census --compare`: compile every program stock, with the default backend and with
     everything sound, run them on the same random inputs and compare the outputs.
     Exit status 1 if any program differs from stock or fails to build."""
-    from gt4py_dace_xforms.tools.quiet import quiet_third_party
     from gt4py_dace_xforms.measure import census_compare as cc
+    from gt4py_dace_xforms.tools.quiet import quiet_third_party
 
-    settings = {"n_horizontal": args.cells or cc.N_HORIZONTAL, "n_levels": args.levels or cc.N_LEVELS,
-                "seed": cc.SEED if args.seed is None else args.seed, "exact": args.exact}
-    print(f"comparing {len(refs)} programs with stock ({args.jobs} processes; {settings['n_horizontal']} "
-          f"per horizontal dimension x {settings['n_levels']} levels, seed {settings['seed']})", file=sys.stderr)
+    settings = {
+        "n_horizontal": args.cells or cc.N_HORIZONTAL,
+        "n_levels": args.levels or cc.N_LEVELS,
+        "seed": cc.SEED if args.seed is None else args.seed,
+        "exact": args.exact,
+    }
+    print(
+        f"comparing {len(refs)} programs with stock ({args.jobs} processes; {settings['n_horizontal']} "
+        f"per horizontal dimension x {settings['n_levels']} levels, seed {settings['seed']})",
+        file=sys.stderr,
+    )
 
-    def progress(r) -> None:  # the program's row and notes as soon as it is done (the run takes hours)
+    def progress(
+        r,
+    ) -> None:  # the program's row and notes as soon as it is done (the run takes hours)
         lines = cc.table([r]).splitlines()
         print("\n".join(["  " + lines[2]] + lines[5:]), file=sys.stderr, flush=True)
 
@@ -289,14 +354,22 @@ def _census_determinism(refs, args: argparse.Namespace) -> int:
     different PYTHONHASHSEED; exit status 1 unless every final SDFG hashes the same."""
     from gt4py_dace_xforms.tools import census, determinism
 
-    print(f"determinism of {len(refs)} programs ({args.jobs} processes, PYTHONHASHSEED "
-          f"{', '.join(map(str, determinism.SEEDS))})", file=sys.stderr)
+    print(
+        f"determinism of {len(refs)} programs ({args.jobs} processes, PYTHONHASHSEED "
+        f"{', '.join(map(str, determinism.SEEDS))})",
+        file=sys.stderr,
+    )
 
     def progress(r) -> None:
-        print(f"  {r.short_name}: {'same' if r.deterministic else r.error or 'DIFFERENT'} ({r.seconds:.0f} s)",
-              file=sys.stderr, flush=True)
+        print(
+            f"  {r.short_name}: {'same' if r.deterministic else r.error or 'DIFFERENT'} ({r.seconds:.0f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
 
-    results = census.map_programs(determinism.check_program, refs, jobs=args.jobs, progress=progress)
+    results = census.map_programs(
+        determinism.check_program, refs, jobs=args.jobs, progress=progress
+    )
     print(determinism.table(results))
     if args.json:
         with open(args.json, "w") as f:
@@ -311,17 +384,31 @@ def cmd_traffic(args: argparse.Namespace) -> int:
 
     if args.json:
         _check_writable(args.json)
-    print(f"traffic of the {args.substep} substep on {args.layout} ({args.cells} cells, {args.levels} levels, "
-          f"{args.target}; {args.jobs} processes; no compilation)", file=sys.stderr)
+    print(
+        f"traffic of the {args.substep} substep on {args.layout} ({args.cells} cells, {args.levels} levels, "
+        f"{args.target}; {args.jobs} processes; no compilation)",
+        file=sys.stderr,
+    )
 
     def progress(p) -> None:
-        print(f"  {p.program}: {p.seconds:.0f} s" + (f" ERROR {p.error}" if p.error else ""), file=sys.stderr,
-              flush=True)
+        print(
+            f"  {p.program}: {p.seconds:.0f} s" + (f" ERROR {p.error}" if p.error else ""),
+            file=sys.stderr,
+            flush=True,
+        )
 
     try:
-        result = traffic.substep_traffic(args.layout, n_cells=args.cells, n_levels=args.levels, substep=args.substep,
-                                         target=args.target, programs=args.programs, jobs=args.jobs,
-                                         progress=progress, fresh_page_bytes=args.fresh_page_bytes)
+        result = traffic.substep_traffic(
+            args.layout,
+            n_cells=args.cells,
+            n_levels=args.levels,
+            substep=args.substep,
+            target=args.target,
+            programs=args.programs,
+            jobs=args.jobs,
+            progress=progress,
+            fresh_page_bytes=args.fresh_page_bytes,
+        )
     except ValueError as err:
         raise CliError(str(err)) from None
     print(result.text(top=args.top))
@@ -350,94 +437,207 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("input", help="input .sdfg file (never modified)")
     opt.add_argument("-o", "--output", required=True, help="output .sdfg file")
     opt.add_argument("--report", help="write the decisions as JSON to this file")
-    opt.add_argument("--target", choices=("cpu", "gpu"), default="cpu",
-                     help="decide with the cost model for this target (default: cpu)")
-    opt.add_argument("--all-sound", action="store_true",
-                     help="no cost model: inline every read that is proven sound")
-    opt.add_argument("--persistent-transients", action="store_true",
-                     help="the SDFG will run with persistent transients (gt4py's TransientMemoryMode.PERSISTENT): "
-                          "on the CPU the cost model then declines reads that recompute")
-    opt.add_argument("--windows", action="store_true",
-                     help="let the cost model sweep a consumer that reads an intermediate at several levels in K "
-                          "(vertical windows, off by default: measured 4-5x slower than icon4py's own build of "
-                          "the target; docs/vertical_window.md)")
-    opt.add_argument("--no-windows", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for scripts
+    opt.add_argument(
+        "--target",
+        choices=("cpu", "gpu"),
+        default="cpu",
+        help="decide with the cost model for this target (default: cpu)",
+    )
+    opt.add_argument(
+        "--all-sound",
+        action="store_true",
+        help="no cost model: inline every read that is proven sound",
+    )
+    opt.add_argument(
+        "--persistent-transients",
+        action="store_true",
+        help="the SDFG will run with persistent transients (gt4py's TransientMemoryMode.PERSISTENT): "
+        "on the CPU the cost model then declines reads that recompute",
+    )
+    opt.add_argument(
+        "--windows",
+        action="store_true",
+        help="let the cost model sweep a consumer that reads an intermediate at several levels in K "
+        "(vertical windows, off by default: measured 4-5x slower than icon4py's own build of "
+        "the target; docs/vertical_window.md)",
+    )
+    opt.add_argument(
+        "--no-windows", action="store_true", help=argparse.SUPPRESS
+    )  # the default now; kept for scripts
     opt.set_defaults(func=cmd_optimize)
-    cen = sub.add_parser("census", help="how much of a set of gt4py programs the inliner reaches (no compilation)")
-    cen.add_argument("programs", nargs="*", metavar="MODULE:PROGRAM",
-                     help="programs to take (default: every icon4py program with concat_where or a vertical shift)")
-    cen.add_argument("--concat-only", action="store_true", help="default list: only programs that use concat_where")
+    cen = sub.add_parser(
+        "census", help="how much of a set of gt4py programs the inliner reaches (no compilation)"
+    )
+    cen.add_argument(
+        "programs",
+        nargs="*",
+        metavar="MODULE:PROGRAM",
+        help="programs to take (default: every icon4py program with concat_where or a vertical shift)",
+    )
+    cen.add_argument(
+        "--concat-only",
+        action="store_true",
+        help="default list: only programs that use concat_where",
+    )
     cen.add_argument("--json", help="also write the results as JSON to this file")
     cen.add_argument("--jobs", type=int, default=1, help="programs lowered in parallel (processes)")
-    cen.add_argument("--no-transients", action="store_true",
-                     help="skip the three gt_auto_optimize runs that count transients (faster)")
-    cen.add_argument("--final", action="store_true",
-                     help="also count transients in the final SDFGs (runs gt_auto_optimize to the end: slower)")
-    cen.add_argument("--eager", action="store_true",
-                     help="instead: per concat node, whether evaluating all branches eagerly is proven sound, "
-                          "and if not, the access that is not proven in bounds (one lowering per program)")
-    cen.add_argument("--compare", action="store_true",
-                     help="instead: compile every program stock, with the default backend and with everything "
-                          "sound, run all three on the same random inputs and compare their outputs (slow)")
-    cen.add_argument("--determinism", action="store_true",
-                     help="instead: lower every program with the library in two processes with different "
-                          "PYTHONHASHSEED and check that the final SDFGs hash the same (no compilation)")
-    cen.add_argument("--static", action="store_true",
-                     help="lower with the integer and boolean parameters as static arguments, as icon4py's model "
-                          "run compiles them (a global grid on one node, 80 levels; tools/static_values.py)")
-    cen.add_argument("--layout", choices=_layout_names() + ["all"], metavar="NAME",
-                     help="--static: the index layout the bounds and neighbor tables come from (one of "
-                          f"{', '.join(_layout_names())}, or all: one table per layout; tools/layouts.py)")
-    cen.add_argument("--cells", type=int, help="--compare: elements per horizontal dimension (default 64)")
+    cen.add_argument(
+        "--no-transients",
+        action="store_true",
+        help="skip the three gt_auto_optimize runs that count transients (faster)",
+    )
+    cen.add_argument(
+        "--final",
+        action="store_true",
+        help="also count transients in the final SDFGs (runs gt_auto_optimize to the end: slower)",
+    )
+    cen.add_argument(
+        "--eager",
+        action="store_true",
+        help="instead: per concat node, whether evaluating all branches eagerly is proven sound, "
+        "and if not, the access that is not proven in bounds (one lowering per program)",
+    )
+    cen.add_argument(
+        "--compare",
+        action="store_true",
+        help="instead: compile every program stock, with the default backend and with everything "
+        "sound, run all three on the same random inputs and compare their outputs (slow)",
+    )
+    cen.add_argument(
+        "--determinism",
+        action="store_true",
+        help="instead: lower every program with the library in two processes with different "
+        "PYTHONHASHSEED and check that the final SDFGs hash the same (no compilation)",
+    )
+    cen.add_argument(
+        "--static",
+        action="store_true",
+        help="lower with the integer and boolean parameters as static arguments, as icon4py's model "
+        "run compiles them (a global grid on one node, 80 levels; tools/static_values.py)",
+    )
+    cen.add_argument(
+        "--layout",
+        choices=_layout_names() + ["all"],
+        metavar="NAME",
+        help="--static: the index layout the bounds and neighbor tables come from (one of "
+        f"{', '.join(_layout_names())}, or all: one table per layout; tools/layouts.py)",
+    )
+    cen.add_argument(
+        "--cells", type=int, help="--compare: elements per horizontal dimension (default 64)"
+    )
     cen.add_argument("--levels", type=int, help="--compare: model levels (default 12)")
-    cen.add_argument("--seed", type=int, help="--compare: seed of the inputs and neighbor tables (default 0)")
-    cen.add_argument("--exact", action="store_true",
-                     help="--compare: build with gt4py's flags plus -ffp-contract=off and require bitwise equality "
-                          "(no FMA contraction to excuse a difference)")
+    cen.add_argument(
+        "--seed", type=int, help="--compare: seed of the inputs and neighbor tables (default 0)"
+    )
+    cen.add_argument(
+        "--exact",
+        action="store_true",
+        help="--compare: build with gt4py's flags plus -ffp-contract=off and require bitwise equality "
+        "(no FMA contraction to excuse a difference)",
+    )
     cen.set_defaults(func=cmd_census)
-    exp = sub.add_parser("explain", help="which temporaries of a gt4py program the stock backend keeps, "
-                                         "and whether the library removes them (no compilation)")
-    exp.add_argument("program", metavar="MODULE:PROGRAM", help="a gtx.program, e.g. mypkg.stencils:my_program")
-    exp.add_argument("--target", choices=("cpu", "gpu"), default="cpu", help="lower for this target (default: cpu)")
-    exp.add_argument("--offset-provider", metavar="GRID",
-                     help="neighbor tables, for programs that use horizontal offsets: 'simple' (icon4py's test "
-                          "grid) or MODULE:NAME (a grid with .connectivities, a mapping, or a function returning one)")
-    exp.add_argument("--static", action="store_true",
-                     help="lower with the integer and boolean parameters as static arguments, as icon4py's model run "
-                          "compiles them (a global grid on one node, 80 levels, and without --offset-provider random "
-                          "neighbor tables of that grid's sizes; tools/static_values.py)")
-    exp.add_argument("--layout", choices=_layout_names(), metavar="NAME",
-                     help="--static: the index layout the bounds and neighbor tables come from (one of "
-                          f"{', '.join(_layout_names())}; tools/layouts.py)")
-    exp.add_argument("--static-arg", action="append", default=[], metavar="NAME=VALUE",
-                     help="a static argument of your own (repeatable; over --static's value for that name)")
-    exp.add_argument("--sdfg-out", metavar="PREFIX",
-                     help="write PREFIX.before.sdfg / PREFIX.after.sdfg (where the library's pass runs, before and "
-                          "after it) to open in the DaCe viewer")
+    exp = sub.add_parser(
+        "explain",
+        help="which temporaries of a gt4py program the stock backend keeps, "
+        "and whether the library removes them (no compilation)",
+    )
+    exp.add_argument(
+        "program", metavar="MODULE:PROGRAM", help="a gtx.program, e.g. mypkg.stencils:my_program"
+    )
+    exp.add_argument(
+        "--target",
+        choices=("cpu", "gpu"),
+        default="cpu",
+        help="lower for this target (default: cpu)",
+    )
+    exp.add_argument(
+        "--offset-provider",
+        metavar="GRID",
+        help="neighbor tables, for programs that use horizontal offsets: 'simple' (icon4py's test "
+        "grid) or MODULE:NAME (a grid with .connectivities, a mapping, or a function returning one)",
+    )
+    exp.add_argument(
+        "--static",
+        action="store_true",
+        help="lower with the integer and boolean parameters as static arguments, as icon4py's model run "
+        "compiles them (a global grid on one node, 80 levels, and without --offset-provider random "
+        "neighbor tables of that grid's sizes; tools/static_values.py)",
+    )
+    exp.add_argument(
+        "--layout",
+        choices=_layout_names(),
+        metavar="NAME",
+        help="--static: the index layout the bounds and neighbor tables come from (one of "
+        f"{', '.join(_layout_names())}; tools/layouts.py)",
+    )
+    exp.add_argument(
+        "--static-arg",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a static argument of your own (repeatable; over --static's value for that name)",
+    )
+    exp.add_argument(
+        "--sdfg-out",
+        metavar="PREFIX",
+        help="write PREFIX.before.sdfg / PREFIX.after.sdfg (where the library's pass runs, before and "
+        "after it) to open in the DaCe viewer",
+    )
     exp.set_defaults(func=cmd_explain)
-    tra = sub.add_parser("traffic", help="the substep's 2-D transients by bytes, and whether the library removes "
-                                         "each (static, no compilation; docs/traffic.md)")
-    tra.add_argument("--programs", nargs="+", metavar="NAME", help="only these programs of the substep")
-    tra.add_argument("--layout", default="lam-decomposed", choices=_layout_names(), metavar="NAME",
-                     help="index layout (tools/layouts.py; default lam-decomposed); limited_area follows it")
-    tra.add_argument("--cells", type=int, default=20480, help="cells of the generated grid (default 20480)")
+    tra = sub.add_parser(
+        "traffic",
+        help="the substep's 2-D transients by bytes, and whether the library removes "
+        "each (static, no compilation; docs/traffic.md)",
+    )
+    tra.add_argument(
+        "--programs", nargs="+", metavar="NAME", help="only these programs of the substep"
+    )
+    tra.add_argument(
+        "--layout",
+        default="lam-decomposed",
+        choices=_layout_names(),
+        metavar="NAME",
+        help="index layout (tools/layouts.py; default lam-decomposed); limited_area follows it",
+    )
+    tra.add_argument(
+        "--cells", type=int, default=20480, help="cells of the generated grid (default 20480)"
+    )
     tra.add_argument("--levels", type=int, default=80, help="model levels (default 80)")
-    tra.add_argument("--substep", choices=("first", "later"), default="later",
-                     help="which substep's calls and switches (default later)")
-    tra.add_argument("--target", choices=("cpu", "gpu"), default="cpu",
-                     help="lower for this target with its cost model (default cpu)")
+    tra.add_argument(
+        "--substep",
+        choices=("first", "later"),
+        default="later",
+        help="which substep's calls and switches (default later)",
+    )
+    tra.add_argument(
+        "--target",
+        choices=("cpu", "gpu"),
+        default="cpu",
+        help="lower for this target with its cost model (default cpu)",
+    )
     tra.add_argument("--jobs", type=int, default=1, help="programs lowered in parallel (processes)")
-    tra.add_argument("--fresh-page-bytes", type=int, metavar="N",
-                     help="price the CPU cost model as if arrays of N bytes or more got fresh pages on every call "
-                          "(0: all; default: this process' allocator, policy/allocator.py)")
-    tra.add_argument("--top", type=int, help="print only the largest N rows (the totals are over all)")
+    tra.add_argument(
+        "--fresh-page-bytes",
+        type=int,
+        metavar="N",
+        help="price the CPU cost model as if arrays of N bytes or more got fresh pages on every call "
+        "(0: all; default: this process' allocator, policy/allocator.py)",
+    )
+    tra.add_argument(
+        "--top", type=int, help="print only the largest N rows (the totals are over all)"
+    )
     tra.add_argument("--json", help="also write the results as JSON to this file")
     tra.set_defaults(func=cmd_traffic)
     demo = sub.add_parser("demo", help="lower gt4py programs, inline, compare with stock and numpy")
     demo.add_argument("-v", "--verbose", action="store_true", help="print every decision")
-    demo.add_argument("--layout", default=None, choices=_layout_names(), metavar="NAME",
-                      help="the static target's index layout (tools/layouts.py; default lam-decomposed, a "
-                           "production run's rank)")
+    demo.add_argument(
+        "--layout",
+        default=None,
+        choices=_layout_names(),
+        metavar="NAME",
+        help="the static target's index layout (tools/layouts.py; default lam-decomposed, a "
+        "production run's rank)",
+    )
     demo.set_defaults(func=cmd_demo)
     return parser
 

@@ -6,11 +6,19 @@ import dataclasses
 import functools
 from typing import Callable, Mapping, Optional
 
-from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
-from gt4py.next.program_processors.runners.dace.workflow import backend as gtx_backend, translation as gtx_translation
+from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import (
+    GT4PyAutoOptHook,
+)
+from gt4py.next.program_processors.runners.dace.workflow import (
+    backend as gtx_backend,
+    translation as gtx_translation,
+)
 
 from gt4py_dace_xforms.integration import compat, failsafe
-from gt4py_dace_xforms.integration.hooks import optimization_hooks as _library_hooks, without_library
+from gt4py_dace_xforms.integration.hooks import (
+    optimization_hooks as _library_hooks,
+    without_library,
+)
 from gt4py_dace_xforms.integration.lowering import record_annotations
 from gt4py_dace_xforms.integration.workers import forwarding
 from gt4py_dace_xforms.policy import InlinePolicy
@@ -44,14 +52,23 @@ def make_backend(
             `decide_window` accepts (the default cost model: none, unless `windows=True`), True
             every window that applies, False none (docs/vertical_window.md).
     """
-    hooks = _library_hooks(cost_model, gpu=gpu, user_hooks=optimization_hooks, transient_memory_mode=transient_memory_mode,
-                           windows=windows)
-    return forwarding(compat.make_dace_toolchain(
-        compat.DaCeConfig(gpu=gpu, auto_optimize=True),
-        name_postfix=name_postfix,
-        translation=functools.partial(annotating_translator,
-                                      auto_optimize_args=optimize_args(hooks, transient_memory_mode)),
-    ))
+    hooks = _library_hooks(
+        cost_model,
+        gpu=gpu,
+        user_hooks=optimization_hooks,
+        transient_memory_mode=transient_memory_mode,
+        windows=windows,
+    )
+    return forwarding(
+        compat.make_dace_toolchain(
+            compat.DaCeConfig(gpu=gpu, auto_optimize=True),
+            name_postfix=name_postfix,
+            translation=functools.partial(
+                annotating_translator,
+                auto_optimize_args=optimize_args(hooks, transient_memory_mode),
+            ),
+        )
+    )
 
 
 def optimize_args(hooks: dict, transient_memory_mode=None) -> dict:
@@ -97,7 +114,9 @@ class AnnotatingTranslator(gtx_translation.DaCeTranslator):
 def annotating_translator(cfg, /, **kwargs) -> AnnotatingTranslator:
     """`make_dace_translator` (same arguments and checks), as an `AnnotatingTranslator`."""
     stock = compat.make_dace_translator(cfg, **kwargs)
-    return AnnotatingTranslator(**{f.name: getattr(stock, f.name) for f in dataclasses.fields(stock)})
+    return AnnotatingTranslator(
+        **{f.name: getattr(stock, f.name) for f in dataclasses.fields(stock)}
+    )
 
 
 run_dace_cpu = make_backend(gpu=False)

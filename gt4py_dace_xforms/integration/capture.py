@@ -23,11 +23,14 @@ from typing import Any, Mapping, Optional, Sequence, Union
 import dace
 from gt4py.next import backend as gtx_backend
 from gt4py.next.otf import arguments, stages
-from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
+from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import (
+    GT4PyAutoOptHook,
+)
 from gt4py.next.type_system import type_specifications as ts, type_translation
 
 from gt4py_dace_xforms.integration import compat
 from gt4py_dace_xforms.integration.lowering import record_annotations
+
 
 #: Stage names accepted by `lower_and_capture()` besides the `GT4PyAutoOptHook` members.
 LOWERED = "lowered"  # translator output with `auto_optimize=False` (= run_dace_cpu_noopt)
@@ -85,7 +88,9 @@ def compile_time_args(
         kwargs={k: _as_type(v) for k, v in (kwargs or {}).items() if v is not None},
         offset_provider=dict(offset_provider or {}),
         column_axis=None,  # as in `CompiledProgramsPool._compile_variant`
-        argument_descriptor_contexts=static_arg_contexts(program, static_args) if static_args else {},
+        argument_descriptor_contexts=static_arg_contexts(program, static_args)
+        if static_args
+        else {},
     )
 
 
@@ -101,7 +106,9 @@ def static_arg_contexts(program: Any, static_args: Mapping[str, Any]) -> dict:
     for name, value in static_args.items():
         ptype = params.get(name)
         if not isinstance(ptype, ts.ScalarType):
-            raise ValueError(f"static argument '{name}' is not a scalar parameter of '{program.__name__}'")
+            raise ValueError(
+                f"static argument '{name}' is not a scalar parameter of '{program.__name__}'"
+            )
         context[name] = arguments.StaticArg(value=scalar_value(ptype, value))
     return {arguments.StaticArg: context}
 
@@ -127,8 +134,12 @@ def lower_to_gtir(
 ) -> stages.CompilableProgramDef:
     """Run the backend frontend transforms (DSL -> GTIR); `.data` is the `itir.Program`.
     `static_args`: scalar parameters that become constants (`compile_time_args`)."""
-    cta = compile_time_args(args, offset_provider, kwargs=kwargs, program=program, static_args=static_args)
-    return gtx_backend.DEFAULT_TRANSFORMS(compat.ConcreteProgramDef(data=program.definition_stage, args=cta))
+    cta = compile_time_args(
+        args, offset_provider, kwargs=kwargs, program=program, static_args=static_args
+    )
+    return gtx_backend.DEFAULT_TRANSFORMS(
+        compat.ConcreteProgramDef(data=program.definition_stage, args=cta)
+    )
 
 
 def _resolve_stage(stage: Stage) -> Union[GT4PyAutoOptHook, str]:
@@ -171,7 +182,9 @@ def capture_stages(
     final = OPTIMIZED in captures
     wanted = {(_resolve_stage(h), n) for h, n in (c for c in captures if c != OPTIMIZED)}
     if any(not isinstance(h, GT4PyAutoOptHook) for h, _ in wanted):
-        raise ValueError("capture_stages takes stage hooks and OPTIMIZED; use lower_and_capture for 'lowered'")
+        raise ValueError(
+            "capture_stages takes stage hooks and OPTIMIZED; use lower_and_capture for 'lowered'"
+        )
     hooks = dict(optimization_hooks or {})
     taken: dict[Any, dace.SDFG] = {}
     calls: dict[GT4PyAutoOptHook, int] = {}
@@ -192,13 +205,18 @@ def capture_stages(
 
     for stage in {h for h, _ in wanted}:
         hooks[stage] = make(stage)
-    compilable = lower_to_gtir(program, args, offset_provider, kwargs=kwargs, static_args=static_args)
+    compilable = lower_to_gtir(
+        program, args, offset_provider, kwargs=kwargs, static_args=static_args
+    )
     translator = compat.make_dace_translator(
-        compat.DaCeConfig(gpu=gpu, auto_optimize=True), auto_optimize_args={"optimization_hooks": hooks}
+        compat.DaCeConfig(gpu=gpu, auto_optimize=True),
+        auto_optimize_args={"optimization_hooks": hooks},
     )
     with record_annotations() if annotate else contextlib.nullcontext():
         try:
-            sdfg = translator.generate_sdfg(compilable.data, compilable.args.offset_provider, compilable.args.column_axis)
+            sdfg = translator.generate_sdfg(
+                compilable.data, compilable.args.offset_provider, compilable.args.column_axis
+            )
         except _CaptureDone:
             return taken
     if final:
@@ -243,7 +261,9 @@ def lower_and_capture(
         LookupError: The hook was called fewer than `call` times.
     """
     resolved = _resolve_stage(stage)
-    compilable = lower_to_gtir(program, args, offset_provider, kwargs=kwargs, static_args=static_args)
+    compilable = lower_to_gtir(
+        program, args, offset_provider, kwargs=kwargs, static_args=static_args
+    )
     cfg = compat.DaCeConfig(gpu=gpu, auto_optimize=(resolved != LOWERED))
 
     opt_args = dict(auto_optimize_args or {})
@@ -265,9 +285,13 @@ def lower_and_capture(
         hooks[resolved] = _capture
         opt_args["optimization_hooks"] = hooks
 
-    translator = compat.make_dace_translator(cfg, auto_optimize_args=(opt_args if cfg.auto_optimize else None))
+    translator = compat.make_dace_translator(
+        cfg, auto_optimize_args=(opt_args if cfg.auto_optimize else None)
+    )
     try:
-        sdfg = translator.generate_sdfg(compilable.data, compilable.args.offset_provider, compilable.args.column_axis)
+        sdfg = translator.generate_sdfg(
+            compilable.data, compilable.args.offset_provider, compilable.args.column_axis
+        )
     except _CaptureDone:
         return captured[0]
     if isinstance(resolved, GT4PyAutoOptHook):

@@ -26,15 +26,23 @@ from gt4py._core import definitions as core_defs
 from gt4py.next import common as gtx_common, config as gtx_config
 from gt4py.next.otf import stages as gtx_stages
 from gt4py.next.program_processors.runners.dace import lowering as gtx_lowering
-from gt4py.next.program_processors.runners.dace.lowering import gtir_to_sdfg, gtir_to_sdfg_concat_where
+from gt4py.next.program_processors.runners.dace.lowering import (
+    gtir_to_sdfg,
+    gtir_to_sdfg_concat_where,
+)
 from gt4py.next.program_processors.runners.dace.workflow import (
     backend as gtx_backend,
     factory as gtx_factory,
     translation as gtx_translation,
 )
 
+
 #: The name of gt4py's lowering entry in `runners.dace.lowering`.
-LOWER_NAME = "lower_program_to_sdfg" if hasattr(gtx_lowering, "lower_program_to_sdfg") else "build_sdfg_from_gtir"
+LOWER_NAME = (
+    "lower_program_to_sdfg"
+    if hasattr(gtx_lowering, "lower_program_to_sdfg")
+    else "build_sdfg_from_gtir"
+)
 
 
 def lowering_entry() -> Callable:
@@ -84,24 +92,38 @@ else:
         gpu: bool = False
         auto_optimize: bool = True
         unstructured_horizontal_has_unit_stride: bool = dataclasses.field(
-            default_factory=lambda: gtx_config.UNSTRUCTURED_HORIZONTAL_HAS_UNIT_STRIDE)
+            default_factory=lambda: gtx_config.UNSTRUCTURED_HORIZONTAL_HAS_UNIT_STRIDE
+        )
         external_workspace: Any = None
 
         @property
         def device_type(self) -> core_defs.DeviceType:
-            return (core_defs.CUPY_DEVICE_TYPE or core_defs.DeviceType.CUDA) if self.gpu else core_defs.DeviceType.CPU
+            return (
+                (core_defs.CUPY_DEVICE_TYPE or core_defs.DeviceType.CUDA)
+                if self.gpu
+                else core_defs.DeviceType.CPU
+            )
 
     def make_dace_translator(  # type: ignore[no-redef]
-        cfg: DaCeConfig, /, *, auto_optimize_args: Optional[dict] = None, async_sdfg_call: bool = True,
-        use_metrics: bool = True, **options: Any,
+        cfg: DaCeConfig,
+        /,
+        *,
+        auto_optimize_args: Optional[dict] = None,
+        async_sdfg_call: bool = True,
+        use_metrics: bool = True,
+        **options: Any,
     ) -> gtx_translation.DaCeTranslator:
         """1.2.3's `make_dace_translator` on 1.2.1's translator, which takes `unit_strides_kind`
         from `auto_optimize_args` (1.2.3 derives it from the config). `options`: the
         translator's other fields (`use_metrics`, `disable_field_origin_on_program_arguments`,
         ...), the same in both versions."""
         args = dict(auto_optimize_args or {})
-        args.setdefault("unit_strides_kind",
-                        gtx_common.DimensionKind.HORIZONTAL if cfg.unstructured_horizontal_has_unit_stride else None)
+        args.setdefault(
+            "unit_strides_kind",
+            gtx_common.DimensionKind.HORIZONTAL
+            if cfg.unstructured_horizontal_has_unit_stride
+            else None,
+        )
         return gtx_translation.DaCeTranslator(
             device_type=cfg.device_type,
             auto_optimize=cfg.auto_optimize,

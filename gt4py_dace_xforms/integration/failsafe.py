@@ -22,6 +22,7 @@ from typing import Any, Callable, Optional
 
 import dace
 
+
 STRICT_ENV = "GT4PY_DACE_XFORMS_STRICT"
 
 #: Attributes an SDFG keeps as they are when restored: its place in a tree of SDFGs and
@@ -82,8 +83,11 @@ def failure_message(sdfg: dace.SDFG, exc: BaseException, stage: Optional[str] = 
     exception and where it was raised."""
     where = traceback.extract_tb(exc.__traceback__)
     origin = f" at {os.path.basename(where[-1].filename)}:{where[-1].lineno}" if where else ""
-    what = (f"its pass failed on program '{sdfg.name}'" if stage is None
-            else f"on program '{sdfg.name}', {stage} failed")
+    what = (
+        f"its pass failed on program '{sdfg.name}'"
+        if stage is None
+        else f"on program '{sdfg.name}', {stage} failed"
+    )
     return (
         f"gt4py_dace_xforms: {what} ({type(exc).__name__}: {exc}{origin}); "
         f"gt4py goes on with the SDFG as the library received it (stock behaviour). Please report it with "
@@ -98,7 +102,9 @@ def warn_failure(sdfg: dace.SDFG, exc: BaseException, stage: Optional[str] = Non
     return message
 
 
-def guarded(sdfg: dace.SDFG, rewrite: Callable[[], Any], stage: Optional[str] = None) -> Optional[str]:
+def guarded(
+    sdfg: dace.SDFG, rewrite: Callable[[], Any], stage: Optional[str] = None
+) -> Optional[str]:
     """Run `rewrite` (which changes `sdfg`) under the fail-safe: if it raises, `sdfg` is
     restored to what it was, marked failed (left to gt4py from then on), one
     `LibraryFailureWarning` is given (naming `stage`, None: the library's pass), and the

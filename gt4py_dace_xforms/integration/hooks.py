@@ -8,7 +8,9 @@ import weakref
 from typing import Any, Callable, Mapping, Optional, Union
 
 import dace
-from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
+from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import (
+    GT4PyAutoOptHook,
+)
 
 from gt4py_dace_xforms.analysis.later_stages import split_range_computable
 from gt4py_dace_xforms.analysis.races import unordered_accesses
@@ -21,6 +23,7 @@ from gt4py_dace_xforms.transformations.inline_fusion_pass import gt_inline_fusio
 from gt4py_dace_xforms.transformations.split_hazards import gt_trim_split_hazards
 from gt4py_dace_xforms.transformations.sweep_pair import gt_fuse_sweep_pairs
 from gt4py_dace_xforms.transformations.vertical_window import gt_vertical_windows
+
 
 HookFun = Callable[[dace.SDFG], None]
 #: Where reports go: a list in this process, or a `report.ReportFolder` (build workers).
@@ -37,8 +40,10 @@ INLINE_STAGES = (GT4PyAutoOptHook.TopLevelDataFlowStep,)
 SWEEP_STAGE = GT4PyAutoOptHook.TopLevelDataFlowPost
 #: gt4py's callbacks asked before each split of two Maps (vertical and horizontal split
 #: fusion): the library's `SplitGuard` sits there.
-SPLIT_CALLBACKS = (GT4PyAutoOptHook.TopLevelDataFlowVerticalSplitCallBack,
-                   GT4PyAutoOptHook.TopLevelDataFlowHorizontalSplitCallBack)
+SPLIT_CALLBACKS = (
+    GT4PyAutoOptHook.TopLevelDataFlowVerticalSplitCallBack,
+    GT4PyAutoOptHook.TopLevelDataFlowHorizontalSplitCallBack,
+)
 
 
 def default_policy(gpu: bool = False, transient_memory_mode=None) -> InlinePolicy:
@@ -47,7 +52,9 @@ def default_policy(gpu: bool = False, transient_memory_mode=None) -> InlinePolic
     icon4py programs of `make bench` slower on the CPU (1.38x-1.94x; copies of
     intermediates that other readers keep anyway); see `bench/README.md` for the cost
     model's figures."""
-    return CostModel(target="gpu" if gpu else "cpu", persistent_transients=is_persistent(transient_memory_mode))
+    return CostModel(
+        target="gpu" if gpu else "cpu", persistent_transients=is_persistent(transient_memory_mode)
+    )
 
 
 def is_persistent(transient_memory_mode) -> bool:
@@ -55,7 +62,9 @@ def is_persistent(transient_memory_mode) -> bool:
     for the default) allocates the transients once instead of on every call."""
     if transient_memory_mode is None:
         return False
-    return str(getattr(transient_memory_mode, "value", transient_memory_mode)).upper() == "PERSISTENT"
+    return (
+        str(getattr(transient_memory_mode, "value", transient_memory_mode)).upper() == "PERSISTENT"
+    )
 
 
 def _metadata_not_fingerprinted() -> dict:
@@ -68,8 +77,12 @@ def _metadata_not_fingerprinted() -> dict:
     return gt4py_metadata(fingerprint=False)
 
 
-def resolve_policy(cost_model: Optional[InlinePolicy], gpu: bool = False, transient_memory_mode=None,
-                   fresh_page_bytes: Optional[int] = None) -> InlinePolicy:
+def resolve_policy(
+    cost_model: Optional[InlinePolicy],
+    gpu: bool = False,
+    transient_memory_mode=None,
+    fresh_page_bytes: Optional[int] = None,
+) -> InlinePolicy:
     """The policy a hook decides by, with the allocator regime fixed now (`CostModel`'s
     `fresh_page_bytes`: `fresh_page_bytes`, else this process's, `policy.allocator`). A hook
     pickled into one of gt4py's build worker processes then decides as this process would,
@@ -97,7 +110,9 @@ class LibraryHook:
     """
 
     policy: InlinePolicy
-    reports: Any = dataclasses.field(default=None, compare=False, repr=False, metadata=_metadata_not_fingerprinted())
+    reports: Any = dataclasses.field(
+        default=None, compare=False, repr=False, metadata=_metadata_not_fingerprinted()
+    )
     build_identity: str = dataclasses.field(default_factory=lambda: identity.build_identity())
 
     def __getstate__(self) -> dict:
@@ -193,24 +208,43 @@ class SweepPairHook(LibraryHook):
 
     def __call__(self, sdfg: dace.SDFG) -> None:
         policy = self.policy
-        if failsafe.has_failed(sdfg) or not policy.fuses_sweep_pairs(sdfg) or unordered_accesses(sdfg):
+        if (
+            failsafe.has_failed(sdfg)
+            or not policy.fuses_sweep_pairs(sdfg)
+            or unordered_accesses(sdfg)
+        ):
             return
         report = InlineReport()
-        failure = failsafe.guarded(sdfg, lambda: gt_fuse_sweep_pairs(
-            sdfg, validate=False, narrow_columns=True, keep_narrowed=policy.narrows_column_reads(sdfg),
-            policy=policy, report=report))
+        failure = failsafe.guarded(
+            sdfg,
+            lambda: gt_fuse_sweep_pairs(
+                sdfg,
+                validate=False,
+                narrow_columns=True,
+                keep_narrowed=policy.narrows_column_reads(sdfg),
+                policy=policy,
+                report=report,
+            ),
+        )
         if failure is not None:
             report = InlineReport(failures=[failure])
         if report.records or report.failures:
             self._report(report)
 
 
-def make_sweep_pair_hook(cost_model: Optional[InlinePolicy] = None, reports: Reports = None,
-                         *, gpu: bool = False, transient_memory_mode=None) -> SweepPairHook:
+def make_sweep_pair_hook(
+    cost_model: Optional[InlinePolicy] = None,
+    reports: Reports = None,
+    *,
+    gpu: bool = False,
+    transient_memory_mode=None,
+) -> SweepPairHook:
     """A hook fusing sweep pairs (`gt_fuse_sweep_pairs`) where the policy asks for them
     (`fuses_sweep_pairs`, each plan `decide_sweep_pair`), with the fail-safe of
     `make_inline_hook`; a report with one record per buffer goes to `reports`."""
-    return SweepPairHook(policy=resolve_policy(cost_model, gpu, transient_memory_mode), reports=reports)
+    return SweepPairHook(
+        policy=resolve_policy(cost_model, gpu, transient_memory_mode), reports=reports
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -224,15 +258,22 @@ class CopyHook(LibraryHook):
         if unordered_accesses(sdfg):
             return
         report = InlineReport()
-        failure = failsafe.guarded(sdfg, lambda: gt_copies_into_readers(sdfg, policy=policy, report=report))
+        failure = failsafe.guarded(
+            sdfg, lambda: gt_copies_into_readers(sdfg, policy=policy, report=report)
+        )
         if failure is not None:
             report = InlineReport(failures=[failure])
         if report.records or report.failures:
             self._report(report)
 
 
-def make_copy_hook(cost_model: Optional[InlinePolicy] = None, reports: Reports = None,
-                   *, gpu: bool = False, transient_memory_mode=None) -> CopyHook:
+def make_copy_hook(
+    cost_model: Optional[InlinePolicy] = None,
+    reports: Reports = None,
+    *,
+    gpu: bool = False,
+    transient_memory_mode=None,
+) -> CopyHook:
     """A hook letting reader Maps write the copies of their source (`gt_copies_into_readers`)
     where the policy takes them (`decide_copy_into_readers`), with the fail-safe of
     `make_inline_hook`; a report with one record per copy goes to `reports`."""
@@ -241,8 +282,12 @@ def make_copy_hook(cost_model: Optional[InlinePolicy] = None, reports: Reports =
 
 def _has_copies(sdfg: dace.SDFG) -> bool:
     """Whether some state holds an AccessNode -> AccessNode edge (else no snapshot is taken)."""
-    return any(isinstance(e.src, dace.nodes.AccessNode) and isinstance(e.dst, dace.nodes.AccessNode)
-               for sd in sdfg.all_sdfgs_recursive() for st in sd.states() for e in st.edges())
+    return any(
+        isinstance(e.src, dace.nodes.AccessNode) and isinstance(e.dst, dace.nodes.AccessNode)
+        for sd in sdfg.all_sdfgs_recursive()
+        for st in sd.states()
+        for e in st.edges()
+    )
 
 
 def fuse_states(sdfg: dace.SDFG) -> int:
@@ -273,7 +318,9 @@ def warn_races(sdfg: dace.SDFG, races) -> None:
     warnings.warn(
         f"gt4py_dace_xforms: gt4py's SDFG of program '{sdfg.name}' has an unordered write of {what}: the "
         f"order of those accesses is undefined, and the library leaves them as they are (docs/races.md)",
-        UnorderedAccessWarning, stacklevel=3)
+        UnorderedAccessWarning,
+        stacklevel=3,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -296,11 +343,17 @@ class SplitGuard:
 
     user: Optional[Callable[..., bool]] = None
 
-    def __call__(self, transformation: Any, first: Any, second: Any, state: Any, sdfg: dace.SDFG) -> bool:
+    def __call__(
+        self, transformation: Any, first: Any, second: Any, state: Any, sdfg: dace.SDFG
+    ) -> bool:
         # Vertical split fusion passes the Maps, horizontal the MapEntries.
         if not split_range_computable(getattr(first, "map", first), getattr(second, "map", second)):
             return False
-        return True if self.user is None else bool(self.user(transformation, first, second, state, sdfg))
+        return (
+            True
+            if self.user is None
+            else bool(self.user(transformation, first, second, state, sdfg))
+        )
 
 
 def chain_hooks(*funs: Optional[HookFun]) -> ChainedHook:
@@ -308,7 +361,9 @@ def chain_hooks(*funs: Optional[HookFun]) -> ChainedHook:
     return ChainedHook(tuple(f for f in funs if f is not None))
 
 
-def without_library(hooks: Optional[Mapping[GT4PyAutoOptHook, Callable]]) -> dict[GT4PyAutoOptHook, Callable]:
+def without_library(
+    hooks: Optional[Mapping[GT4PyAutoOptHook, Callable]],
+) -> dict[GT4PyAutoOptHook, Callable]:
     """`hooks` with the library's own taken out and the caller's kept, in their order: what
     a stock `gt_auto_optimize` call would have been given (the whole-run fail-safe)."""
     out: dict[GT4PyAutoOptHook, Callable] = {}
@@ -351,14 +406,24 @@ def optimization_hooks(
     after its own.
     """
     hooks: dict[GT4PyAutoOptHook, Callable] = dict(user_hooks or {})
-    inline = make_inline_hook(cost_model, reports, gpu=gpu, copy_chains=copy_chains,
-                              transient_memory_mode=transient_memory_mode, windows=windows)
+    inline = make_inline_hook(
+        cost_model,
+        reports,
+        gpu=gpu,
+        copy_chains=copy_chains,
+        transient_memory_mode=transient_memory_mode,
+        windows=windows,
+    )
     for stage in INLINE_STAGES:
         hooks[stage] = chain_hooks(inline, hooks.get(stage))
-    sweep = make_sweep_pair_hook(cost_model, reports, gpu=gpu, transient_memory_mode=transient_memory_mode)
+    sweep = make_sweep_pair_hook(
+        cost_model, reports, gpu=gpu, transient_memory_mode=transient_memory_mode
+    )
     # Copies into their readers at the same stage, after the sweep pairs: gt4py's top-level
     # fusion has made its Maps by then (docs/copy_into_readers.md).
-    copies = make_copy_hook(cost_model, reports, gpu=gpu, transient_memory_mode=transient_memory_mode)
+    copies = make_copy_hook(
+        cost_model, reports, gpu=gpu, transient_memory_mode=transient_memory_mode
+    )
     hooks[SWEEP_STAGE] = chain_hooks(sweep, copies, hooks.get(SWEEP_STAGE))
     for stage in SPLIT_CALLBACKS:
         hooks[stage] = SplitGuard(hooks.get(stage))

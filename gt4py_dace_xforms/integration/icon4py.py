@@ -74,21 +74,31 @@ def make_custom_dace_backend(
     `make_persistent` instead; both reach `gt_auto_optimize` unchanged)."""
     gpu = device != gtx.DeviceType.CPU
     args = dict(optimization_args or {})
-    hooks = optimization_hooks(cost_model, gpu=gpu, user_hooks=args.get("optimization_hooks"), reports=reports,
-                               transient_memory_mode=args.get("transient_memory_mode"), windows=windows)
+    hooks = optimization_hooks(
+        cost_model,
+        gpu=gpu,
+        user_hooks=args.get("optimization_hooks"),
+        reports=reports,
+        transient_memory_mode=args.get("transient_memory_mode"),
+        windows=windows,
+    )
     args["optimization_hooks"] = hooks
-    return forwarding(compat.make_dace_toolchain(
-        compat.DaCeConfig(gpu=gpu, auto_optimize=auto_optimize, unstructured_horizontal_has_unit_stride=True),
-        name_postfix="_xforms",
-        translation=functools.partial(
-            annotating_translator,
-            auto_optimize_args=args if auto_optimize else None,
-            async_sdfg_call=async_sdfg_call,
-            use_metrics=use_metrics,
-            disable_field_origin_on_program_arguments=use_zero_origin,
-            use_max_domain_range_on_unstructured_shift=use_max_domain_range_on_unstructured_shift,
-        ),
-    ))
+    return forwarding(
+        compat.make_dace_toolchain(
+            compat.DaCeConfig(
+                gpu=gpu, auto_optimize=auto_optimize, unstructured_horizontal_has_unit_stride=True
+            ),
+            name_postfix="_xforms",
+            translation=functools.partial(
+                annotating_translator,
+                auto_optimize_args=args if auto_optimize else None,
+                async_sdfg_call=async_sdfg_call,
+                use_metrics=use_metrics,
+                disable_field_origin_on_program_arguments=use_zero_origin,
+                use_max_domain_range_on_unstructured_shift=use_max_domain_range_on_unstructured_shift,
+            ),
+        )
+    )
 
 
 def descriptor_for(program_name: str, device: Any, **options: Any) -> dict[str, Any]:
@@ -103,7 +113,9 @@ def descriptor_for(program_name: str, device: Any, **options: Any) -> dict[str, 
         given["optimization_hooks"] = dict(given.get("optimization_hooks") or {})
         options = {**options, "optimization_args": given}
     tuned = model_options.get_dace_options(
-        program_name, **{"backend_factory": model_backends.make_custom_dace_backend, "device": device, **options})
+        program_name,
+        **{"backend_factory": model_backends.make_custom_dace_backend, "device": device, **options},
+    )
     tuned["backend_factory"] = make_custom_dace_backend
     return tuned
 
@@ -134,7 +146,9 @@ class LibraryFactory:
     windows: Optional[bool] = None
 
     def __call__(self, **descriptor: Any) -> gtx_backend.DaCeBackend:
-        return make_custom_dace_backend(cost_model=self.cost_model, windows=self.windows, **descriptor)
+        return make_custom_dace_backend(
+            cost_model=self.cost_model, windows=self.windows, **descriptor
+        )
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, LibraryFactory):
@@ -145,8 +159,13 @@ class LibraryFactory:
         return hash((LibraryFactory, self.windows))
 
 
-def backend(device: Any = None, *, cost_model: Optional[InlinePolicy] = None, windows: Optional[bool] = None,
-            **options: Any) -> dict[str, Any]:
+def backend(
+    device: Any = None,
+    *,
+    cost_model: Optional[InlinePolicy] = None,
+    windows: Optional[bool] = None,
+    **options: Any,
+) -> dict[str, Any]:
     """A backend descriptor for icon4py (`setup_program(backend=...)`, a component's
     `backend=`) that builds every program with the library and with icon4py's own
     per-program options. `device`: icon4py's `model_backends.CPU` (default) or `GPU`;
@@ -155,4 +174,8 @@ def backend(device: Any = None, *, cost_model: Optional[InlinePolicy] = None, wi
         from icon4py.model.common import model_backends
 
         device = model_backends.CPU
-    return {"backend_factory": LibraryFactory(cost_model=cost_model, windows=windows), "device": device, **options}
+    return {
+        "backend_factory": LibraryFactory(cost_model=cost_model, windows=windows),
+        "device": device,
+        **options,
+    }

@@ -16,6 +16,7 @@ import pathlib
 
 from gt4py_dace_xforms.version import __version__
 
+
 _PACKAGE = pathlib.Path(__file__).resolve().parent.parent
 
 

@@ -39,11 +39,20 @@ from typing import Any, Iterator, Optional
 
 from gt4py.next import config as gtx_config
 from gt4py.next.program_processors.runners.dace import transformations as gtx_transformations
-from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
+from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import (
+    GT4PyAutoOptHook,
+)
 
-from gt4py_dace_xforms.integration import compat, failsafe, identity, lowering as xf_lowering, workers
+from gt4py_dace_xforms.integration import (
+    compat,
+    failsafe,
+    identity,
+    lowering as xf_lowering,
+    workers,
+)
 from gt4py_dace_xforms.integration.hooks import chain_hooks, optimization_hooks, resolve_policy
 from gt4py_dace_xforms.policy import InlinePolicy, allocator
+
 
 _LOCK = threading.RLock()
 _STATE: dict = {}
@@ -107,15 +116,26 @@ def install(cost_model: Optional[InlinePolicy] = None, *, windows: Optional[bool
     GPU, and its `transient_memory_mode`). Idempotent: installing again replaces the
     settings. Raises `InstallError` where gt4py's build mode cannot be served."""
     if cost_model is not None and not isinstance(cost_model, InlinePolicy):
-        raise TypeError(f"install: cost_model must be an InlinePolicy, not {type(cost_model).__name__}")
+        raise TypeError(
+            f"install: cost_model must be an InlinePolicy, not {type(cost_model).__name__}"
+        )
     runner_entry = _check_build_mode()
-    _install(InstallSettings(cost_model=cost_model, windows=windows, fresh_page_bytes=allocator.fresh_page_bytes(),
-                             strict=failsafe.strict()),
-             runner_entry=runner_entry, forget_fingerprints=True)
+    _install(
+        InstallSettings(
+            cost_model=cost_model,
+            windows=windows,
+            fresh_page_bytes=allocator.fresh_page_bytes(),
+            strict=failsafe.strict(),
+        ),
+        runner_entry=runner_entry,
+        forget_fingerprints=True,
+    )
 
 
 @contextlib.contextmanager
-def installed_for(cost_model: Optional[InlinePolicy] = None, *, windows: Optional[bool] = None) -> Iterator[None]:
+def installed_for(
+    cost_model: Optional[InlinePolicy] = None, *, windows: Optional[bool] = None
+) -> Iterator[None]:
     """`install()` for the duration of a `with` block, then whatever was in force before."""
     before = settings()
     install(cost_model, windows=windows)
@@ -144,15 +164,22 @@ def _install(settings_: InstallSettings, *, runner_entry, forget_fingerprints: b
             # library left runs again as stock from the SDFG as received.
             result: list = []
             failure = failsafe.guarded(
-                sdfg, lambda: result.append(original(sdfg, *args, optimization_hooks=hooks, **kwargs)),
-                stage=failsafe.LATER_STAGE)
+                sdfg,
+                lambda: result.append(original(sdfg, *args, optimization_hooks=hooks, **kwargs)),
+                stage=failsafe.LATER_STAGE,
+            )
             if failure is not None:
                 record["failure"] = failure
                 result.append(original(sdfg, *args, optimization_hooks=user or None, **kwargs))
             RECENT.append(record)
             return result[-1]
 
-        _STATE.update(gt_auto_optimize=original, lower=original_lower, version_id=base_version, settings=settings_)
+        _STATE.update(
+            gt_auto_optimize=original,
+            lower=original_lower,
+            version_id=base_version,
+            settings=settings_,
+        )
         gtx_transformations.gt_auto_optimize = gt_auto_optimize
         compat.set_lowering_entry(xf_lowering.annotating_lower_program_to_sdfg)
         gtx_config.BUILD_CACHE_VERSION_ID = settings_.version_id(base_version)
@@ -171,13 +198,22 @@ class _CountTransients:
     record: dict
 
     def __call__(self, sdfg) -> None:
-        self.record["transients"] = sum(1 for d in sdfg.arrays.values() if d.transient and len(d.shape) == 2)
+        self.record["transients"] = sum(
+            1 for d in sdfg.arrays.values() if d.transient and len(d.shape) == 2
+        )
 
 
-def _library_hooks(settings_: InstallSettings, gpu: bool, user: dict, record: dict, transient_memory_mode=None):
-    hooks = optimization_hooks(settings_.policy(gpu, transient_memory_mode), gpu=gpu, user_hooks=user,
-                               reports=record["reports"], transient_memory_mode=transient_memory_mode,
-                               windows=settings_.windows)
+def _library_hooks(
+    settings_: InstallSettings, gpu: bool, user: dict, record: dict, transient_memory_mode=None
+):
+    hooks = optimization_hooks(
+        settings_.policy(gpu, transient_memory_mode),
+        gpu=gpu,
+        user_hooks=user,
+        reports=record["reports"],
+        transient_memory_mode=transient_memory_mode,
+        windows=settings_.windows,
+    )
     post = GT4PyAutoOptHook.TopLevelDataFlowPost
     hooks[post] = chain_hooks(_CountTransients(record), hooks.get(post))
     return hooks
@@ -218,8 +254,11 @@ def _check_build_mode():
         return None
     entry = _STATE.get("worker_entry", getattr(runners, _WORKER_ENTRY, None))
     process_runner = getattr(runners, "ProcessRunner", None)
-    reachable = (entry is not None and process_runner is not None
-                 and _WORKER_ENTRY in process_runner.submit.__code__.co_names)
+    reachable = (
+        entry is not None
+        and process_runner is not None
+        and _WORKER_ENTRY in process_runner.submit.__code__.co_names
+    )
     if reachable:
         return runners, entry
     mode = getattr(gtx_config, "BUILD_JOBS_MODE", None)
@@ -228,7 +267,8 @@ def _check_build_mode():
         raise InstallError(
             "gt4py_dace_xforms.install(): this gt4py builds in worker processes the library cannot reach "
             f"(no '{_WORKER_ENTRY}' in {_RUNNERS}); set GT4PY_BUILD_JOBS_MODE=thread (or GT4PY_BUILD_JOBS=0) "
-            "before gt4py is imported, or use the library's backends (gt4py_dace_xforms.backends)")
+            "before gt4py is imported, or use the library's backends (gt4py_dace_xforms.backends)"
+        )
     return None
 
 

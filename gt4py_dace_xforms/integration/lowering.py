@@ -39,13 +39,16 @@ from gt4py.next.program_processors.runners.dace.lowering import gtir_domain, gti
 
 from gt4py_dace_xforms.integration import compat
 
+
 KEY = "gt4py_dace_xforms"
 _LOCK = threading.RLock()
 _ORIGINAL_LOWER = compat.lowering_entry()
 
 
 def _sym(expr) -> Optional[str]:
-    if expr in (gtir.InfinityLiteral.POSITIVE, gtir.InfinityLiteral.NEGATIVE) or isinstance(expr, gtir.InfinityLiteral):
+    if expr in (gtir.InfinityLiteral.POSITIVE, gtir.InfinityLiteral.NEGATIVE) or isinstance(
+        expr, gtir.InfinityLiteral
+    ):
         return None
     try:
         return str(gtir_to_sdfg_utils.get_symbolic(expr))
@@ -102,8 +105,12 @@ def field_coverage(ir: gtir.Program, offset_provider_type) -> dict[str, dict[str
             # A tuple target (`make_tuple` of domains) is inferred per element, as gt4py does.
             domain = infer_domain._make_symbolic_domain_tuple(stmt.domain)
             _, accessed = infer_domain.infer_expr(
-                stmt.expr, domain, offset_provider=offset_provider_type, symbolic_domain_sizes=sizes,
-                allow_uninferred=True, keep_existing_domains=True,
+                stmt.expr,
+                domain,
+                offset_provider=offset_provider_type,
+                symbolic_domain_sizes=sizes,
+                allow_uninferred=True,
+                keep_existing_domains=True,
             )
         except Exception:  # noqa: BLE001  # an expression inference rejects: skip, annotate less
             continue
@@ -112,7 +119,9 @@ def field_coverage(ir: gtir.Program, offset_provider_type) -> dict[str, dict[str
                 continue
             for one in _flat_domains(dom):
                 for dim, rng in one.ranges.items():
-                    covered.setdefault(name, {}).setdefault(dim.value, []).append((rng.start, rng.stop))
+                    covered.setdefault(name, {}).setdefault(dim.value, []).append(
+                        (rng.start, rng.stop)
+                    )
     result: dict[str, dict[str, tuple[Any, Any]]] = {}
     for name, dims in covered.items():
         for dim, ranges in dims.items():
@@ -120,7 +129,11 @@ def field_coverage(ir: gtir.Program, offset_provider_type) -> dict[str, dict[str
             # one range not known (a neighbor read, an expression we cannot print) just
             # contributes nothing.
             known = [(_sym(s), _sym(e)) for s, e in ranges]
-            known = [(s, e) for s, e in known if s is not None and e is not None and _UNKNOWN not in s + e]
+            known = [
+                (s, e)
+                for s, e in known
+                if s is not None and e is not None and _UNKNOWN not in s + e
+            ]
             if not known:
                 continue
             starts, stops = [s for s, _ in known], [e for _, e in known]
@@ -145,7 +158,9 @@ def _annotate_fields(sdfg: dace.SDFG, ir: gtir.Program, offset_provider_type) ->
             covers.append(list(coverage[name][dim.value]) if dim.value in coverage[name] else None)
             origin.append(str(gtx_args.range_start_symbol(name, dim)))
             names.append(dim.value)
-        desc.location[KEY] = json.dumps({"kind": "field", "covers": covers, "origin": origin, "dims": names})
+        desc.location[KEY] = json.dumps(
+            {"kind": "field", "covers": covers, "origin": origin, "dims": names}
+        )
 
 
 class _ConcatRecorder:
@@ -165,7 +180,7 @@ class _ConcatRecorder:
     @staticmethod
     def _record(node, ctx, result, sdfg_builder) -> None:
         mask = domain_utils.SymbolicDomain.from_expr(node.args[0])
-        (concat_dim, rng), = mask.ranges.items()
+        ((concat_dim, rng),) = mask.ranges.items()
         out_dom = node.annex.domain
         dims, origins, _ = gtir_domain.get_field_layout(gtir_domain.get_field_domain(out_dom))
         d = list(dims).index(concat_dim)
@@ -179,8 +194,12 @@ class _ConcatRecorder:
             return
         lower = [f"({start}) - ({origin})", f"Max({start}, Min({bound}, {stop})) - ({origin})"]
         upper = [f"Max({start}, Min({bound}, {stop})) - ({origin})", f"({stop}) - ({origin})"]
-        branches = [lower, upper] if lower_first else [upper, lower]  # in the order of node.args[1:]
-        reads = _branch_reads(node, mask, ctx.sdfg, getattr(sdfg_builder, "offset_provider_type", None))
+        branches = (
+            [lower, upper] if lower_first else [upper, lower]
+        )  # in the order of node.args[1:]
+        reads = _branch_reads(
+            node, mask, ctx.sdfg, getattr(sdfg_builder, "offset_provider_type", None)
+        )
         desc = ctx.sdfg.arrays[result.dc_node.data]
         desc.location[KEY] = json.dumps(
             {
@@ -203,14 +222,22 @@ def _branch_reads(node, mask, sdfg: dace.SDFG, offset_provider_type) -> list[dic
     out_dom = node.annex.domain
     sizes = _unknown_sizes(offset_provider_type)
     result = []
-    for arg, selected in ((node.args[1], mask), (node.args[2], domain_utils.domain_complement(mask))):
+    for arg, selected in (
+        (node.args[1], mask),
+        (node.args[2], domain_utils.domain_complement(mask)),
+    ):
         reads: dict = {}
         try:
             domain = domain_utils.domain_intersection(
-                out_dom, domain_utils.promote_domain(selected, out_dom.ranges.keys()))
+                out_dom, domain_utils.promote_domain(selected, out_dom.ranges.keys())
+            )
             _, accessed = infer_domain.infer_expr(
-                arg, domain, offset_provider=offset_provider_type, symbolic_domain_sizes=sizes,
-                allow_uninferred=True, keep_existing_domains=True,
+                arg,
+                domain,
+                offset_provider=offset_provider_type,
+                symbolic_domain_sizes=sizes,
+                allow_uninferred=True,
+                keep_existing_domains=True,
             )
         except Exception:  # noqa: BLE001  # nothing known for this branch
             result.append(reads)

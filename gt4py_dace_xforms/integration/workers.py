@@ -62,7 +62,9 @@ def arrived(artifact: Any, warned: list, records: list) -> Any:
     return artifact
 
 
-def run_collecting(run: Callable[[], Any], records: Optional[Callable[[], list]] = None) -> FromWorker:
+def run_collecting(
+    run: Callable[[], Any], records: Optional[Callable[[], list]] = None
+) -> FromWorker:
     """Run `run()` (a build), collecting the library's warnings, and wrap its artifact."""
     categories = forwarded_categories()
     with warnings.catch_warnings(record=True) as caught:

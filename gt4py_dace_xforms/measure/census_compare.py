@@ -44,6 +44,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Optional
 import numpy as np
 
 from gt4py_dace_xforms.integration.workers import restart_build_workers
+from gt4py_dace_xforms.policy import CostModel, InlineWhereSound
 from gt4py_dace_xforms.tools.compare import Build, inline_build, stock_build, two_d_transients
 from gt4py_dace_xforms.tools.programs import (
     ICOSAHEDRAL_NEIGHBORS,
@@ -52,7 +53,7 @@ from gt4py_dace_xforms.tools.programs import (
     offset_provider_for,
     random_args,
 )
-from gt4py_dace_xforms.policy import CostModel, InlineWhereSound
+
 
 #: The builds, in the order they are compiled and reported ("stock" is the reference).
 BUILDS = ("stock", "model", "sound")
@@ -82,7 +83,10 @@ def scalars_for(program_name: str, n: int, nlev: int) -> dict[str, Any]:
     branches icon4py's default configuration runs (and the extra-diffusion / IAU / limited
     area paths, which add code)."""
     from icon4py.model.atmosphere.diffusion.diffusion import TurbulenceShearForcingType
-    from icon4py.model.atmosphere.dycore.dycore_states import DivergenceDampingType, HorizontalPressureDiscretizationType
+    from icon4py.model.atmosphere.dycore.dycore_states import (
+        DivergenceDampingType,
+        HorizontalPressureDiscretizationType,
+    )
     from icon4py.model.common.constants import RayleighType
 
     half_levels = program_name in (
@@ -123,8 +127,9 @@ def scalars_for(program_name: str, n: int, nlev: int) -> dict[str, Any]:
     return values
 
 
-def census_inputs(program: Any, *, n_horizontal: int = N_HORIZONTAL, n_levels: int = N_LEVELS,
-                  seed: int = SEED) -> tuple[dict[str, Any], dict[str, Any]]:
+def census_inputs(
+    program: Any, *, n_horizontal: int = N_HORIZONTAL, n_levels: int = N_LEVELS, seed: int = SEED
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Keyword arguments and offset provider for one census program (see module doc).
 
     Floating-point fields are random in [0.5, 1.5); boolean fields random masks;
@@ -137,12 +142,19 @@ def census_inputs(program: Any, *, n_horizontal: int = N_HORIZONTAL, n_levels: i
     wanted = scalars_for(name, n_horizontal, n_levels)
     params = program.past_stage.past_node.type.definition.pos_or_kw_args
     scalars = {k: v for k, v in wanted.items() if k in params}
-    args = random_args(program, sizes, seed, scalars=scalars,
-                       extent=lambda _p, dim, size: size + 1 if dim == "K" else size)
+    args = random_args(
+        program,
+        sizes,
+        seed,
+        scalars=scalars,
+        extent=lambda _p, dim, size: size + 1 if dim == "K" else size,
+    )
     return model_like_fields(args, n_levels, seed), provider
 
 
-def model_like_fields(args: dict[str, Any], n_levels: int, seed: int, *, level_offsets: bool = False) -> dict[str, Any]:
+def model_like_fields(
+    args: dict[str, Any], n_levels: int, seed: int, *, level_offsets: bool = False
+) -> dict[str, Any]:
     """`args` (from `random_args`) with the fields that are not plain floats made like the
     model's: masks 70 % true, `k_lev` / `e_lev` the level index, `flat_idx_max` a level;
     with `level_offsets`, integer (.., K) fields (vertical offsets such as `ikoffset`) 0 on
@@ -199,17 +211,28 @@ class FieldDiff:
     max_rel: float
 
 
-def diff_field(field: str, build: str, value: np.ndarray, reference: np.ndarray, *, exact: bool = False) -> FieldDiff:
+def diff_field(
+    field: str, build: str, value: np.ndarray, reference: np.ndarray, *, exact: bool = False
+) -> FieldDiff:
     """`value` against `reference` (NaN equals NaN at the same place; infinities must match).
     `exact`: within tolerance only if bitwise equal (builds without FP contraction)."""
     if value.shape != reference.shape:
         return FieldDiff(field, build, False, False, float("inf"), float("inf"))
     bitwise = bool(np.array_equal(value, reference, equal_nan=value.dtype.kind == "f"))
     if bitwise or value.dtype.kind != "f":
-        return FieldDiff(field, build, bitwise, bitwise, 0.0 if bitwise else float("inf"), 0.0 if bitwise else float("inf"))
+        return FieldDiff(
+            field,
+            build,
+            bitwise,
+            bitwise,
+            0.0 if bitwise else float("inf"),
+            0.0 if bitwise else float("inf"),
+        )
     same_nan = np.array_equal(np.isnan(value), np.isnan(reference))
     finite = np.isfinite(reference) & np.isfinite(value)
-    same_inf = np.array_equal(np.where(finite, 0.0, value), np.where(finite, 0.0, reference), equal_nan=True)
+    same_inf = np.array_equal(
+        np.where(finite, 0.0, value), np.where(finite, 0.0, reference), equal_nan=True
+    )
     err = np.abs(value[finite] - reference[finite])
     ref = np.abs(reference[finite])
     max_abs = float(err.max()) if err.size else 0.0
@@ -250,8 +273,13 @@ class ProgramComparison:
     @property
     def equal(self) -> bool:
         """Every build compiled, stock is repeatable and writes something, every field within tolerance."""
-        return (not self.errors and self.stock_repeatable and bool(self.written) and len(self.runs) == len(BUILDS)
-                and all(d.within_tolerance for d in self.diffs))
+        return (
+            not self.errors
+            and self.stock_repeatable
+            and bool(self.written)
+            and len(self.runs) == len(BUILDS)
+            and all(d.within_tolerance for d in self.diffs)
+        )
 
     @property
     def bitwise(self) -> bool:
@@ -313,8 +341,14 @@ def _make_build(label: str) -> Build:
     return inline_build(policy=CostModel("cpu") if label == "model" else InlineWhereSound())
 
 
-def compare_program(ref: ProgramRef, *, n_horizontal: int = N_HORIZONTAL, n_levels: int = N_LEVELS,
-                    seed: int = SEED, exact: bool = False) -> ProgramComparison:
+def compare_program(
+    ref: ProgramRef,
+    *,
+    n_horizontal: int = N_HORIZONTAL,
+    n_levels: int = N_LEVELS,
+    seed: int = SEED,
+    exact: bool = False,
+) -> ProgramComparison:
     """Compile `ref` stock, with the cost model and with everything sound, run each on
     fresh copies of the same inputs, compare every field with stock's (never raises:
     failures are recorded). `exact`: compile without floating-point contraction and
@@ -323,7 +357,9 @@ def compare_program(ref: ProgramRef, *, n_horizontal: int = N_HORIZONTAL, n_leve
     start = time.perf_counter()
     try:
         program = ref.load()
-        args, provider = census_inputs(program, n_horizontal=n_horizontal, n_levels=n_levels, seed=seed)
+        args, provider = census_inputs(
+            program, n_horizontal=n_horizontal, n_levels=n_levels, seed=seed
+        )
         flags = exact_cxxflags() if exact else None
     except Exception as err:  # noqa: BLE001  # one broken program must not end the comparison
         result.error = _one_line(err)
@@ -347,19 +383,25 @@ def compare_program(ref: ProgramRef, *, n_horizontal: int = N_HORIZONTAL, n_leve
             build_run.transients = len(two_d_transients(build.sdfg))
             if label == "stock":
                 result.fields = len(outputs["stock"])
-                result.written = sorted(k for k, v in outputs["stock"].items()
-                                        if not diff_field(k, "input", v, args[k].asnumpy()).bitwise)
+                result.written = sorted(
+                    k
+                    for k, v in outputs["stock"].items()
+                    if not diff_field(k, "input", v, args[k].asnumpy()).bitwise
+                )
                 again = run(build.backend)
                 result.stock_repeatable = all(
-                    diff_field(k, "stock", again[k], v).bitwise for k, v in outputs["stock"].items())
+                    diff_field(k, "stock", again[k], v).bitwise for k, v in outputs["stock"].items()
+                )
         except Exception as err:  # noqa: BLE001  # a failed build is reported, not skipped
             build_run.error = _one_line(err)
         build_run.seconds = time.perf_counter() - t0
     if "stock" in outputs:
         for label in BUILDS[1:]:
             if label in outputs:
-                result.diffs += [diff_field(k, label, outputs[label][k], v, exact=exact)
-                                 for k, v in outputs["stock"].items()]
+                result.diffs += [
+                    diff_field(k, label, outputs[label][k], v, exact=exact)
+                    for k, v in outputs["stock"].items()
+                ]
     result.seconds = time.perf_counter() - start
     return result
 
@@ -369,9 +411,13 @@ def _compare_one(args) -> ProgramComparison:
     return compare_program(ref, **kwargs)
 
 
-def run_comparison(refs: Iterable[ProgramRef], *, jobs: int = 1,
-                   progress: Optional[Callable[[ProgramComparison], None]] = None,
-                   **kwargs: Any) -> list[ProgramComparison]:
+def run_comparison(
+    refs: Iterable[ProgramRef],
+    *,
+    jobs: int = 1,
+    progress: Optional[Callable[[ProgramComparison], None]] = None,
+    **kwargs: Any,
+) -> list[ProgramComparison]:
     """`compare_program` for every program, in `jobs` processes (results in input order)."""
     from gt4py_dace_xforms.tools.census import map_programs
 
@@ -385,37 +431,57 @@ def _fmt(x: float) -> str:
 def table(results: list[ProgramComparison]) -> str:
     """Per program: equal to stock, largest differences, inlines and 2-D transients per
     build, seconds per build; then every field that is not bitwise equal, and the errors."""
-    head = ("program", "equal", "bitwise", "written", "max abs model/sound", "max rel model/sound",
-            "inlines model/sound", "2-D tr stock/model/sound", "s stock/model/sound")
+    head = (
+        "program",
+        "equal",
+        "bitwise",
+        "written",
+        "max abs model/sound",
+        "max rel model/sound",
+        "inlines model/sound",
+        "2-D tr stock/model/sound",
+        "s stock/model/sound",
+    )
     rows = []
     for r in results:
         runs = [r.runs.get(b, BuildRun(b)) for b in BUILDS]
-        rows.append((
-            r.short_name,
-            "ERROR" if r.errors else ("yes" if r.equal else "NO"),
-            "yes" if r.bitwise else "no",
-            f"{len(r.written)}/{r.fields}",
-            f"{_fmt(r.max_abs('model'))}/{_fmt(r.max_abs('sound'))}",
-            f"{_fmt(r.max_rel('model'))}/{_fmt(r.max_rel('sound'))}",
-            f"{runs[1].inlines}/{runs[2].inlines}",
-            "/".join(str(b.transients) for b in runs),
-            "/".join(f"{b.seconds:.0f}" for b in runs),
-        ))
+        rows.append(
+            (
+                r.short_name,
+                "ERROR" if r.errors else ("yes" if r.equal else "NO"),
+                "yes" if r.bitwise else "no",
+                f"{len(r.written)}/{r.fields}",
+                f"{_fmt(r.max_abs('model'))}/{_fmt(r.max_abs('sound'))}",
+                f"{_fmt(r.max_rel('model'))}/{_fmt(r.max_rel('sound'))}",
+                f"{runs[1].inlines}/{runs[2].inlines}",
+                "/".join(str(b.transients) for b in runs),
+                "/".join(f"{b.seconds:.0f}" for b in runs),
+            )
+        )
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
     fmt = "  ".join(f"{{:<{w}}}" if i == 0 else f"{{:>{w}}}" for i, w in enumerate(widths))
-    lines = [fmt.format(*head), fmt.format(*("-" * w for w in widths))] + [fmt.format(*row) for row in rows]
+    lines = [fmt.format(*head), fmt.format(*("-" * w for w in widths))] + [
+        fmt.format(*row) for row in rows
+    ]
     n_equal = sum(r.equal for r in results)
-    criterion = (f"bitwise, built with {NO_CONTRACTION}" if results and all(r.exact for r in results) else
-                 f"tolerance {RTOL:g} x |stock| + {ATOL_SCALE:g} x max|stock|, per element")
+    criterion = (
+        f"bitwise, built with {NO_CONTRACTION}"
+        if results and all(r.exact for r in results)
+        else f"tolerance {RTOL:g} x |stock| + {ATOL_SCALE:g} x max|stock|, per element"
+    )
     lines += ["", f"{n_equal} of {len(results)} programs equal to stock ({criterion})"]
     for r in results:
         for d in r.differing():
-            lines.append(f"  {r.short_name} {d.build} {d.field}: not bitwise equal, max abs {d.max_abs:.3e}, "
-                         f"max rel {d.max_rel:.3e}, {'within' if d.within_tolerance else 'OUTSIDE'} tolerance")
+            lines.append(
+                f"  {r.short_name} {d.build} {d.field}: not bitwise equal, max abs {d.max_abs:.3e}, "
+                f"max rel {d.max_rel:.3e}, {'within' if d.within_tolerance else 'OUTSIDE'} tolerance"
+            )
         if not r.written and not r.errors:
             lines.append(f"  {r.short_name}: stock's run changed no field (nothing compared)")
         if not r.stock_repeatable:
-            lines.append(f"  {r.short_name}: two stock runs differ (not deterministic on these inputs)")
+            lines.append(
+                f"  {r.short_name}: two stock runs differ (not deterministic on these inputs)"
+            )
         for e in r.errors:
             lines.append(f"  {r.short_name} error: {e}")
     return "\n".join(lines)

@@ -40,6 +40,7 @@ import sys
 import tempfile
 from typing import Any, Callable, Optional
 
+
 #: Cache configurations for callgrind's simulator: (I1, D1, LL), each (bytes, ways, line).
 #: Fixed, not read from the host (valgrind would take the host's L3, which a VM may report
 #: as hundreds of MB), so that the counts do not depend on the machine either.
@@ -51,7 +52,9 @@ CACHES = {
 }
 
 #: gt4py's CPU flags (workflow/common.py) less AVX-512, which valgrind 3.19 cannot decode.
-COUNT_CXXFLAGS = "-fPIC -O3 -march=native -mno-avx512f -Wall -Wextra -Wno-unused-parameter -Wno-unused-label"
+COUNT_CXXFLAGS = (
+    "-fPIC -O3 -march=native -mno-avx512f -Wall -Wextra -Wno-unused-parameter -Wno-unused-label"
+)
 
 #: The replay script (run by path: importing the package would import dace and gt4py).
 REPLAY = pathlib.Path(__file__).with_name("counts_replay.py")
@@ -125,7 +128,9 @@ def capture_call(call: Callable[[], Any], folder: os.PathLike, buffers=()) -> li
         sdfg = csdfg.sdfg
         names = [a for a in csdfg._sig if a not in csdfg._constants]
         if len(names) != len(callargs):
-            raise RuntimeError(f"counts: cannot name the {len(callargs)} C arguments of {sdfg.name}")
+            raise RuntimeError(
+                f"counts: cannot name the {len(callargs)} C arguments of {sdfg.name}"
+            )
         typedict = csdfg._typedict
         values = {k: v for k, v in sdfg.constants.items()}
         for name, carg in zip(names, callargs):
@@ -138,24 +143,42 @@ def capture_call(call: Callable[[], Any], folder: os.PathLike, buffers=()) -> li
         for n, (name, carg) in enumerate(zip(names, callargs)):
             desc = typedict[name]
             if isinstance(desc, dace.data.Array):
-                ptr = carg.value if isinstance(carg, ctypes.c_void_p) else ctypes.cast(carg, ctypes.c_void_p).value
+                ptr = (
+                    carg.value
+                    if isinstance(carg, ctypes.c_void_p)
+                    else ctypes.cast(carg, ctypes.c_void_p).value
+                )
                 try:
                     nbytes = _array_extent(desc, values) * desc.dtype.bytes
                 except TypeError:
                     # TODO: a NULL pointer (`value` None) reaches _buffer_bytes and string_at
                     nbytes = _buffer_bytes(ptr, buffers)  # type: ignore[arg-type]
                     if nbytes is None:
-                        raise RuntimeError(f"counts: the extent of '{name}' is not known: pass its buffer") from None
+                        raise RuntimeError(
+                            f"counts: the extent of '{name}' is not known: pass its buffer"
+                        ) from None
                 data = ctypes.string_at(ptr, nbytes) if nbytes else b""  # type: ignore[arg-type]
                 (out / f"arg{n}.bin").write_bytes(data)
                 args.append({"name": name, "kind": "array", "file": f"arg{n}.bin", "bytes": nbytes})
             else:
-                args.append({"name": name, "kind": "scalar", "ctype": type(carg).__name__, "value": carg.value})
+                args.append(
+                    {
+                        "name": name,
+                        "kind": "scalar",
+                        "ctype": type(carg).__name__,
+                        "value": carg.value,
+                    }
+                )
         init = [i for i, name in enumerate(names) if name in csdfg._free_symbols]
         # A copy of the library: gt4py removes a session's build folder when the process ends.
         shutil.copyfile(csdfg.filename, out / "program.so")
-        spec = {"library": "program.so", "sdfg": sdfg.name, "args": args, "init": init,
-                "code_hash": code_hash(sdfg)}
+        spec = {
+            "library": "program.so",
+            "sdfg": sdfg.name,
+            "args": args,
+            "init": init,
+            "code_hash": code_hash(sdfg),
+        }
         (out / "call.json").write_text(json.dumps(spec, indent=1))
         written.append(out)
 
@@ -177,7 +200,10 @@ def last_level_bytes(cache: str) -> int:
 
 def _cache_flags(cache: str) -> list[str]:
     config = CACHES[cache]
-    return [f"--{lvl}={size},{ways},{line}" for lvl, (size, ways, line) in zip(("I1", "D1", "LL"), config)]
+    return [
+        f"--{lvl}={size},{ways},{line}"
+        for lvl, (size, ways, line) in zip(("I1", "D1", "LL"), config)
+    ]
 
 
 def count_call(folder: os.PathLike, cache: str = "cpu", timeout: float = 1800) -> Counts:
@@ -192,20 +218,39 @@ def count_call(folder: os.PathLike, cache: str = "cpu", timeout: float = 1800) -
         # the interpreter's heap, and with it memcpy's alignment and the instruction count.
         call = pathlib.Path(tmp) / "call"
         call.symlink_to(pathlib.Path(folder).resolve(), target_is_directory=True)
-        cmd = [binary, "--tool=callgrind", "--cache-sim=yes", "--collect-atstart=no",
-               # the SDFG's code: the exported wrapper is inlined; its OpenMP clones end in ']'
-               f"--toggle-collect=__program_{spec['sdfg']}_internal(*)", f"--callgrind-out-file={out}",
-               *_cache_flags(cache), sys.executable, str(REPLAY), str(call), str(2 * last_level_bytes(cache))]
+        cmd = [
+            binary,
+            "--tool=callgrind",
+            "--cache-sim=yes",
+            "--collect-atstart=no",
+            # the SDFG's code: the exported wrapper is inlined; its OpenMP clones end in ']'
+            f"--toggle-collect=__program_{spec['sdfg']}_internal(*)",
+            f"--callgrind-out-file={out}",
+            *_cache_flags(cache),
+            sys.executable,
+            str(REPLAY),
+            str(call),
+            str(2 * last_level_bytes(cache)),
+        ]
         # A fixed environment: the caller's (its size moves the stack, PYTHONHASHSEED the
         # interpreter's allocations) shifted a few simulated misses between runs.
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "OMP_NUM_THREADS": "1",
-               "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "LC_ALL": "C"}
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "OMP_NUM_THREADS": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONHASHSEED": "0",
+            "LC_ALL": "C",
+        }
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
         if "unhandled instruction" in done.stderr:
-            raise RuntimeError("counts: valgrind cannot decode the library's instructions (AVX-512?): compile the "
-                               "program with CXXFLAGS=counts.COUNT_CXXFLAGS")
+            raise RuntimeError(
+                "counts: valgrind cannot decode the library's instructions (AVX-512?): compile the "
+                "program with CXXFLAGS=counts.COUNT_CXXFLAGS"
+            )
         if done.returncode != 0:
-            raise RuntimeError(f"counts: the replay failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
+            raise RuntimeError(
+                f"counts: the replay failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}"
+            )
         return parse_callgrind(out.read_text())
 
 

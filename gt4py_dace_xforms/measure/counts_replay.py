@@ -12,7 +12,9 @@ import sys
 def main(folder: str) -> None:
     root = pathlib.Path(folder)
     spec = json.loads((root / "call.json").read_text())
-    lib = ctypes.CDLL(str((root / spec["library"]).absolute()))  # not resolved: a path of fixed length
+    lib = ctypes.CDLL(
+        str((root / spec["library"]).absolute())
+    )  # not resolved: a path of fixed length
     keep = []  # the arrays' buffers stay alive for the call
     args = []
     for a in spec["args"]:

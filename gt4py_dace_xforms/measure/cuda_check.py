@@ -36,6 +36,7 @@ from typing import Any, Mapping, Optional, Sequence, cast
 
 import dace
 
+
 #: Compute capability compiled for: the H100/H200 (Hopper) of the GPU machines.
 DEFAULT_ARCH = "90"
 
@@ -68,7 +69,11 @@ def _wheel_nvccs() -> list[pathlib.Path]:
     found = []
     for root in map(pathlib.Path, spec.submodule_search_locations):
         # CUDA 13 wheels share one tree (nvidia/cu13); CUDA 12 wheels one per component.
-        found += [p for p in (root / "cu13" / "bin" / "nvcc", root / "cuda_nvcc" / "bin" / "nvcc") if p.is_file()]
+        found += [
+            p
+            for p in (root / "cu13" / "bin" / "nvcc", root / "cuda_nvcc" / "bin" / "nvcc")
+            if p.is_file()
+        ]
     return found
 
 
@@ -81,7 +86,9 @@ def _includes(nvcc: pathlib.Path) -> tuple[pathlib.Path, ...]:
 
 
 def _version(nvcc: pathlib.Path) -> str:
-    out = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [str(nvcc), "--version"], capture_output=True, text=True, check=True
+    ).stdout
     m = re.search(r"release [\d.]+, V([\d.]+)", out)
     if not m:
         raise CudaCheckError(f"cannot read the version of {nvcc}: {out.strip()[-200:]!r}")
@@ -131,13 +138,17 @@ def _compile_time_args(program: Any, args: Mapping[str, Any], offset_provider: M
     )
 
 
-def translate(backend: Any, program: Any, args: Mapping[str, Any], offset_provider: Mapping[str, Any]) -> dace.SDFG:
+def translate(
+    backend: Any, program: Any, args: Mapping[str, Any], offset_provider: Mapping[str, Any]
+) -> dace.SDFG:
     """The SDFG `backend` hands to its compile step for `program(**args)`: its transforms,
     then its translation step (the library's hooks run in there)."""
     from gt4py_dace_xforms.integration import compat
 
     cta = _compile_time_args(program, args, offset_provider)
-    compilable = backend.transforms(compat.ConcreteProgramDef(data=program.definition_stage, args=cta))
+    compilable = backend.transforms(
+        compat.ConcreteProgramDef(data=program.definition_stage, args=cta)
+    )
     source = backend.executor.translation(compilable)
     return dace.SDFG.from_json(source.source_code)
 
@@ -178,7 +189,9 @@ def generate(sdfg: dace.SDFG, folder: pathlib.Path) -> GeneratedCode:
 
     folder = pathlib.Path(folder).resolve()
     folder.mkdir(parents=True, exist_ok=True)
-    with gtx_wfdcommon.dace_context(device_type=core_defs.DeviceType.CUDA, cmake_build_type=gtx_config.CMAKE_BUILD_TYPE):
+    with gtx_wfdcommon.dace_context(
+        device_type=core_defs.DeviceType.CUDA, cmake_build_type=gtx_config.CMAKE_BUILD_TYPE
+    ):
         sdfg = copy.deepcopy(sdfg)  # code generation changes the SDFG
         sdfg.build_folder = str(folder)
         sdfg.fill_scope_connectors()
@@ -194,9 +207,15 @@ def generate(sdfg: dace.SDFG, folder: pathlib.Path) -> GeneratedCode:
     files = []
     for line in (folder / "dace_files.csv").read_text().splitlines():
         target, target_type, name = line.strip().split(",")
-        files.append(folder / "src" / target / target_type / name if target_type else folder / "src" / target / name)
+        files.append(
+            folder / "src" / target / target_type / name
+            if target_type
+            else folder / "src" / target / name
+        )
     if not any(f.suffix == ".cu" for f in files):
-        raise CudaCheckError(f"{sdfg.name}: DaCe generated no .cu file (no GPU schedule in the SDFG?)")
+        raise CudaCheckError(
+            f"{sdfg.name}: DaCe generated no .cu file (no GPU schedule in the SDFG?)"
+        )
     return GeneratedCode(folder=folder, files=tuple(files), **settings)
 
 
@@ -227,10 +246,18 @@ def _runtime_include() -> pathlib.Path:
 
 
 def object_command(
-    code: GeneratedCode, source: pathlib.Path, toolkit: CudaToolkit, out: pathlib.Path, arch: str = DEFAULT_ARCH
+    code: GeneratedCode,
+    source: pathlib.Path,
+    toolkit: CudaToolkit,
+    out: pathlib.Path,
+    arch: str = DEFAULT_ARCH,
 ) -> list[str]:
     """The compile line for one generated file, after DaCe's `codegen/CMakeLists.txt`."""
-    common = ["-DWITH_CUDA", f'-DDACE_BINARY_DIR="{code.folder / "build"}"', f"-I{_runtime_include()}"]
+    common = [
+        "-DWITH_CUDA",
+        f'-DDACE_BINARY_DIR="{code.folder / "build"}"',
+        f"-I{_runtime_include()}",
+    ]
     if source.suffix == ".cu":
         return [
             str(toolkit.nvcc), "-c", "-x", "cu", f"-std=c++{code.cpp_standard}", "--expt-relaxed-constexpr",
@@ -247,7 +274,9 @@ def object_command(
     ]  # fmt: skip
 
 
-def _cache_key(command: Sequence[str], code: GeneratedCode, source: pathlib.Path, toolkit: CudaToolkit) -> str:
+def _cache_key(
+    command: Sequence[str], code: GeneratedCode, source: pathlib.Path, toolkit: CudaToolkit
+) -> str:
     # The build folder only appears in paths (the output, DACE_BINARY_DIR's string): left
     # out, so the same code generated into another folder is the same compile.
     h = hashlib.sha256()
@@ -301,7 +330,9 @@ def compile_objects(
     """Compile the generated files (`cu_only`: the `.cu` ones) to objects, `jobs` at a time."""
     files = code.cu_files if cu_only else code.files
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        return list(pool.map(lambda f: compile_one(code, f, toolkit, arch=arch, cache_dir=cache_dir), files))
+        return list(
+            pool.map(lambda f: compile_one(code, f, toolkit, arch=arch, cache_dir=cache_dir), files)
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -324,7 +355,7 @@ _REGISTERS = re.compile(r"Used (\d+) registers")
 def _kernel_name(mangled: str) -> str:
     """`_Z22map_62_fieldop_0_0_359PKd...` -> `map_62_fieldop_0_0_359` (the Itanium length prefix)."""
     m = re.match(r"_Z(\d+)", mangled)
-    return mangled[m.end():m.end() + int(m.group(1))] if m else mangled
+    return mangled[m.end() : m.end() + int(m.group(1))] if m else mangled
 
 
 def parse_ptxas(output: str) -> list[KernelResources]:
@@ -343,7 +374,9 @@ def parse_ptxas(output: str) -> list[KernelResources]:
     return found
 
 
-def kernel_resources(code: GeneratedCode, toolkit: CudaToolkit, *, arch: str = DEFAULT_ARCH) -> list[KernelResources]:
+def kernel_resources(
+    code: GeneratedCode, toolkit: CudaToolkit, *, arch: str = DEFAULT_ARCH
+) -> list[KernelResources]:
     """Compile every generated `.cu` file with ptxas' verbose report (`-Xptxas=-v`) and
     return each kernel's registers and local memory. Raises `CudaCheckError` if one fails."""
     kernels = []
@@ -361,7 +394,9 @@ def kernel_resources(code: GeneratedCode, toolkit: CudaToolkit, *, arch: str = D
 
 def failure_text(result: ObjectResult, lines: int = 30) -> str:
     """The compiler's errors (its warnings left out), last `lines` lines, and the command."""
-    kept = [ln for ln in result.output.splitlines() if "error" in ln.lower() or "fatal" in ln.lower()]
+    kept = [
+        ln for ln in result.output.splitlines() if "error" in ln.lower() or "fatal" in ln.lower()
+    ]
     body = "\n".join((kept or result.output.splitlines())[-lines:])
     return f"{result.source}: compile failed\n{body}\ncommand: {shlex.join(result.command)}"
 
@@ -385,5 +420,7 @@ def conditionals_in_kernels(sdfg: dace.SDFG) -> int:
             scope = state.entry_node(scope)
         if scope is None:
             continue
-        count += sum(1 for b in node.sdfg.all_control_flow_blocks() if isinstance(b, ConditionalBlock))
+        count += sum(
+            1 for b in node.sdfg.all_control_flow_blocks() if isinstance(b, ConditionalBlock)
+        )
     return count

@@ -34,12 +34,20 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from gt4py_dace_xforms.tools.compare import Build, inline_build, stock_build, two_d_transients
-from gt4py_dace_xforms.tools.programs import copy_args
 from gt4py_dace_xforms.measure.timing import (
-    Interval, Timing, median_interval, noise_floor, omp_threads, pin_allocator, time_rounds, verdict,
+    Interval,
+    Timing,
+    median_interval,
+    noise_floor,
+    omp_threads,
+    pin_allocator,
+    time_rounds,
+    verdict,
 )  # fmt: skip
 from gt4py_dace_xforms.policy import CostModel, InlineOnly, InlinePolicy, InlineWhereSound
+from gt4py_dace_xforms.tools.compare import Build, inline_build, stock_build, two_d_transients
+from gt4py_dace_xforms.tools.programs import copy_args
+
 
 STOCK, AA, NONE, MODEL, SOUND = "stock", "A/A", "none", "model", "sound"
 #: the regret the done-when of issue 10 allows (or the A/A floor, whichever is larger)
@@ -138,7 +146,12 @@ class Oracle:
 
     def __init__(self, program: Any, args: Mapping[str, Any], offset_provider: Mapping[str, Any],
                  log: Callable[[str], None] = print):  # fmt: skip
-        self.program, self.args, self.offset_provider, self.log = program, dict(args), dict(offset_provider), log
+        self.program, self.args, self.offset_provider, self.log = (
+            program,
+            dict(args),
+            dict(offset_provider),
+            log,
+        )
         self.variants: dict[str, Variant] = {}  # by label (aliases point to the same object)
         self._by_set: dict[frozenset[str], Variant] = {}
         self._reference: Optional[dict[str, np.ndarray]] = None
@@ -146,7 +159,9 @@ class Oracle:
     def _fields(self, a: Mapping[str, Any]) -> dict[str, np.ndarray]:
         return {k: v.asnumpy().copy() for k, v in a.items() if hasattr(v, "asnumpy")}
 
-    def add(self, label: str, policy: Optional[InlinePolicy], predicted: Optional[frozenset[str]] = None) -> Variant:
+    def add(
+        self, label: str, policy: Optional[InlinePolicy], predicted: Optional[frozenset[str]] = None
+    ) -> Variant:
         """Compile (first call) the variant `label`, unless a variant with the same
         `predicted` set exists: then `label` becomes an alias of it."""
         if predicted is not None and predicted in self._by_set:
@@ -179,14 +194,19 @@ class Oracle:
                  f" inlined, {v.transients} 2-D transients{'; MISMATCH ' + v.mismatch if v.mismatch else ''}")  # fmt: skip
         return v
 
-    def time(self, labels: Sequence[str], threads: int, rounds: int) -> dict[str, tuple[float, ...]]:
+    def time(
+        self, labels: Sequence[str], threads: int, rounds: int
+    ) -> dict[str, tuple[float, ...]]:
         """Seconds per round of each distinct build among `labels` (+ stock), at `threads`."""
         builds: dict[str, Variant] = {}
         for label in [STOCK, *labels]:
             v = self.variants[label]
             builds.setdefault(v.label, v)
         omp_threads(threads)
-        calls = {lab: (lambda a, c=v.caller: c(**a, offset_provider=self.offset_provider)) for lab, v in builds.items()}
+        calls = {
+            lab: (lambda a, c=v.caller: c(**a, offset_provider=self.offset_provider))
+            for lab, v in builds.items()
+        }
         for call in calls.values():  # warm-up at this thread count
             call(copy_args(self.args))
         times = time_rounds(calls, self.args, rounds)
@@ -235,7 +255,9 @@ class OracleResult:
     malloc: str = "glibc"
 
     def table(self) -> str:
-        lines = [f"oracle: {self.program}, sizes {self.sizes}, allocator {self.malloc}, wall {self.wall_s:.0f} s"]
+        lines = [
+            f"oracle: {self.program}, sizes {self.sizes}, allocator {self.malloc}, wall {self.wall_s:.0f} s"
+        ]
         lines.append("predicted at the first TopLevelDataFlowStep: "
                      + "; ".join(f"{k} {sorted(v) or '-'}" for k, v in self.predicted.items()))  # fmt: skip
         head = ("variant", "same build as", "reads/intermediates inlined", "2-D tr", "build s")
@@ -244,7 +266,9 @@ class OracleResult:
         lines += _columns(head, rows)
         for r in self.results:
             lines.append("")
-            lines.append(f"{r.threads} thread(s), {r.rounds} rounds: A/A floor ±{100 * r.floor:.1f}%")
+            lines.append(
+                f"{r.threads} thread(s), {r.rounds} rounds: A/A floor ±{100 * r.floor:.1f}%"
+            )
             rows = [(lab, f"{r.median_ms[lab]:.2f}", r.ratio[lab].text() if lab != STOCK else "1", r.verdict.get(lab, ""),
                      "<- best" if lab == r.best else "") for lab in r.median_ms]  # fmt: skip
             lines += _columns(("variant", "median ms", "ratio to stock [95%]", "verdict", ""), rows)
@@ -277,7 +301,9 @@ class OracleResult:
 def _columns(head: tuple, rows: list[tuple]) -> list[str]:
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    return [fmt.format(*head), fmt.format(*("-" * w for w in widths))] + [fmt.format(*r) for r in rows]
+    return [fmt.format(*head), fmt.format(*("-" * w for w in widths))] + [
+        fmt.format(*r) for r in rows
+    ]
 
 
 def _medians(times: Mapping[str, Sequence[float]]) -> dict[str, float]:
@@ -338,11 +364,15 @@ def run_oracle(
         base = [AA, NONE, MODEL, SOUND, *(only_label(frozenset([s])) for s in singles)]
         base = [lab for lab in base if not o.variants[lab].mismatch]
         med = _medians(o.time(base, n, search_rounds))
-        single_ratio = {s: med[only_label(frozenset([s]))] for s in singles if only_label(frozenset([s])) in med}
+        single_ratio = {
+            s: med[only_label(frozenset([s]))] for s in singles if only_label(frozenset([s])) in med
+        }
 
         def measure(sets: Sequence[frozenset[str]]) -> dict[frozenset[str], float]:
             labels = {s: ensure(s) for s in sets}
-            ok = [lab for lab in labels.values() if lab is not None and not o.variants[lab].mismatch]
+            ok = [
+                lab for lab in labels.values() if lab is not None and not o.variants[lab].mismatch
+            ]
             m = _medians(o.time(ok, n, search_rounds))
             return {s: (m[lab] if lab in m else float("inf")) for s, lab in labels.items()}
 
@@ -351,7 +381,11 @@ def run_oracle(
                                      *(only_label(s.accepted) for s in steps if s.accepted)]))  # fmt: skip
         if kept:
             labels.append(only_label(kept))
-        labels = [lab for lab in dict.fromkeys(labels) if lab in o.variants and not o.variants[lab].mismatch]
+        labels = [
+            lab
+            for lab in dict.fromkeys(labels)
+            if lab in o.variants and not o.variants[lab].mismatch
+        ]
         log(f"{n} thread(s): final timing of {len(labels) + 1} variants, {rounds} rounds")
         times = o.time(labels, n, rounds)
         ref = times[STOCK]

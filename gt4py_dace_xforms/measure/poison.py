@@ -25,7 +25,9 @@ from gt4py_dace_xforms.analysis import annotations as data_annotations
 from gt4py_dace_xforms.analysis.symbolic import to_sympy
 
 
-def unread_mask(sdfg: dace.SDFG, name: str, field: Any, values: Mapping[str, int]) -> np.ndarray | None:
+def unread_mask(
+    sdfg: dace.SDFG, name: str, field: Any, values: Mapping[str, int]
+) -> np.ndarray | None:
     """Elements of `field` (a gt4py field passed as `name`) the program does not read: a
     boolean array, or `None` if `name` is not annotated. A dimension whose range is not
     annotated, or whose bounds depend on a symbol not in `values`, is taken as read whole."""
@@ -41,7 +43,9 @@ def unread_mask(sdfg: dace.SDFG, name: str, field: Any, values: Mapping[str, int
         if not rng:
             continue
         bounds = [to_sympy(x) for x in rng]
-        bounds = [b.subs({s: values[str(s)] for s in b.free_symbols if str(s) in values}) for b in bounds]
+        bounds = [
+            b.subs({s: values[str(s)] for s in b.free_symbols if str(s) in values}) for b in bounds
+        ]
         if any(not b.is_Integer for b in bounds):
             continue
         index = np.arange(dim_range.start, dim_range.stop)
@@ -52,7 +56,9 @@ def unread_mask(sdfg: dace.SDFG, name: str, field: Any, values: Mapping[str, int
     return ~read
 
 
-def poison_unread(sdfg: dace.SDFG, args: Mapping[str, Any], value: float = float("nan")) -> dict[str, Any]:
+def poison_unread(
+    sdfg: dace.SDFG, args: Mapping[str, Any], value: float = float("nan")
+) -> dict[str, Any]:
     """A copy of `args` (as passed to the program) in which every annotated field holds
     `value` outside the range the program reads of it (`unread_mask`); the program's
     integer arguments give the symbols' values."""

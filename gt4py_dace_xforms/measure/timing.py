@@ -48,6 +48,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from gt4py_dace_xforms.policy import allocator
 from gt4py_dace_xforms.tools.programs import copy_args
 
+
 FASTER = "faster"
 SLOWER = "slower"
 NO_DIFFERENCE = "no measurable difference"
@@ -254,7 +255,9 @@ def _mallopt() -> Callable[[int, int], int]:
         libc.gnu_get_libc_version  # only glibc has it (musl, macOS: AttributeError)
         mallopt = libc.mallopt
     except (OSError, AttributeError):
-        raise RuntimeError("cannot pin the allocator: this process's C library is not glibc (no mallopt)") from None
+        raise RuntimeError(
+            "cannot pin the allocator: this process's C library is not glibc (no mallopt)"
+        ) from None
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return mallopt
 
@@ -262,7 +265,9 @@ def _mallopt() -> Callable[[int, int], int]:
 def regime_page_bytes(regime: str) -> int:
     """The `fresh_page_bytes` the cost model is told under `regime` (`pin_allocator`)."""
     if regime not in ALLOCATORS:
-        raise ValueError(f"unknown allocator regime {regime!r}; choose from {', '.join(ALLOCATORS)}")
+        raise ValueError(
+            f"unknown allocator regime {regime!r}; choose from {', '.join(ALLOCATORS)}"
+        )
     if regime == "glibc":
         return allocator.GLIBC_MMAP_THRESHOLD_MAX
     return _FRESH_THRESHOLD if regime == "fresh" else _REUSE_THRESHOLD
@@ -280,18 +285,24 @@ def pin_allocator(regime: str) -> str:
     that a library build made after the pin decides for the regime it is timed in.
     Returns the regime."""
     if regime not in ALLOCATORS:
-        raise ValueError(f"unknown allocator regime {regime!r}; choose from {', '.join(ALLOCATORS)}")
+        raise ValueError(
+            f"unknown allocator regime {regime!r}; choose from {', '.join(ALLOCATORS)}"
+        )
     if _pinned:
         if regime == _pinned[0]:
             return regime
-        raise RuntimeError(f"the allocator is pinned to {_pinned[0]!r} in this process: time {regime!r} in a process of its own")
+        raise RuntimeError(
+            f"the allocator is pinned to {_pinned[0]!r} in this process: time {regime!r} in a process of its own"
+        )
     if regime == "glibc":
         _pinned.append(regime)  # nothing to set; but nothing else may be pinned after timing it
         allocator.set_fresh_page_bytes(regime_page_bytes(regime))
         return regime
     mallopt = _mallopt()
     if regime == "fresh":
-        ok = mallopt(_M_MMAP_THRESHOLD, _FRESH_THRESHOLD) and mallopt(_M_TRIM_THRESHOLD, _FRESH_THRESHOLD)
+        ok = mallopt(_M_MMAP_THRESHOLD, _FRESH_THRESHOLD) and mallopt(
+            _M_TRIM_THRESHOLD, _FRESH_THRESHOLD
+        )
     else:
         ok = mallopt(_M_MMAP_THRESHOLD, _REUSE_THRESHOLD) and mallopt(_M_TRIM_THRESHOLD, _INT_MAX)
     if not ok:
@@ -326,8 +337,15 @@ def reallocation_faults_per_mib(mib: int = 16) -> float:
     return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / mib
 
 
-def may_extend(done: int, batch: int, max_rounds: int, *, spent_s: float = 0.0, budget_s: float = 0.0,
-               cap_rounds: Optional[int] = None) -> bool:
+def may_extend(
+    done: int,
+    batch: int,
+    max_rounds: int,
+    *,
+    spent_s: float = 0.0,
+    budget_s: float = 0.0,
+    cap_rounds: Optional[int] = None,
+) -> bool:
     """Whether an undecided configuration (`undecided`) that has run `done` rounds gets
     another `batch`: while that stays within `max_rounds`, or, beyond it, while its
     timing has used less than `budget_s` seconds, never past `cap_rounds` (default 20 x
@@ -357,8 +375,14 @@ def _within_cap(after: int, batch: int, cap_rounds: Optional[int]) -> bool:
 MIN_SPAN_S = 20.0
 
 
-def short_span(done: int, batch: int, *, spent_s: float, min_span_s: float = MIN_SPAN_S,
-               cap_rounds: Optional[int] = None) -> bool:
+def short_span(
+    done: int,
+    batch: int,
+    *,
+    spent_s: float,
+    min_span_s: float = MIN_SPAN_S,
+    cap_rounds: Optional[int] = None,
+) -> bool:
     """Whether a decided configuration that has run `done` rounds in `spent_s` seconds
     still gets another `batch`: while its rounds span less than `min_span_s` (see
     `MIN_SPAN_S`), never past `cap_rounds` (default 20 x `batch`, as `may_extend`)."""
@@ -408,7 +432,9 @@ def loaded_openmp() -> Optional[str]:
             paths = {line.split()[-1] for line in f if "/" in line}
     except OSError:
         return None
-    hits = sorted(p for p in paths if any(p.rpartition("/")[2].startswith(n) for n in _OPENMP_NAMES))
+    hits = sorted(
+        p for p in paths if any(p.rpartition("/")[2].startswith(n) for n in _OPENMP_NAMES)
+    )
     return hits[0] if hits else None
 
 
@@ -418,7 +444,9 @@ def omp_threads(n: int) -> int:
     OpenMP runtime is loaded yet or the setting did not take."""
     path = loaded_openmp()
     if path is None:
-        raise RuntimeError("no OpenMP runtime loaded in this process (call a compiled program first)")
+        raise RuntimeError(
+            "no OpenMP runtime loaded in this process (call a compiled program first)"
+        )
     lib = ctypes.CDLL(path)
     lib.omp_set_num_threads(ctypes.c_int(n))
     got = int(lib.omp_get_max_threads())

@@ -3,4 +3,5 @@
 from gt4py_dace_xforms.policy.cost_model import CostModel
 from gt4py_dace_xforms.policy.default import Decision, InlineOnly, InlinePolicy, InlineWhereSound
 
+
 __all__ = ["CostModel", "Decision", "InlineOnly", "InlinePolicy", "InlineWhereSound"]

@@ -33,6 +33,7 @@ import contextlib
 import os
 from typing import Iterator, Optional
 
+
 ENV = "GT4PY_DACE_XFORMS_FRESH_PAGE_BYTES"
 #: glibc's largest dynamic mmap threshold on a 64-bit system (DEFAULT_MMAP_THRESHOLD_MAX).
 GLIBC_MMAP_THRESHOLD_MAX = 32 * 1024 * 1024

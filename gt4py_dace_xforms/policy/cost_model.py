@@ -69,6 +69,7 @@ from gt4py_dace_xforms.analysis.symbolic import to_sympy
 from gt4py_dace_xforms.policy import allocator
 from gt4py_dace_xforms.policy.default import Decision, InlinePolicy, too_many_copies
 
+
 #: Machine balance, in bytes of DRAM traffic per arithmetic operation: what one saved
 #: byte buys in recomputation; a division counts as 4 operations. GPU (H100/H200 class):
 #: ~4 TB/s vs ~60 Tflop/s fp64, so ~15 operations per byte; we charge 0.06 B/op (a prior).
@@ -285,7 +286,11 @@ class CostModel(InlinePolicy):
     @property
     def page_threshold(self) -> int:
         """The smallest per-call array with fresh pages on every call (`fresh_page_bytes`)."""
-        return self.fresh_page_bytes if self.fresh_page_bytes is not None else allocator.fresh_page_bytes()
+        return (
+            self.fresh_page_bytes
+            if self.fresh_page_bytes is not None
+            else allocator.fresh_page_bytes()
+        )
 
     def reused_memory(self, sdfg: dace.SDFG, data: str) -> Optional[str]:
         """Why removing `data` saves the CPU no allocation (its memory is persistent, or the
@@ -303,8 +308,10 @@ class CostModel(InlinePolicy):
         threshold = self.page_threshold
         if assumed or nbytes >= threshold:
             return None
-        return (f"{data} ({nbytes / 2**20:.3g} MiB) is under the allocator's {threshold / 2**20:.3g} MiB mmap "
-                f"threshold, so its memory is reused from call to call")
+        return (
+            f"{data} ({nbytes / 2**20:.3g} MiB) is under the allocator's {threshold / 2**20:.3g} MiB mmap "
+            f"threshold, so its memory is reused from call to call"
+        )
 
     @property
     def windows_on(self) -> bool:
@@ -333,11 +340,16 @@ class CostModel(InlinePolicy):
         pass and it saves traffic, when windows are on (`windows`)."""
         cand = plan.cand
         if not self.windows_on:
-            return Decision(False, "windows are off (the default: the sweep is a scalar loop per column, measured "
-                                   "4-5x slower than icon4py's own build of the target; windows=True turns them on)")
+            return Decision(
+                False,
+                "windows are off (the default: the sweep is a scalar loop per column, measured "
+                "4-5x slower than icon4py's own build of the target; windows=True turns them on)",
+            )
         reused = self.reused_memory(sdfg, cand.intermediate.data)
         if reused:
-            return Decision(False, f"window: the sweep saves no allocation: {reused} (fresh_page_bytes)")
+            return Decision(
+                False, f"window: the sweep saves no allocation: {reused} (fresh_page_bytes)"
+            )
         limit = self._limits(sdfg, cand, partial_ok=False)
         if limit is not None:
             return limit
@@ -347,17 +359,36 @@ class CostModel(InlinePolicy):
         volume = self._points(sdfg.arrays[cand.intermediate.data].shape, sdfg, set())
         # The producer's evaluation moves into the sweep, less what a multi-output producer
         # still computes and loads for its other writes (`_kept_work`): that the sweep repeats.
-        extra_ops = fig["ops_per_copy"] * (points + fill - volume) + fig["kept_ops_per_point"] * points
+        extra_ops = (
+            fig["ops_per_copy"] * (points + fill - volume) + fig["kept_ops_per_point"] * points
+        )
         saved = fig["saved_bytes"]
-        cost = max(extra_ops, 0.0) * self.balance + fig["kept_input_load_bytes"]  # gathers: once per level
+        cost = (
+            max(extra_ops, 0.0) * self.balance + fig["kept_input_load_bytes"]
+        )  # gathers: once per level
         gain = saved + fig["allocation_worth_bytes"] - cost
-        fig = dict(fig, window_width=plan.width, window_fill_points=fill, window_extra_ops=extra_ops,
-                   window_saved_bytes=saved, gain_bytes=gain, inline_copies=cand.copies)
+        fig = dict(
+            fig,
+            window_width=plan.width,
+            window_fill_points=fill,
+            window_extra_ops=extra_ops,
+            window_saved_bytes=saved,
+            gain_bytes=gain,
+            inline_copies=cand.copies,
+        )
         if gain <= 0:
-            return Decision(False, f"window: no gain: saves {saved:.3g} B, costs {max(extra_ops, 0.0) * self.balance:.3g} B "
-                                   f"work + {fig['kept_input_load_bytes']:.3g} B loads", figures=fig)
-        return Decision(True, f"windowed, width {plan.width}: each level evaluated once (inlined: {cand.copies} "
-                              f"times), saves {saved:.3g} B, re-evaluates {fill:.3g} fill points", figures=fig)
+            return Decision(
+                False,
+                f"window: no gain: saves {saved:.3g} B, costs {max(extra_ops, 0.0) * self.balance:.3g} B "
+                f"work + {fig['kept_input_load_bytes']:.3g} B loads",
+                figures=fig,
+            )
+        return Decision(
+            True,
+            f"windowed, width {plan.width}: each level evaluated once (inlined: {cand.copies} "
+            f"times), saves {saved:.3g} B, re-evaluates {fill:.3g} fill points",
+            figures=fig,
+        )
 
     def _window_points(self, sdfg: dace.SDFG, plan) -> tuple[dict, float, float]:
         """One sweep's estimate, the points it reads and the fill points it evaluates
@@ -384,22 +415,38 @@ class CostModel(InlinePolicy):
         volume = self._points(desc.shape, sdfg, set())
         members = [self._window_points(sdfg, plan) for plan in plans]
         evaluated = sum(points + fill for _, points, fill in members)
-        extra_ops = (max(f["ops_per_copy"] for f, _, _ in members) * (evaluated - volume)
-                     + sum(f["kept_ops_per_point"] * points for f, points, _ in members))
+        extra_ops = max(f["ops_per_copy"] for f, _, _ in members) * (evaluated - volume) + sum(
+            f["kept_ops_per_point"] * points for f, points, _ in members
+        )
         saved = (volume + sum(min(points, volume) for _, points, _ in members)) * item
         loads = sum(f["kept_input_load_bytes"] for f, _, _ in members)
         cost = max(extra_ops, 0.0) * self.balance + loads
         worth = volume * item * self.allocation_weight
         gain = saved + worth - cost
         fill = sum(f for _, _, f in members)
-        fig = dict(members[0][0], window_group_size=len(plans), window_fill_points=fill,
-                   window_extra_ops=extra_ops, window_saved_bytes=saved, allocation_worth_bytes=worth,
-                   kept_input_load_bytes=loads, gain_bytes=gain)
+        fig = dict(
+            members[0][0],
+            window_group_size=len(plans),
+            window_fill_points=fill,
+            window_extra_ops=extra_ops,
+            window_saved_bytes=saved,
+            allocation_worth_bytes=worth,
+            kept_input_load_bytes=loads,
+            gain_bytes=gain,
+        )
         if gain <= 0:
-            return Decision(False, f"window group: no gain for all {len(plans)} readers: saves {saved:.3g} B"
-                                   f"{_worth(worth)}, costs {cost:.3g} B", figures=fig)
-        return Decision(True, f"windowed in all {len(plans)} readers: each level evaluated once, saves {saved:.3g} B, "
-                              f"re-evaluates {fill:.3g} fill points", figures=fig)
+            return Decision(
+                False,
+                f"window group: no gain for all {len(plans)} readers: saves {saved:.3g} B"
+                f"{_worth(worth)}, costs {cost:.3g} B",
+                figures=fig,
+            )
+        return Decision(
+            True,
+            f"windowed in all {len(plans)} readers: each level evaluated once, saves {saved:.3g} B, "
+            f"re-evaluates {fill:.3g} fill points",
+            figures=fig,
+        )
 
     def decide(self, sdfg: dace.SDFG, cand: InlineCandidate) -> Decision:
         limit = self._limits(sdfg, cand, partial_ok=self.allow_partial)
@@ -407,27 +454,41 @@ class CostModel(InlinePolicy):
             return limit
         fig = self.estimate(sdfg, cand)
         if fig["ops_per_copy"] > self.max_ops_per_copy:
-            return Decision(False, f"{fig['ops_per_copy']:.0f} operations per copy exceed {self.max_ops_per_copy}",
-                            figures=fig)
+            return Decision(
+                False,
+                f"{fig['ops_per_copy']:.0f} operations per copy exceed {self.max_ops_per_copy}",
+                figures=fig,
+            )
         if fig["in_scan_loop"]:
             members = scan_input_set(sdfg, cand)
             if members is not None:
                 return self._decide_scan_inputs(sdfg, cand, members, fig)
-        persistent = self._recomputes_for_nothing(sdfg, cand.intermediate.data, fig["recomputed_points"],
-                                                  fig["in_scan_loop"])
+        persistent = self._recomputes_for_nothing(
+            sdfg, cand.intermediate.data, fig["recomputed_points"], fig["in_scan_loop"]
+        )
         if persistent:
             return Decision(False, persistent, figures=fig)
         if fig["gain_bytes"] <= 0:
-            return Decision(False, f"no gain: saves {fig['saved_bytes']:.3g} B{_worth(fig['allocation_worth_bytes'])}, costs "
-                                   f"{fig['extra_load_bytes']:.3g} B loads + {fig['extra_work_bytes']:.3g} B work",
-                            figures=fig)
+            return Decision(
+                False,
+                f"no gain: saves {fig['saved_bytes']:.3g} B{_worth(fig['allocation_worth_bytes'])}, costs "
+                f"{fig['extra_load_bytes']:.3g} B loads + {fig['extra_work_bytes']:.3g} B work",
+                figures=fig,
+            )
         shared = self._repeats_a_kept_producer([(cand, fig)])
         if shared:
             return Decision(False, f"{shared} (gain {fig['gain_bytes']:.3g} B)", figures=fig)
-        return Decision(True, f"gain {fig['gain_bytes']:.3g} B", figures=fig, force_lazy=not self.prefer_eager)
+        return Decision(
+            True, f"gain {fig['gain_bytes']:.3g} B", figures=fig, force_lazy=not self.prefer_eager
+        )
 
-    def decide_group(self, sdfg: dace.SDFG, cand: InlineCandidate, group: list,
-                     writeback_points: Optional[tuple] = None) -> Decision:
+    def decide_group(
+        self,
+        sdfg: dace.SDFG,
+        cand: InlineCandidate,
+        group: list,
+        writeback_points: Optional[tuple] = None,
+    ) -> Decision:
         """`cand` as one of `group`, all readers of an intermediate, all inlinable: inlining
         them all removes the intermediate, so its write and every read pass are saved, and
         the producer's own work, loads and gathers go away; every reader's copies are paid.
@@ -445,9 +506,12 @@ class CostModel(InlinePolicy):
         if writeback_points is not None:
             many = max(group, key=lambda c: c.copies)
             if many.copies > self.writeback_max_offsets:
-                return Decision(False, f"write-back buffer read at {many.copies} offsets by {many.consumer.map.label}: "
-                                       f"more than writeback_max_offsets={self.writeback_max_offsets} recomputations "
-                                       f"of points its producer still writes")
+                return Decision(
+                    False,
+                    f"write-back buffer read at {many.copies} offsets by {many.consumer.map.label}: "
+                    f"more than writeback_max_offsets={self.writeback_max_offsets} recomputations "
+                    f"of points its producer still writes",
+                )
         figs = [self.estimate(sdfg, c) for c in group]
         desc = sdfg.arrays[cand.intermediate.data]
         volume = self._points(desc.shape, sdfg, set())
@@ -456,8 +520,11 @@ class CostModel(InlinePolicy):
             kept = min(volume, self._points(writeback_points, sdfg, set()))
         own = next(f for f, c in zip(figs, group) if c is cand)
         if own["ops_per_copy"] > self.max_ops_per_copy:
-            return Decision(False, f"{own['ops_per_copy']:.0f} operations per copy exceed {self.max_ops_per_copy}",
-                            figures=own)
+            return Decision(
+                False,
+                f"{own['ops_per_copy']:.0f} operations per copy exceed {self.max_ops_per_copy}",
+                figures=own,
+            )
         # Of the producer's work, only what its other writes do not need goes away.
         producer_ops = max(own["ops_per_copy"] - own["kept_ops_per_point"], 0.0) * (volume - kept)
         producer_work = producer_ops * self.balance
@@ -467,8 +534,11 @@ class CostModel(InlinePolicy):
         # priced as two copies in one call: 1.28x slower alone, glibc and an older library,
         # bench/oracle/apply_diffusion_to_vn_before.txt). Its readers are in the two branches
         # of an if/else: one copy per call, 0.94 / 0.93 of stock alone under `fresh`.
-        producer_gathers = (max(own["gathers_per_point"] - own["kept_gathers_per_point"], 0.0)
-                            * (volume - kept) * desc.dtype.bytes)
+        producer_gathers = (
+            max(own["gathers_per_point"] - own["kept_gathers_per_point"], 0.0)
+            * (volume - kept)
+            * desc.dtype.bytes
+        )
         allocation = volume * desc.dtype.bytes
         worth = allocation * self.allocation_weight
 
@@ -476,39 +546,71 @@ class CostModel(InlinePolicy):
             fs = [figs[i] for i in sorted(members)]
             gathers = sum(f["gather_bytes"] for f in fs)
             return dict(
-                saved=volume * desc.dtype.bytes + kept * desc.dtype.bytes + sum(f["saved_bytes"] for f in fs),
-                cost=(sum(f["extra_work_bytes"] + f["kept_input_load_bytes"] for f in fs) - producer_work
-                      + gathers - producer_gathers),
-                ops=sum(f["extra_ops"] for f in fs) - producer_ops, gathers=gathers - producer_gathers,
+                saved=volume * desc.dtype.bytes
+                + kept * desc.dtype.bytes
+                + sum(f["saved_bytes"] for f in fs),
+                cost=(
+                    sum(f["extra_work_bytes"] + f["kept_input_load_bytes"] for f in fs)
+                    - producer_work
+                    + gathers
+                    - producer_gathers
+                ),
+                ops=sum(f["extra_ops"] for f in fs) - producer_ops,
+                gathers=gathers - producer_gathers,
                 # every copy evaluates its points; the producer evaluated the intermediate's
                 # volume (less what it keeps writing for a retargeted copy) once
-                recomputed=max(sum(f["points"] * f["copies"] for f in fs) - (volume - kept), 0.0))
+                recomputed=max(sum(f["points"] * f["copies"] for f in fs) - (volume - kept), 0.0),
+            )
 
         # Readers in different branches of an if/else never run in the same call (icon4py's
         # apply_diffusion_to_vn reads gtir_tmp_82 under `limited_area` and under its else):
         # each set of readers one call may run is priced, and the least gain decides.
         prices = [price(m) for m in co_executed_sets([c.state for c in group])]
         worst = min(prices, key=lambda p: p["saved"] - p["cost"])
-        saved, cost, recomputed = worst["saved"], worst["cost"], max(p["recomputed"] for p in prices)
-        fig = dict(own, group_size=len(group), group_saved_bytes=saved,
-                   group_extra_work_bytes=cost, gain_bytes=saved + worth - cost,
-                   group_allocation_bytes=allocation, group_allocation_worth_bytes=worth,
-                   group_extra_ops=worst["ops"], group_gather_bytes=worst["gathers"],
-                   group_exclusive_sets=len(prices),
-                   writeback_retarget=writeback_points is not None, group_recomputed_points=recomputed)
-        persistent = self._recomputes_for_nothing(sdfg, cand.intermediate.data, recomputed,
-                                                  any(f["in_scan_loop"] for f in figs))
+        saved, cost, recomputed = (
+            worst["saved"],
+            worst["cost"],
+            max(p["recomputed"] for p in prices),
+        )
+        fig = dict(
+            own,
+            group_size=len(group),
+            group_saved_bytes=saved,
+            group_extra_work_bytes=cost,
+            gain_bytes=saved + worth - cost,
+            group_allocation_bytes=allocation,
+            group_allocation_worth_bytes=worth,
+            group_extra_ops=worst["ops"],
+            group_gather_bytes=worst["gathers"],
+            group_exclusive_sets=len(prices),
+            writeback_retarget=writeback_points is not None,
+            group_recomputed_points=recomputed,
+        )
+        persistent = self._recomputes_for_nothing(
+            sdfg, cand.intermediate.data, recomputed, any(f["in_scan_loop"] for f in figs)
+        )
         if persistent:
             return Decision(False, persistent, figures=fig)
         if saved + worth - cost <= 0:
-            return Decision(False, f"no gain for all {len(group)} readers together: saves {saved:.3g} B"
-                                   f"{_worth(worth)}, costs {cost:.3g} B work", figures=fig)
+            return Decision(
+                False,
+                f"no gain for all {len(group)} readers together: saves {saved:.3g} B"
+                f"{_worth(worth)}, costs {cost:.3g} B work",
+                figures=fig,
+            )
         shared = self._repeats_a_kept_producer(list(zip(group, figs)))
         if shared:
-            return Decision(False, f"{shared} (gain {saved + worth - cost:.3g} B with all {len(group)} readers)",
-                            figures=fig)
-        return Decision(True, f"gain {saved + worth - cost:.3g} B with all {len(group)} readers inlined", figures=fig,
-                        force_lazy=not self.prefer_eager)
+            return Decision(
+                False,
+                f"{shared} (gain {saved + worth - cost:.3g} B with all {len(group)} readers)",
+                figures=fig,
+            )
+        return Decision(
+            True,
+            f"gain {saved + worth - cost:.3g} B with all {len(group)} readers inlined",
+            figures=fig,
+            force_lazy=not self.prefer_eager,
+        )
 
     def fuses_sweep_pairs(self, sdfg: dace.SDFG) -> bool:
         return self.sweep_pairs is not False
@@ -518,9 +620,15 @@ class CostModel(InlinePolicy):
         as every buffer's write and read saved, nothing recomputed; on the GPU only where
         the columns stay in the SM's L1 (`_decide_gpu_columns`)."""
         item = {b.data: sdfg.arrays[b.data].dtype.bytes for b in plan.buffers}
-        saved = sum(2 * self._points(sdfg.arrays[n].shape, sdfg, set()) * i for n, i in item.items())
+        saved = sum(
+            2 * self._points(sdfg.arrays[n].shape, sdfg, set()) * i for n, i in item.items()
+        )
         column = sum(self._points(b.shape, sdfg, set()) * item[b.data] for b in plan.buffers)
-        fig = {"sweep_pair_saved_bytes": saved, "sweep_pair_column_bytes": column, "target": self.target}
+        fig = {
+            "sweep_pair_saved_bytes": saved,
+            "sweep_pair_column_bytes": column,
+            "target": self.target,
+        }
         if self.sweep_pairs is False:
             return Decision(False, "sweep pairs are off (sweep_pairs=False)", fig)
         where = ""
@@ -528,38 +636,60 @@ class CostModel(InlinePolicy):
             refusal, where = self._decide_gpu_columns(sdfg, plan, column, fig)
             if refusal:
                 return Decision(False, refusal, fig)
-        return Decision(True, f"sweep pair: {', '.join(plan.names)} become columns of {plan.reader.map.label} "
-                              f"({column:.3g} B per iteration{where}), saves {saved:.3g} B, recomputes nothing", fig)
+        return Decision(
+            True,
+            f"sweep pair: {', '.join(plan.names)} become columns of {plan.reader.map.label} "
+            f"({column:.3g} B per iteration{where}), saves {saved:.3g} B, recomputes nothing",
+            fig,
+        )
 
-    def _decide_gpu_columns(self, sdfg: dace.SDFG, plan, column: float, fig: dict) -> tuple[Optional[str], str]:
+    def _decide_gpu_columns(
+        self, sdfg: dace.SDFG, plan, column: float, fig: dict
+    ) -> tuple[Optional[str], str]:
         """(Why the GPU declines, or None; what it assumed) for columns of `column` bytes
         per iteration of `plan.reader`, each a thread's local array: the footprint of one
         SM's resident threads against its L1 (`gpu_shape`, see `sweep_pairs`)."""
-        unknown = sorted({str(s) for b in plan.buffers for e in b.shape for s in to_sympy(e).free_symbols}
-                         - {str(k) for k in sdfg.constants})
+        unknown = sorted(
+            {str(s) for b in plan.buffers for e in b.shape for s in to_sympy(e).free_symbols}
+            - {str(k) for k in sdfg.constants}
+        )
         if unknown:
-            return (f"sweep pair on the GPU: the columns' length depends on {', '.join(unknown)}, not known "
-                    f"when the kernel is compiled (a thread's local array needs a constant size)"), ""
+            return (
+                f"sweep pair on the GPU: the columns' length depends on {', '.join(unknown)}, not known "
+                f"when the kernel is compiled (a thread's local array needs a constant size)"
+            ), ""
         assumed: set[str] = set()
         rng = plan.reader.map.range
         iterations = self._points(rng.size(), sdfg, assumed, plan.reader.map.params)
         if assumed:
-            return (f"sweep pair on the GPU: the number of columns depends on {', '.join(sorted(assumed))}, "
-                    f"not known at build time, so their footprint per SM is not either"), ""
+            return (
+                f"sweep pair on the GPU: the number of columns depends on {', '.join(sorted(assumed))}, "
+                f"not known at build time, so their footprint per SM is not either"
+            ), ""
         gpu = self.gpu_shape
         blocks = -(-int(iterations) // gpu.block_threads)
         threads = min(-(-blocks // gpu.sms) * gpu.block_threads, gpu.max_threads_per_sm)
         footprint = threads * column
-        fig.update(gpu_columns=iterations, gpu_threads_per_sm=threads, gpu_column_bytes_per_sm=footprint,
-                   gpu_l1_bytes=gpu.l1_bytes)
-        held = (f"{threads} resident threads per SM hold {footprint / 1024:.0f} KiB of columns, "
-                f"the SM's L1 {gpu.l1_bytes / 1024:.0f} KiB")
+        fig.update(
+            gpu_columns=iterations,
+            gpu_threads_per_sm=threads,
+            gpu_column_bytes_per_sm=footprint,
+            gpu_l1_bytes=gpu.l1_bytes,
+        )
+        held = (
+            f"{threads} resident threads per SM hold {footprint / 1024:.0f} KiB of columns, "
+            f"the SM's L1 {gpu.l1_bytes / 1024:.0f} KiB"
+        )
         if footprint > gpu.l1_bytes:
-            return (f"sweep pair on the GPU: {held}: the columns would spill to L2 and DRAM as the arrays do "
-                    f"(no gain known)"), ""
+            return (
+                f"sweep pair on the GPU: {held}: the columns would spill to L2 and DRAM as the arrays do "
+                f"(no gain known)"
+            ), ""
         return None, f"; a local array per GPU thread: {held}"
 
-    def _decide_scan_inputs(self, sdfg: dace.SDFG, cand: InlineCandidate, members: list, fig: dict) -> Decision:
+    def _decide_scan_inputs(
+        self, sdfg: dace.SDFG, cand: InlineCandidate, members: list, fig: dict
+    ) -> Decision:
         """Every output of one Map read by one scan, one element per level
         (`analysis/scan_inputs.py`): inlined together, the Map moves into the scan's loop.
         Every point is evaluated once, where the scan reads it; all the arrays' writes and
@@ -572,8 +702,11 @@ class CostModel(InlinePolicy):
         if reused:
             return Decision(False, reused, figures=fig)
         state, prod = cand.producer_state, cand.producer
-        inside = [n for n in state.scope_subgraph(prod.map_entry).nodes()
-                  if n is not prod.map_entry and n is not prod.map_exit]
+        inside = [
+            n
+            for n in state.scope_subgraph(prod.map_entry).nodes()
+            if n is not prod.map_entry and n is not prod.map_exit
+        ]
         total_ops = _work(sdfg, dataclasses.replace(prod, nodes=tuple(inside)))[0]
         figs = [fig] + [self.estimate(sdfg, m) for m in members[1:]]
         points = fig["points"]
@@ -582,17 +715,36 @@ class CostModel(InlinePolicy):
         duplicated = max(sum(f["ops_per_copy"] for f in figs) - total_ops, 0.0) * points
         gain = saved + worth - duplicated * self.balance
         names = sorted(m.intermediate.data for m in members)
-        fig = dict(fig, scan_input_set=names, scan_set_saved_bytes=saved, scan_set_duplicated_ops=duplicated,
-                   scan_set_producer_ops_per_point=total_ops, recomputed_points=0.0, extra_load_bytes=0.0,
-                   kept_input_load_bytes=0.0, gain_bytes=gain)
+        fig = dict(
+            fig,
+            scan_input_set=names,
+            scan_set_saved_bytes=saved,
+            scan_set_duplicated_ops=duplicated,
+            scan_set_producer_ops_per_point=total_ops,
+            recomputed_points=0.0,
+            extra_load_bytes=0.0,
+            kept_input_load_bytes=0.0,
+            gain_bytes=gain,
+        )
         scan = cand.nested[0].node.label
         if gain <= 0:
-            return Decision(False, f"scan inputs: no gain: moving {prod.map_entry.map.label} into {scan}'s loop saves "
-                                   f"{saved:.3g} B, repeats {duplicated:.3g} shared operations", figures=fig)
-        what = (f"all {len(members)} outputs of {prod.map_entry.map.label} ({', '.join(names)})" if len(members) > 1
-                else f"the output of {prod.map_entry.map.label}")
-        return Decision(True, f"scan inputs: {what} evaluated in {scan}'s loop, once per level: saves {saved:.3g} B, "
-                              f"repeats {duplicated:.3g} shared operations", figures=fig)
+            return Decision(
+                False,
+                f"scan inputs: no gain: moving {prod.map_entry.map.label} into {scan}'s loop saves "
+                f"{saved:.3g} B, repeats {duplicated:.3g} shared operations",
+                figures=fig,
+            )
+        what = (
+            f"all {len(members)} outputs of {prod.map_entry.map.label} ({', '.join(names)})"
+            if len(members) > 1
+            else f"the output of {prod.map_entry.map.label}"
+        )
+        return Decision(
+            True,
+            f"scan inputs: {what} evaluated in {scan}'s loop, once per level: saves {saved:.3g} B, "
+            f"repeats {duplicated:.3g} shared operations",
+            figures=fig,
+        )
 
     def _moved_into_scan(self, sdfg: dace.SDFG, state: dace.SDFGState, node: dn.AccessNode) -> bool:
         """Whether `node`'s array is a scan input (one of a `scan_input_set`) that this
@@ -618,14 +770,17 @@ class CostModel(InlinePolicy):
             return None
         for cand, fig in members:
             if fig["kept_ops_per_point"] > 0 and cand.copies > self.shared_producer_max_offsets:
-                return (f"{cand.consumer.map.label} reads {cand.intermediate.data} at {cand.copies} offsets, and its "
-                        f"producer stays for other outputs, still computing {fig['kept_ops_per_point']:.0f} of a copy's "
-                        f"{fig['ops_per_copy']:.0f} operations: more than shared_producer_max_offsets="
-                        f"{self.shared_producer_max_offsets} repeats of work the producer keeps")
+                return (
+                    f"{cand.consumer.map.label} reads {cand.intermediate.data} at {cand.copies} offsets, and its "
+                    f"producer stays for other outputs, still computing {fig['kept_ops_per_point']:.0f} of a copy's "
+                    f"{fig['ops_per_copy']:.0f} operations: more than shared_producer_max_offsets="
+                    f"{self.shared_producer_max_offsets} repeats of work the producer keeps"
+                )
         return None
 
-    def _recomputes_for_nothing(self, sdfg: dace.SDFG, data: str, recomputed_points: float,
-                                in_scan_loop: bool) -> Optional[str]:
+    def _recomputes_for_nothing(
+        self, sdfg: dace.SDFG, data: str, recomputed_points: float, in_scan_loop: bool
+    ) -> Optional[str]:
         """Why a candidate is declined where removing `data` saves the CPU no allocation
         (`reused_memory`: persistent transients, or memory the allocator reuses): it
         recomputes points, or it moves its producer's work into a scan's loop (which does
@@ -637,8 +792,10 @@ class CostModel(InlinePolicy):
             return None
         what = "persistent_transients" if self.persistent_transients else "fresh_page_bytes"
         if recomputed_points > 0:
-            return (f"recomputes {recomputed_points:.3g} points per call; {reused}, the CPU saves no allocation "
-                    f"to pay for it ({what})")
+            return (
+                f"recomputes {recomputed_points:.3g} points per call; {reused}, the CPU saves no allocation "
+                f"to pay for it ({what})"
+            )
         return f"evaluated inside a scan's loop; {reused}, the CPU saves no allocation to pay for it ({what})"
 
     def _limits(self, sdfg, cand, *, partial_ok: bool) -> Optional[Decision]:
@@ -646,31 +803,50 @@ class CostModel(InlinePolicy):
         # (gt4py's concat_where replacement does not see through an if/else: not for selected.)
         if cand.concat is not None and cand.selected is None:
             # (Every writer of the node: gt4py's replacement takes the node, not the reads.)
-            if all(b.slice is None for b in cand.concat.writers) and not gt4py_replacement_fails(sdfg, cand):
+            if all(b.slice is None for b in cand.concat.writers) and not gt4py_replacement_fails(
+                sdfg, cand
+            ):
                 # Nothing to recompute: gt4py's own concat_where replacement turns every
                 # point read of such a node (at any shift) into a select in the consumer,
                 # cheaper than a nested SDFG. (Not a node it raises on: we take that one.)
                 return Decision(False, "copy-fed concat: left to gt4py's concat_where replacement")
-            nested = next((b.source.data for b in cand.concat.writers
-                           if b.source is not None and _concat_node(sdfg, b.source.source)), None)
+            nested = next(
+                (
+                    b.source.data
+                    for b in cand.concat.writers
+                    if b.source is not None and _concat_node(sdfg, b.source.source)
+                ),
+                None,
+            )
             if nested is not None:
                 # A nested SDFG reading the inner concat node hides it from gt4py's
                 # replacement, which would otherwise remove it: net more traffic. Also
                 # where the copy-chain folding made the inner node Map-written: on
                 # predictor_w_adv that inline took the folded build from 0.904 to 0.970
                 # (1 thread) and from 0.887 to 0.941 (2 threads) of stock.
-                return Decision(False, f"branch reads concat node '{nested}': left to gt4py's concat_where replacement")
+                return Decision(
+                    False,
+                    f"branch reads concat node '{nested}': left to gt4py's concat_where replacement",
+                )
         too_many = too_many_copies(cand, self.max_distinct_offsets)
         if too_many:
             return Decision(False, too_many)
-        if (self._guards_scans and scan_input_set(sdfg, cand) is None
-                and feeds_scan(sdfg, cand, moved=lambda st, node: self._moved_into_scan(sdfg, st, node))):
+        if (
+            self._guards_scans
+            and scan_input_set(sdfg, cand) is None
+            and feeds_scan(sdfg, cand, moved=lambda st, node: self._moved_into_scan(sdfg, st, node))
+        ):
             # (A scan's inputs moved into its loop together duplicate nothing: not guarded.
             # Nor is what reaches a scan only through such inputs: no scan argument is
             # materialized, and the estimate prices the copies.)
-            return Decision(False, "intermediate feeds a scan: it is materialized for the scan anyway (scan_guard)")
+            return Decision(
+                False,
+                "intermediate feeds a scan: it is materialized for the scan anyway (scan_guard)",
+            )
         if not cand.removes_intermediate and not partial_ok:
-            return Decision(False, "the intermediate stays for other readers (partial inlines are off)")
+            return Decision(
+                False, "the intermediate stays for other readers (partial inlines are off)"
+            )
         return None
 
     # -- the estimate -------------------------------------------------------------------
@@ -680,7 +856,9 @@ class CostModel(InlinePolicy):
         ops = [_work(sdfg, b.slice)[0] if b.slice is not None else 0.0 for b in branches]
         if len(ops) == 1:
             return ops[0]
-        return sum(ops) + 4.0 * self.branch_ops if self.target == "gpu" else max(ops) + self.branch_ops
+        return (
+            sum(ops) + 4.0 * self.branch_ops if self.target == "gpu" else max(ops) + self.branch_ops
+        )
 
     def estimate(self, sdfg: dace.SDFG, cand: InlineCandidate) -> dict:
         """The figures of the decision (all in bytes unless named otherwise)."""
@@ -688,7 +866,9 @@ class CostModel(InlinePolicy):
         desc = sdfg.arrays[cand.intermediate.data]
         item = desc.dtype.bytes
         volume = self._points(desc.shape, sdfg, assumed)
-        points = self._points(_extents(cand.consumer.map), sdfg, assumed, params=cand.consumer.map.params)
+        points = self._points(
+            _extents(cand.consumer.map), sdfg, assumed, params=cand.consumer.map.params
+        )
         in_scan = any(has_loop(n.node.sdfg) for n in cand.nested)
         if in_scan:
             # A scan's loop reads (and a copy evaluates) one element per level and column:
@@ -713,7 +893,10 @@ class CostModel(InlinePolicy):
         if cand.selected is not None:
             # An if/else on a scalar: every thread takes the same branch (no divergence,
             # CPU or GPU); within a branch that is a concat, as for a lazy concat below.
-            ops = max(self._lazy_ops(sdfg, sb.writers.branches) for sb in cand.selected.branches) + self.branch_ops
+            ops = (
+                max(self._lazy_ops(sdfg, sb.writers.branches) for sb in cand.selected.branches)
+                + self.branch_ops
+            )
         elif cand.concat is None or len(writers) == 1:
             ops = branch_ops[0]
         elif cand.eager or self.target == "gpu":
@@ -733,16 +916,27 @@ class CostModel(InlinePolicy):
             extra_ops += kept_ops * points
         extra_work = extra_ops * self.balance
 
-        consumer_reads = {e.src.data for e in cand.state.in_edges(cand.consumer) if isinstance(e.src, dn.AccessNode)}
+        consumer_reads = {
+            e.src.data
+            for e in cand.state.in_edges(cand.consumer)
+            if isinstance(e.src, dn.AccessNode)
+        }
         inputs = {i.data for s in slices for i in s.inputs}
         if cand.concat is not None:
             inputs |= {b.source.data for b in writers if b.source is not None}
         repeats = copies - 1 if removed_producers else copies
-        gather_bytes = (gathers * repeats + (kept_gathers if removed_producers else 0.0)) * points * item
+        gather_bytes = (
+            (gathers * repeats + (kept_gathers if removed_producers else 0.0)) * points * item
+        )
         if cand.indirect:
             # A copy at a neighbor reads each of the producer's inputs through the table,
             # where the deref it replaces read one element.
-            gather_bytes += max(_input_reads(cand.producer_state, cand.producer) - 1, 0) * points * item * len(cand.indirect)
+            gather_bytes += (
+                max(_input_reads(cand.producer_state, cand.producer) - 1, 0)
+                * points
+                * item
+                * len(cand.indirect)
+            )
         extra_loads = gather_bytes
         kept_loads = 0.0  # the copies' loads of what the producer still loads for its other writes
         for name in inputs - consumer_reads:
@@ -868,7 +1062,11 @@ def horizontal_guess(known: dict[str, float], dim: Optional[str]) -> Optional[fl
     if dim in known:
         return known[dim]
     if dim in ICOSAHEDRAL_RATIO:
-        scaled = [v * ICOSAHEDRAL_RATIO[dim] / ICOSAHEDRAL_RATIO[d] for d, v in known.items() if d in ICOSAHEDRAL_RATIO]
+        scaled = [
+            v * ICOSAHEDRAL_RATIO[dim] / ICOSAHEDRAL_RATIO[d]
+            for d, v in known.items()
+            if d in ICOSAHEDRAL_RATIO
+        ]
         if scaled:
             return max(scaled)
     return max(known.values())
@@ -889,7 +1087,12 @@ def _shape_dim(expr, domain: set[str]) -> Optional[str]:
 
 def _input_reads(state, prod) -> int:
     """Elements of outside data the producer reads per element it computes."""
-    return sum(1 for n in prod.nodes for e in state.in_edges(n) if e.src is prod.map_entry and not e.data.is_empty())
+    return sum(
+        1
+        for n in prod.nodes
+        for e in state.in_edges(n)
+        if e.src is prod.map_entry and not e.data.is_empty()
+    )
 
 
 def _concat_node(sdfg: dace.SDFG, node: dn.AccessNode) -> bool:
@@ -922,8 +1125,11 @@ def _work(sdfg: dace.SDFG, prod) -> tuple[float, float]:
             outer = scope.get(outer)
         ops += _node_ops(node) * mult
         if isinstance(node, dn.Tasklet) and state is not None:
-            rows = [e.dst_conn for e in state.in_edges(node)
-                    if e.data.data is not None and (e.data.dynamic or e.data.subset.num_elements() != 1)]
+            rows = [
+                e.dst_conn
+                for e in state.in_edges(node)
+                if e.data.data is not None and (e.data.dynamic or e.data.subset.num_elements() != 1)
+            ]
             gathers += mult * sum(_subscripts(node, conn) for conn in rows)
     return ops, gathers
 
@@ -949,7 +1155,11 @@ def _kept_work(sdfg: dace.SDFG, prod) -> tuple[float, float, set[str]]:
             continue
         feeding.add(node)
         stack.extend(e.src for e in state.in_edges(node))
-    reads = {e.data.data for e in state.out_edges(prod.map_entry) if e.dst in feeding and e.data.data is not None}
+    reads = {
+        e.data.data
+        for e in state.out_edges(prod.map_entry)
+        if e.dst in feeding and e.data.data is not None
+    }
     shared = tuple(n for n in prod.nodes if n in feeding)
     if not shared:
         return 0.0, 0.0, reads
@@ -963,8 +1173,10 @@ def _subscripts(tasklet: dn.Tasklet, conn: str) -> int:
         tree = ast.parse(tasklet.code.as_string)
     except SyntaxError:
         return 1
-    n = sum(isinstance(x, ast.Subscript) and isinstance(x.value, ast.Name) and x.value.id == conn
-            for x in ast.walk(tree))
+    n = sum(
+        isinstance(x, ast.Subscript) and isinstance(x.value, ast.Name) and x.value.id == conn
+        for x in ast.walk(tree)
+    )
     return max(1, n)
 
 
@@ -982,7 +1194,9 @@ def _node_ops(node) -> float:
         try:
             tree = ast.parse(node.code.as_string)
             ops = sum(isinstance(n, _OPS) for n in ast.walk(tree))
-            ops += 3 * sum(isinstance(n, ast.BinOp) and isinstance(n.op, _EXPENSIVE) for n in ast.walk(tree))
+            ops += 3 * sum(
+                isinstance(n, ast.BinOp) and isinstance(n.op, _EXPENSIVE) for n in ast.walk(tree)
+            )
             return max(1.0, float(ops))
         except SyntaxError:
             return 4.0  # C++ tasklet: a few operations
@@ -1025,7 +1239,11 @@ def feeds_scan(sdfg: dace.SDFG, cand: InlineCandidate, moved=None) -> bool:
                 for reached in _downstream(st, node):
                     if isinstance(reached, dn.NestedSDFG) and has_loop(reached.sdfg):
                         return True
-                    if isinstance(reached, dn.AccessNode) and reached.data not in seen_data and not is_moved(st, reached):
+                    if (
+                        isinstance(reached, dn.AccessNode)
+                        and reached.data not in seen_data
+                        and not is_moved(st, reached)
+                    ):
                         frontier.add(reached.data)
     return False
 
@@ -1046,4 +1264,6 @@ def _downstream(state, node):
 
 #: The cost model's on/off switches (its boolean fields), each one rewrite or behaviour:
 #: the bench's and counts' `--with` / `--without` build the default model with one changed.
-SWITCHES = tuple(f.name for f in dataclasses.fields(CostModel) if f.type in (bool, "bool", "Optional[bool]"))
+SWITCHES = tuple(
+    f.name for f in dataclasses.fields(CostModel) if f.type in (bool, "bool", "Optional[bool]")
+)

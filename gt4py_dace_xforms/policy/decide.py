@@ -13,8 +13,12 @@ from gt4py_dace_xforms.analysis.siblings import sibling_candidates
 from gt4py_dace_xforms.policy.default import Decision, InlinePolicy
 
 
-def decide_candidate(sdfg: dace.SDFG, policy: InlinePolicy, cand: InlineCandidate,
-                     analyse: Callable = analyse_candidate) -> Decision:
+def decide_candidate(
+    sdfg: dace.SDFG,
+    policy: InlinePolicy,
+    cand: InlineCandidate,
+    analyse: Callable = analyse_candidate,
+) -> Decision:
     """The policy's decision; for a reader that leaves the intermediate in place, judged
     together with the other readers when all of them can be inlined too (then the
     intermediate goes away once the last one is, which a one-by-one view cannot see).
@@ -31,6 +35,7 @@ def decide_candidate(sdfg: dace.SDFG, policy: InlinePolicy, cand: InlineCandidat
     group = sibling_candidates(sdfg, cand, retarget=plan, analyse=analyse)
     if group is None:
         return policy.decide(sdfg, cand)
-    decision = policy.decide_group(sdfg, cand, group,
-                                   writeback_points=None if plan is None else plan.copied_extents)
+    decision = policy.decide_group(
+        sdfg, cand, group, writeback_points=None if plan is None else plan.copied_extents
+    )
     return policy.decide(sdfg, cand) if decision is None else decision

@@ -78,8 +78,13 @@ class InlinePolicy:
         """Whether to inline `candidate` (proven sound) on its own."""
         raise NotImplementedError(f"{type(self).__name__} does not decide")
 
-    def decide_group(self, sdfg: dace.SDFG, candidate: InlineCandidate, group: list,
-                     writeback_points: Optional[tuple] = None) -> Optional[Decision]:
+    def decide_group(
+        self,
+        sdfg: dace.SDFG,
+        candidate: InlineCandidate,
+        group: list,
+        writeback_points: Optional[tuple] = None,
+    ) -> Optional[Decision]:
         """The decision for `candidate` as one of `group`, every reader of its intermediate,
         all inlinable: inlining them all removes the intermediate. `writeback_points`: the
         extents of a write-back copy that is then retargeted. None (this default): judge
@@ -94,14 +99,20 @@ class InlinePolicy:
         itemsize = sdfg.arrays[plan.name].dtype.bytes
         elements = plan.saved_elements()
         saved = 2 * itemsize * elements
-        figures = {"output_buffer_saved_bytes": float(saved) if saved.is_number else str(saved),
-                   "output_buffer_target": plan.target}
+        figures = {
+            "output_buffer_saved_bytes": float(saved) if saved.is_number else str(saved),
+            "output_buffer_target": plan.target,
+        }
         if not self.output_buffers:
-            return Decision(False, f"{type(self).__name__} does not use outputs as buffers", figures)
+            return Decision(
+                False, f"{type(self).__name__} does not use outputs as buffers", figures
+            )
         pinned = self.pinned
         if pinned is not None and plan.name not in pinned:
             return Decision(False, f"{plan.name} is not among the intermediates to inline", figures)
-        return Decision(True, f"the copy into '{plan.target}' is saved, nothing is recomputed", figures)
+        return Decision(
+            True, f"the copy into '{plan.target}' is saved, nothing is recomputed", figures
+        )
 
     def fuses_sweep_pairs(self, sdfg: dace.SDFG) -> bool:
         """Whether the pipeline looks for sweep pairs at all (`sweep_pairs`)."""
@@ -116,7 +127,9 @@ class InlinePolicy:
         pinned = self.pinned
         if pinned is not None and not set(plan.names) <= set(pinned):
             return Decision(False, f"{', '.join(plan.names)} not among the intermediates to inline")
-        return Decision(True, "the columns are written and read back in one iteration, nothing is recomputed")
+        return Decision(
+            True, "the columns are written and read back in one iteration, nothing is recomputed"
+        )
 
     def decide_copy_into_readers(self, sdfg: dace.SDFG, plan) -> Decision:
         """Whether the readers of `plan` (a `CopyReadersPlan`, `analysis.copy_readers`) write
@@ -125,15 +138,25 @@ class InlinePolicy:
         and no decision set is pinned, it is taken."""
         itemsize = sdfg.arrays[plan.src.data].dtype.bytes
         saved = itemsize * plan.elements
-        figures = {"copy_into_readers_saved_bytes": float(saved) if saved.is_number else str(saved),
-                   "copy_into_readers_readers": len(plan.pieces)}
+        figures = {
+            "copy_into_readers_saved_bytes": float(saved) if saved.is_number else str(saved),
+            "copy_into_readers_readers": len(plan.pieces),
+        }
         if not self.copies_into_readers:
-            return Decision(False, f"{type(self).__name__} does not move copies into their readers", figures)
+            return Decision(
+                False, f"{type(self).__name__} does not move copies into their readers", figures
+            )
         if self.pinned is not None:
-            return Decision(False, "a pinned decision set touches only the intermediates it names", figures)
+            return Decision(
+                False, "a pinned decision set touches only the intermediates it names", figures
+            )
         src, dst = plan.names
-        return Decision(True, f"{dst} is written where {src} is loaded anyway: the copy's read of {src} is saved, "
-                              "nothing is recomputed", figures)
+        return Decision(
+            True,
+            f"{dst} is written where {src} is loaded anyway: the copy's read of {src} is saved, "
+            "nothing is recomputed",
+            figures,
+        )
 
     def decide_window(self, sdfg: dace.SDFG, plan) -> Decision:
         """Whether to sweep `plan`'s consumer in K (a `WindowPlan`, `analysis.window`):
@@ -196,7 +219,12 @@ class InlineWhereSound(InlinePolicy):
         if too_many:
             return Decision(False, too_many)
         fusable = candidate.concat is None and candidate.producer_state is candidate.state
-        if self.skip_pointwise and fusable and n == 1 and all(s == "0" for s in candidate.groups[0].shift):
+        if (
+            self.skip_pointwise
+            and fusable
+            and n == 1
+            and all(s == "0" for s in candidate.groups[0].shift)
+        ):
             return Decision(False, "pointwise read only: left to vertical Map fusion")
         return Decision(True, "sound", force_lazy=not self.allow_eager)
 

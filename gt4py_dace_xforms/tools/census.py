@@ -23,18 +23,21 @@ import time
 from concurrent import futures
 from typing import Any, Callable, Iterable, Optional, TypeVar, Union
 
-from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
+from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import (
+    GT4PyAutoOptHook,
+)
 
 from gt4py_dace_xforms.analysis.candidate import analyse_candidate
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.analysis.races import unordered_accesses
 from gt4py_dace_xforms.analysis.window import analyse_window
 from gt4py_dace_xforms.integration.capture import OPTIMIZED, capture_stages
-from gt4py_dace_xforms.tools.compare import two_d_transients
 from gt4py_dace_xforms.integration.hooks import optimization_hooks
-from gt4py_dace_xforms.tools.programs import ProgramRef, offset_provider_for
 from gt4py_dace_xforms.policy import CostModel, InlinePolicy, InlineWhereSound
+from gt4py_dace_xforms.tools.compare import two_d_transients
+from gt4py_dace_xforms.tools.programs import ProgramRef, offset_provider_for
 from gt4py_dace_xforms.transformations.inline_fusion_pass import find_candidates, gt_inline_fusion
+
 
 _STEP = (GT4PyAutoOptHook.TopLevelDataFlowStep, 1)
 _POST = (GT4PyAutoOptHook.TopLevelDataFlowPost, 1)
@@ -104,17 +107,31 @@ def reason_class(reason: str) -> str:
     return text.split(": ", 1)[0] if text.startswith("analysis failed") else text
 
 
-def _count_transients(program, provider, hooks, final: bool, static_args=None) -> tuple[list[str], int]:
+def _count_transients(
+    program, provider, hooks, final: bool, static_args=None
+) -> tuple[list[str], int]:
     """2-D transients at `TopLevelDataFlowPost` (names) and (`final`, else -1) how many in
     the final SDFG."""
-    taken = capture_stages(program, [_POST] + ([OPTIMIZED] if final else []), offset_provider=provider,
-                           optimization_hooks=hooks, static_args=static_args)
+    taken = capture_stages(
+        program,
+        [_POST] + ([OPTIMIZED] if final else []),
+        offset_provider=provider,
+        optimization_hooks=hooks,
+        static_args=static_args,
+    )
     return two_d_transients(taken[_POST]), len(two_d_transients(taken[OPTIMIZED])) if final else -1
 
 
-def census_program(ref: ProgramRef, *, grid: Any = None, cost_model: Optional[InlinePolicy] = None,
-                   transients: bool = True, final: bool = False, static: bool = False,
-                   layout: Optional[str] = None) -> ProgramCensus:
+def census_program(
+    ref: ProgramRef,
+    *,
+    grid: Any = None,
+    cost_model: Optional[InlinePolicy] = None,
+    transients: bool = True,
+    final: bool = False,
+    static: bool = False,
+    layout: Optional[str] = None,
+) -> ProgramCensus:
     """The census of one program (never raises: a failure is recorded in `error`).
 
     `transients`: run the top-level stage stock, with the cost model and with everything
@@ -129,17 +146,24 @@ def census_program(ref: ProgramRef, *, grid: Any = None, cost_model: Optional[In
     try:
         program = ref.load()
         if static:
-            from gt4py_dace_xforms.tools.static_values import program_static_values, static_offset_provider
+            from gt4py_dace_xforms.tools.static_values import (
+                program_static_values,
+                static_offset_provider,
+            )
 
             result.static = program_static_values(program, layout=layout)
-            provider = (static_offset_provider(program, layout=layout) if grid is None
-                        else offset_provider_for(program, grid))
+            provider = (
+                static_offset_provider(program, layout=layout)
+                if grid is None
+                else offset_provider_for(program, grid)
+            )
         else:
             provider = offset_provider_for(program, grid)
         static_args = result.static or None
         extra = ([_POST] + ([OPTIMIZED] if final else [])) if transients else []
-        taken = capture_stages(program, [_STEP, *extra], offset_provider=provider,
-                               static_args=static_args)
+        taken = capture_stages(
+            program, [_STEP, *extra], offset_provider=provider, static_args=static_args
+        )
         step = taken[_STEP]
         result.racy = [f"{r.data}@{r.state}" for r in unordered_accesses(step)]
         declines: collections.Counter = collections.Counter()
@@ -151,37 +175,51 @@ def census_program(ref: ProgramRef, *, grid: Any = None, cost_model: Optional[In
             else:
                 result.sound += 1
         result.declines = dict(declines.most_common())
-        sound_report = gt_inline_fusion(copy.deepcopy(step), cost_model=InlineWhereSound(), validate=False)
+        sound_report = gt_inline_fusion(
+            copy.deepcopy(step), cost_model=InlineWhereSound(), validate=False
+        )
         result.applied_sound = len(sound_report.applied)
         result.retargeted_sound = len(sound_report.writebacks_retargeted)
         result.outbuf_sound = len(sound_report.outputs_as_buffers)
-        model_report = gt_inline_fusion(copy.deepcopy(step), cost_model=cost_model or CostModel("cpu"), validate=False)
+        model_report = gt_inline_fusion(
+            copy.deepcopy(step), cost_model=cost_model or CostModel("cpu"), validate=False
+        )
         result.applied_model = len(model_report.applied)
         result.retargeted_model = len(model_report.writebacks_retargeted)
         result.outbuf_model = len(model_report.outputs_as_buffers)
-        result.model_declines = dict(collections.Counter(reason_class(r.reason) for r in model_report.declined).most_common())
+        result.model_declines = dict(
+            collections.Counter(reason_class(r.reason) for r in model_report.declined).most_common()
+        )
         result.windowed_model = len(model_report.windowed)
-        result.scan_inputs_model = sum(1 for r in model_report.applied if r.reason.startswith("scan inputs"))
+        result.scan_inputs_model = sum(
+            1 for r in model_report.applied if r.reason.startswith("scan inputs")
+        )
         result.window_declines = _window_declines(step, model_report)
         if transients:
             result.kept_stock = two_d_transients(taken[_POST])
             result.transients_stock = len(result.kept_stock)
             result.final_stock = len(two_d_transients(taken[OPTIMIZED])) if final else -1
             result.kept_model, result.final_model = _count_transients(
-                program, provider, optimization_hooks(cost_model), final, static_args)
+                program, provider, optimization_hooks(cost_model), final, static_args
+            )
             result.transients_model = len(result.kept_model)
             sound, result.final_sound = _count_transients(
-                program, provider, optimization_hooks(InlineWhereSound()), final, static_args)
+                program, provider, optimization_hooks(InlineWhereSound()), final, static_args
+            )
             result.transients_sound = len(sound)
     except Exception as err:  # noqa: BLE001  # one broken program must not end the census
-        result.error = f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
+        result.error = (
+            f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
+        )
     result.seconds = time.perf_counter() - start
     return result
 
 
 def _window_declines(step, model_report) -> dict[str, int]:
     """Why no window takes each sound candidate whose intermediate the model left in place."""
-    kept = {r.intermediate for r in model_report.declined} - {r.intermediate for r in model_report.applied}
+    kept = {r.intermediate for r in model_report.declined} - {
+        r.intermediate for r in model_report.applied
+    }
     reasons: collections.Counter = collections.Counter()
     for state, node, consumer in find_candidates(step):
         if node.data not in kept:
@@ -190,7 +228,11 @@ def _window_declines(step, model_report) -> dict[str, int]:
         if isinstance(cand, Decline):
             continue
         plan = analyse_window(step, cand)
-        reasons[reason_class(plan.reason) if isinstance(plan, Decline) else "a window applies (the model declined it)"] += 1
+        reasons[
+            reason_class(plan.reason)
+            if isinstance(plan, Decline)
+            else "a window applies (the model declined it)"
+        ] += 1
     return dict(reasons.most_common())
 
 
@@ -199,8 +241,13 @@ def _census_one(args) -> ProgramCensus:
     return census_program(ref, transients=transients, final=final, static=static, layout=layout)
 
 
-def map_programs(fn: Callable[[Any], T], work: list, *, jobs: int = 1,
-                 progress: Optional[Callable[[T], None]] = None) -> list[T]:
+def map_programs(
+    fn: Callable[[Any], T],
+    work: list,
+    *,
+    jobs: int = 1,
+    progress: Optional[Callable[[T], None]] = None,
+) -> list[T]:
     """`fn` on every item of `work`, in `jobs` forked processes (results in input order;
     `progress` sees each result as it comes). Shared by the census and its comparison run."""
     results: list[T] = []
@@ -220,9 +267,16 @@ def map_programs(fn: Callable[[Any], T], work: list, *, jobs: int = 1,
     return [done[i] for i in range(len(work))]
 
 
-def run_census(refs: Iterable[ProgramRef], *, jobs: int = 1, transients: bool = True, final: bool = False,
-               static: bool = False, layout: Optional[str] = None,
-               progress: Optional[Callable[[ProgramCensus], None]] = None) -> list[ProgramCensus]:
+def run_census(
+    refs: Iterable[ProgramRef],
+    *,
+    jobs: int = 1,
+    transients: bool = True,
+    final: bool = False,
+    static: bool = False,
+    layout: Optional[str] = None,
+    progress: Optional[Callable[[ProgramCensus], None]] = None,
+) -> list[ProgramCensus]:
     """`census_program` for every program, in `jobs` processes (results in input order)."""
     work = [(r, transients, final, static, layout) for r in refs]
     return map_programs(_census_one, work, jobs=jobs, progress=progress)
@@ -237,10 +291,25 @@ def totals(results: list[ProgramCensus]) -> ProgramCensus:
     for r in results:
         if r.error:
             continue
-        for f in ("candidates", "sound", "applied_sound", "applied_model", "retargeted_sound", "retargeted_model",
-                  "outbuf_sound", "outbuf_model", "windowed_model", "scan_inputs_model",
-                  "transients_stock", "transients_model", "transients_sound",
-                  "final_stock", "final_model", "final_sound", "seconds"):
+        for f in (
+            "candidates",
+            "sound",
+            "applied_sound",
+            "applied_model",
+            "retargeted_sound",
+            "retargeted_model",
+            "outbuf_sound",
+            "outbuf_model",
+            "windowed_model",
+            "scan_inputs_model",
+            "transients_stock",
+            "transients_model",
+            "transients_sound",
+            "final_stock",
+            "final_model",
+            "final_sound",
+            "seconds",
+        ):
             setattr(total, f, getattr(total, f) + getattr(r, f))
         declines.update(r.declines)
         model.update(r.model_declines)
@@ -256,53 +325,118 @@ def totals(results: list[ProgramCensus]) -> ProgramCensus:
 
 def table(results: list[ProgramCensus]) -> str:
     """The per-program table, the totals, and the decline histograms."""
-    head = ("program", "cand", "sound", "appl sound", "appl model", "win", "scan", "retarget model/sound", "outbuf model/sound",
-            "2-D tr Post stock/model/sound", "2-D tr final stock/model/sound", "racy", "s")
+    head = (
+        "program",
+        "cand",
+        "sound",
+        "appl sound",
+        "appl model",
+        "win",
+        "scan",
+        "retarget model/sound",
+        "outbuf model/sound",
+        "2-D tr Post stock/model/sound",
+        "2-D tr final stock/model/sound",
+        "racy",
+        "s",
+    )
     rows: list[tuple[Union[str, int], ...]] = []
     for r in results + [totals(results)]:
         if r.error:
-            rows.append((r.short_name, "error: " + r.error, "", "", "", "", "", "", "", "", "", "", f"{r.seconds:.0f}"))
+            rows.append(
+                (
+                    r.short_name,
+                    "error: " + r.error,
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                    f"{r.seconds:.0f}",
+                )
+            )
             continue
-        rows.append((r.short_name, r.candidates, r.sound, r.applied_sound, r.applied_model, r.windowed_model,
-                     r.scan_inputs_model,
-                     f"{r.retargeted_model}/{r.retargeted_sound}", f"{r.outbuf_model}/{r.outbuf_sound}",
-                     f"{r.transients_stock}/{r.transients_model}/{r.transients_sound}",
-                     f"{r.final_stock}/{r.final_model}/{r.final_sound}" if r.final_stock >= 0 else "-",
-                     len(r.racy), f"{r.seconds:.0f}"))
-    widths = [max(len(str(x)) for x in col) for col in zip(head, *[row for row in rows if not str(row[1]).startswith("error")])]
+        rows.append(
+            (
+                r.short_name,
+                r.candidates,
+                r.sound,
+                r.applied_sound,
+                r.applied_model,
+                r.windowed_model,
+                r.scan_inputs_model,
+                f"{r.retargeted_model}/{r.retargeted_sound}",
+                f"{r.outbuf_model}/{r.outbuf_sound}",
+                f"{r.transients_stock}/{r.transients_model}/{r.transients_sound}",
+                f"{r.final_stock}/{r.final_model}/{r.final_sound}" if r.final_stock >= 0 else "-",
+                len(r.racy),
+                f"{r.seconds:.0f}",
+            )
+        )
+    widths = [
+        max(len(str(x)) for x in col)
+        for col in zip(head, *[row for row in rows if not str(row[1]).startswith("error")])
+    ]
     fmt = "  ".join(f"{{:<{w}}}" if i == 0 else f"{{:>{w}}}" for i, w in enumerate(widths))
     lines = [fmt.format(*head), fmt.format(*("-" * w for w in widths))]
     for row in rows:
-        lines.append(f"{row[0]:<{widths[0]}}  {row[1]}" if str(row[1]).startswith("error") else fmt.format(*row))
+        lines.append(
+            f"{row[0]:<{widths[0]}}  {row[1]}"
+            if str(row[1]).startswith("error")
+            else fmt.format(*row)
+        )
     total = totals(results)
-    lines += ["", f"arrays gt4py accesses in an undefined order, left as they are ({len(total.racy)}; docs/races.md):"]
+    lines += [
+        "",
+        f"arrays gt4py accesses in an undefined order, left as they are ({len(total.racy)}; docs/races.md):",
+    ]
     lines += [f"  {x}" for x in total.racy] or ["  none"]
     lines += ["", f"analysis declines ({sum(total.declines.values())}):"]
     lines += [f"  {n:4d}  {reason}" for reason, n in total.declines.items()]
-    lines += ["", f"declines left by the cost-model pass at the first Step ({sum(total.model_declines.values())}):"]
+    lines += [
+        "",
+        f"declines left by the cost-model pass at the first Step ({sum(total.model_declines.values())}):",
+    ]
     lines += [f"  {n:4d}  {reason}" for reason, n in total.model_declines.items()]
-    lines += ["", f"why no vertical window takes the sound candidates the cost model leaves "
-                  f"({sum(total.window_declines.values())}; docs/vertical_window.md):"]
+    lines += [
+        "",
+        f"why no vertical window takes the sound candidates the cost model leaves "
+        f"({sum(total.window_declines.values())}; docs/vertical_window.md):",
+    ]
     lines += [f"  {n:4d}  {reason}" for reason, n in total.window_declines.items()]
     lines += ["", "2-D transients at Post, per program: stock's; the default backend's"]
     for r in results:
         if not r.error and (r.kept_stock or r.kept_model):
-            lines.append(f"  {r.short_name}: stock {', '.join(r.kept_stock) or '-'}; "
-                         f"library {', '.join(r.kept_model) or '-'}")
+            lines.append(
+                f"  {r.short_name}: stock {', '.join(r.kept_stock) or '-'}; "
+                f"library {', '.join(r.kept_model) or '-'}"
+            )
     statics = [r for r in results if r.static]
     if statics:
         lines += ["", static_heading(statics[0].layout)]
-        lines += [f"  {r.short_name}: " + ", ".join(f"{k}={v}" for k, v in r.static.items()) for r in statics]
+        lines += [
+            f"  {r.short_name}: " + ", ".join(f"{k}={v}" for k, v in r.static.items())
+            for r in statics
+        ]
     return "\n".join(lines)
 
 
 def static_heading(layout: str) -> str:
     """The heading line of a static run's arguments: which layout they are for."""
     if not layout:
-        return ("static arguments (tools/static_values.py: a global grid on one node, 80 levels; "
-                "icon4py's configuration defaults):")
-    return (f"static arguments (layout {layout}: tools/layouts.py, a generated R2B4-size grid; 80 levels; "
-            "icon4py's configuration defaults):")
+        return (
+            "static arguments (tools/static_values.py: a global grid on one node, 80 levels; "
+            "icon4py's configuration defaults):"
+        )
+    return (
+        f"static arguments (layout {layout}: tools/layouts.py, a generated R2B4-size grid; 80 levels; "
+        "icon4py's configuration defaults):"
+    )
 
 
 def to_json(results: list[ProgramCensus]) -> str:

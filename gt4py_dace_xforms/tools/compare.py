@@ -21,12 +21,14 @@ from gt4py.next.program_processors.runners.dace.transformations.auto_optimize im
     GT4PyAutoOptHook,
     TransientMemoryMode,
 )
+
 from gt4py_dace_xforms.integration import compat
 from gt4py_dace_xforms.integration.backends import annotating_translator, optimize_args
 from gt4py_dace_xforms.integration.hooks import optimization_hooks
 from gt4py_dace_xforms.integration.workers import forwarding
 from gt4py_dace_xforms.policy import InlinePolicy
 from gt4py_dace_xforms.report import InlineReport, ReportFolder, write_new_file
+
 
 _UNIQUE = itertools.count()
 
@@ -95,7 +97,9 @@ class Build:
         return merged
 
 
-def stock_build(gpu: bool = False, transient_memory_mode: Optional[TransientMemoryMode] = None) -> Build:
+def stock_build(
+    gpu: bool = False, transient_memory_mode: Optional[TransientMemoryMode] = None
+) -> Build:
     """gt4py's dace backend, unchanged but for a capture hook (and `transient_memory_mode`)."""
     build = Build()
     hooks = {GT4PyAutoOptHook.TopLevelDataFlowPost: build.capture}
@@ -103,7 +107,8 @@ def stock_build(gpu: bool = False, transient_memory_mode: Optional[TransientMemo
         compat.DaCeConfig(gpu=gpu, auto_optimize=True),
         name_postfix=f"_stock_capture{next(_UNIQUE)}",
         translation=functools.partial(
-            compat.make_dace_translator, auto_optimize_args=optimize_args(hooks, transient_memory_mode)
+            compat.make_dace_translator,
+            auto_optimize_args=optimize_args(hooks, transient_memory_mode),
         ),
     )
     return build
@@ -119,16 +124,27 @@ def inline_build(
     or any policy; default the target's `CostModel`), plus a capture hook (and
     `transient_memory_mode`)."""
     build = Build()
-    capture: dict[GT4PyAutoOptHook, Callable] = {GT4PyAutoOptHook.TopLevelDataFlowPost: build.capture}
-    hooks = optimization_hooks(policy, gpu=gpu, user_hooks=capture, reports=build.report_folder,
-                               transient_memory_mode=transient_memory_mode, windows=windows)
-    build.backend = forwarding(compat.make_dace_toolchain(
-        compat.DaCeConfig(gpu=gpu, auto_optimize=True),
-        name_postfix=f"_xforms_capture{next(_UNIQUE)}",
-        translation=functools.partial(
-            annotating_translator, auto_optimize_args=optimize_args(hooks, transient_memory_mode)
-        ),
-    ))
+    capture: dict[GT4PyAutoOptHook, Callable] = {
+        GT4PyAutoOptHook.TopLevelDataFlowPost: build.capture
+    }
+    hooks = optimization_hooks(
+        policy,
+        gpu=gpu,
+        user_hooks=capture,
+        reports=build.report_folder,
+        transient_memory_mode=transient_memory_mode,
+        windows=windows,
+    )
+    build.backend = forwarding(
+        compat.make_dace_toolchain(
+            compat.DaCeConfig(gpu=gpu, auto_optimize=True),
+            name_postfix=f"_xforms_capture{next(_UNIQUE)}",
+            translation=functools.partial(
+                annotating_translator,
+                auto_optimize_args=optimize_args(hooks, transient_memory_mode),
+            ),
+        )
+    )
     return build
 
 
@@ -143,10 +159,20 @@ def icon4py_build(program_name: str, library: bool, policy: Optional[InlinePolic
 
     build = Build()
     args = {"optimization_hooks": {GT4PyAutoOptHook.TopLevelDataFlowPost: build.capture}}
-    descriptor = (gx_icon4py.backend(model_backends.CPU, cost_model=policy, reports=build.report_folder,
-                                     optimization_args=args)
-                  if library else {"backend_factory": model_backends.make_custom_dace_backend,
-                                   "device": model_backends.CPU, "optimization_args": args})
+    descriptor = (
+        gx_icon4py.backend(
+            model_backends.CPU,
+            cost_model=policy,
+            reports=build.report_folder,
+            optimization_args=args,
+        )
+        if library
+        else {
+            "backend_factory": model_backends.make_custom_dace_backend,
+            "device": model_backends.CPU,
+            "optimization_args": args,
+        }
+    )
 
     class _Named:  # customize_backend reads only the program's name
         __name__ = program_name

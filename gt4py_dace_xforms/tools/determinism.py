@@ -20,6 +20,7 @@ import sys
 import time
 from typing import Optional, Sequence
 
+
 #: Two seeds that order Python's str hashes differently.
 SEEDS = (0, 12345)
 
@@ -27,7 +28,9 @@ SEEDS = (0, 12345)
 @dataclasses.dataclass
 class ProgramDeterminism:
     program: str
-    hashes: dict[int, str] = dataclasses.field(default_factory=dict)  # PYTHONHASHSEED -> hash_sdfg()
+    hashes: dict[int, str] = dataclasses.field(
+        default_factory=dict
+    )  # PYTHONHASHSEED -> hash_sdfg()
     seconds: float = 0.0
     error: Optional[str] = None
 
@@ -48,8 +51,12 @@ def hash_of(spec: str, grid=None) -> str:
     from gt4py_dace_xforms.tools.programs import load_program, offset_provider_for
 
     program = load_program(spec)
-    taken = capture_stages(program, [OPTIMIZED], offset_provider=offset_provider_for(program, grid),
-                           optimization_hooks=optimization_hooks())
+    taken = capture_stages(
+        program,
+        [OPTIMIZED],
+        offset_provider=offset_provider_for(program, grid),
+        optimization_hooks=optimization_hooks(),
+    )
     return taken[OPTIMIZED].hash_sdfg()
 
 
@@ -60,8 +67,13 @@ def check_program(ref, seeds: Sequence[int] = SEEDS, timeout: float = 1800) -> P
     for seed in seeds:
         env = dict(os.environ, PYTHONHASHSEED=str(seed))
         try:
-            done = subprocess.run([sys.executable, "-m", __name__, ref.spec], env=env, capture_output=True,
-                                  text=True, timeout=timeout)
+            done = subprocess.run(
+                [sys.executable, "-m", __name__, ref.spec],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
         except subprocess.TimeoutExpired:
             result.error = f"PYTHONHASHSEED={seed}: no hash within {timeout:.0f} s"
             break
@@ -78,17 +90,28 @@ def check_program(ref, seeds: Sequence[int] = SEEDS, timeout: float = 1800) -> P
 def table(results: list[ProgramDeterminism]) -> str:
     lines = ["program  deterministic  hash (first seed)  s"]
     for r in results:
-        verdict = "error: " + r.error if r.error else ("yes" if r.deterministic else "NO: " + ", ".join(
-            f"seed {s} {h[:12]}" for s, h in r.hashes.items()))
+        verdict = (
+            "error: " + r.error
+            if r.error
+            else (
+                "yes"
+                if r.deterministic
+                else "NO: " + ", ".join(f"seed {s} {h[:12]}" for s, h in r.hashes.items())
+            )
+        )
         first = next(iter(r.hashes.values()), "-")[:16]
         lines.append(f"{r.short_name}  {verdict}  {first}  {r.seconds:.0f}")
     ok = sum(r.deterministic for r in results)
-    lines.append(f"{ok} of {len(results)} programs give the same SDFG under PYTHONHASHSEED {', '.join(map(str, SEEDS))}")
+    lines.append(
+        f"{ok} of {len(results)} programs give the same SDFG under PYTHONHASHSEED {', '.join(map(str, SEEDS))}"
+    )
     return "\n".join(lines)
 
 
 def to_json(results: list[ProgramDeterminism]) -> str:
-    return json.dumps([dict(dataclasses.asdict(r), deterministic=r.deterministic) for r in results], indent=2)
+    return json.dumps(
+        [dict(dataclasses.asdict(r), deterministic=r.deterministic) for r in results], indent=2
+    )
 
 
 if __name__ == "__main__":

@@ -26,12 +26,15 @@ from gt4py_dace_xforms.analysis.concat import EagerVerdict
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.transformations.inline_fusion_pass import find_candidates
 
+
 #: Verdict classes, in the order the totals list them.
 EAGER = "eager proven"
 NO_READER = "no top-level Map reads it"
 ANALYSIS = "the read is declined by the analysis (not inlined at all)"
 NO_ANNOTATION = "no concat annotation from GTIR (not a concat_where: e.g. a Map gt4py split)"
-OTHER_SHAPE = "the concat annotation was recorded for another shape (gt4py rewrote the node's shape)"
+OTHER_SHAPE = (
+    "the concat annotation was recorded for another shape (gt4py rewrote the node's shape)"
+)
 NOT_SIMPLE = "a branch is not tasklets on single elements"
 UNANNOTATED = "field has no GTIR annotation in that dimension"
 NEIGHBOR = "field is read through a neighbor table in that dimension (extent unknown)"
@@ -49,8 +52,12 @@ class ConcatRow:
     verdict: str  #: one of the classes above
     reason: str = ""  #: the analysis' own words
     access: str = ""  #: branch, data[dim] = index
-    needed: str = ""  #: lowest..highest index over the reads (array indices), and the side not proven
-    annotated: str = ""  #: the field's annotation in that dimension: covers (program indices), origin
+    needed: str = (
+        ""  #: lowest..highest index over the reads (array indices), and the side not proven
+    )
+    annotated: str = (
+        ""  #: the field's annotation in that dimension: covers (program indices), origin
+    )
     inferred: str = ""  #: what domain inference says the branch reads there (program indices)
     selected: str = ""  #: where the branch is selected (array indices of the concat node)
     witness: str = ""  #: arguments satisfying every fact the proof had, under which the access is out of bounds
@@ -63,7 +70,12 @@ def concat_nodes(sdfg: dace.SDFG) -> list[tuple[dace.SDFGState, dn.AccessNode]]:
         scope = state.scope_dict()
         for node in state.data_nodes():
             desc = sdfg.arrays.get(node.data)
-            if scope[node] is None and desc is not None and desc.transient and state.in_degree(node) > 1:
+            if (
+                scope[node] is None
+                and desc is not None
+                and desc.transient
+                and state.in_degree(node) > 1
+            ):
                 found.append((state, node))
     return found
 
@@ -92,11 +104,16 @@ def _row_from_verdict(sdfg, program: str, node: str, readers: int, v: EagerVerdi
     if v.data is not None:
         row.access = f"branch {v.branch}: {v.data}[dim {v.dim}] = {v.index}"
     if v.bounds is not None:
-        row.needed = f"{v.bounds[0]} .. {v.bounds[1]} of extent {v.extent} ({v.side} end not proven)"
+        row.needed = (
+            f"{v.bounds[0]} .. {v.bounds[1]} of extent {v.extent} ({v.side} end not proven)"
+        )
     if v.field is not None:
         covers = v.field.get("covers")
-        row.annotated = (f"{v.field.get('name')}: [{covers[0]}, {covers[1]}) - {v.field['origin']}"
-                         if covers else f"{v.field.get('name')}: none")
+        row.annotated = (
+            f"{v.field.get('name')}: [{covers[0]}, {covers[1]}) - {v.field['origin']}"
+            if covers
+            else f"{v.field.get('name')}: none"
+        )
     if v.inferred:
         row.inferred = f"[{v.inferred[0]}, {v.inferred[1]})"
     if v.selected:
@@ -124,7 +141,9 @@ def eager_rows(sdfg: dace.SDFG, program: str = "") -> list[ConcatRow]:
             if isinstance(result, Decline):
                 row = ConcatRow(program, node.data, len(reads), ANALYSIS, result.reason)
             elif result.eager_verdict is None:  # one writer in the reader's view: not concat mode
-                row = ConcatRow(program, node.data, len(reads), ANALYSIS, "not analysed as a concat node")
+                row = ConcatRow(
+                    program, node.data, len(reads), ANALYSIS, "not analysed as a concat node"
+                )
             else:
                 row = _row_from_verdict(sdfg, program, node.data, len(reads), result.eager_verdict)
             if worst is None or (worst.verdict == EAGER and row.verdict != EAGER):
@@ -152,15 +171,30 @@ def eager_program(ref, *, grid: Any = None) -> ProgramEager:
     start = time.perf_counter()
     try:
         program = ref.load()
-        step = capture_stages(program, [_STEP], offset_provider=offset_provider_for(program, grid))[_STEP]
+        step = capture_stages(program, [_STEP], offset_provider=offset_provider_for(program, grid))[
+            _STEP
+        ]
         result.rows = eager_rows(step, ref.spec.rpartition(":")[2])
     except Exception as err:  # noqa: BLE001  # one broken program must not end the report
-        result.error = f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
+        result.error = (
+            f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
+        )
     result.seconds = time.perf_counter() - start
     return result
 
 
-_ORDER = (EAGER, NO_READER, ANALYSIS, NO_ANNOTATION, OTHER_SHAPE, NOT_SIMPLE, UNANNOTATED, NEIGHBOR, TRANSIENT, OUTSIDE)
+_ORDER = (
+    EAGER,
+    NO_READER,
+    ANALYSIS,
+    NO_ANNOTATION,
+    OTHER_SHAPE,
+    NOT_SIMPLE,
+    UNANNOTATED,
+    NEIGHBOR,
+    TRANSIENT,
+    OUTSIDE,
+)
 
 
 def totals(results: list[ProgramEager]) -> dict[str, int]:
@@ -170,25 +204,54 @@ def totals(results: list[ProgramEager]) -> dict[str, int]:
 
 def table(results: list[ProgramEager]) -> str:
     """A markdown table, one row per concat node, then the totals by verdict."""
-    cols = ("program", "node", "readers", "verdict", "access not proven", "needed", "annotated covers - origin",
-            "inferred for the branch", "branch selected", "out of bounds for")
+    cols = (
+        "program",
+        "node",
+        "readers",
+        "verdict",
+        "access not proven",
+        "needed",
+        "annotated covers - origin",
+        "inferred for the branch",
+        "branch selected",
+        "out of bounds for",
+    )
     lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
     for p in results:
         if p.error:
-            lines.append(f"| {p.program.rpartition(':')[2]} | error: {p.error} |" + " |" * (len(cols) - 2))
+            lines.append(
+                f"| {p.program.rpartition(':')[2]} | error: {p.error} |" + " |" * (len(cols) - 2)
+            )
         for r in p.rows:
             verdict = r.verdict if r.verdict != ANALYSIS else f"{r.verdict}: {r.reason}"
-            cells = (r.program, r.node, str(r.readers), verdict, r.access, r.needed, r.annotated, r.inferred,
-                     r.selected, r.witness)
+            cells = (
+                r.program,
+                r.node,
+                str(r.readers),
+                verdict,
+                r.access,
+                r.needed,
+                r.annotated,
+                r.inferred,
+                r.selected,
+                r.witness,
+            )
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     n = sum(len(p.rows) for p in results)
-    lines += ["", f"concat nodes: {n} in {sum(1 for p in results if not p.error)} programs"
-                  f" ({sum(1 for p in results if p.error)} could not be lowered)"]
+    lines += [
+        "",
+        f"concat nodes: {n} in {sum(1 for p in results if not p.error)} programs"
+        f" ({sum(1 for p in results if p.error)} could not be lowered)",
+    ]
     lines += [f"  {count:4d}  {verdict}" for verdict, count in totals(results).items()]
     shown = sum(1 for p in results for r in p.rows if r.witness)
-    lines += [f"  of the declined, {shown} with arguments (last column) under which eager reads out of bounds"]
+    lines += [
+        f"  of the declined, {shown} with arguments (last column) under which eager reads out of bounds"
+    ]
     return "\n".join(lines)
 
 
 def to_json(results: list[ProgramEager]) -> str:
-    return json.dumps({"programs": [dataclasses.asdict(p) for p in results], "total": totals(results)}, indent=2)
+    return json.dumps(
+        {"programs": [dataclasses.asdict(p) for p in results], "total": totals(results)}, indent=2
+    )

@@ -21,21 +21,26 @@ from typing import Any, Mapping, Optional, Union
 
 import dace
 from gt4py.next import errors as gtx_errors
-from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
+from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import (
+    GT4PyAutoOptHook,
+)
 
-from gt4py_dace_xforms.tools import programs
 from gt4py_dace_xforms.integration.capture import OPTIMIZED, capture_stages, lower_to_gtir
-from gt4py_dace_xforms.tools.compare import two_d_transients
 from gt4py_dace_xforms.integration.hooks import default_policy, fuse_states, optimization_hooks
 from gt4py_dace_xforms.policy import InlinePolicy
 from gt4py_dace_xforms.report import NO_COPY_MODES, InlineRecord, InlineReport
+from gt4py_dace_xforms.tools import programs
+from gt4py_dace_xforms.tools.compare import two_d_transients
 from gt4py_dace_xforms.transformations.inline_fusion_pass import gt_inline_fusion
+
 
 _STEP = (GT4PyAutoOptHook.TopLevelDataFlowStep, 1)
 
 
 class ProgramError(ValueError):
     """gt4py rejects the program itself (a DSL error): the user's input, not a failure here."""
+
+
 _POST = (GT4PyAutoOptHook.TopLevelDataFlowPost, 1)
 
 
@@ -60,29 +65,56 @@ class Temporary:
         """What the library decided about it, in one line."""
         if not self.stock:
             return "not in the stock build (gt4py's passes took another course after an inline)"
-        applied = sorted({r.consumer for r in self.records
-                          if r.applied and r.mode not in NO_COPY_MODES})
+        applied = sorted(
+            {r.consumer for r in self.records if r.applied and r.mode not in NO_COPY_MODES}
+        )
         tails = [r.reason for r in self.records if r.applied and r.mode == "sibling_tail"]
         in_place = sorted({r.consumer for r in self.records if r.applied and r.mode == "in_place"})
         swept = sorted({r.consumer for r in self.records if r.applied and r.mode == "sweep_pair"})
         windowed = sorted({r.consumer for r in self.records if r.applied and r.mode == "window"})
-        outputs = sorted({r.consumer for r in self.records if r.applied and r.mode == "output_buffer"})
+        outputs = sorted(
+            {r.consumer for r in self.records if r.applied and r.mode == "output_buffer"}
+        )
         reasons: dict[str, list[str]] = {}
         for r in self.records:
             if not r.applied:
                 reasons.setdefault(r.reason, []).append(r.consumer)
         parts = [f"inlined into {', '.join(applied)}"] if applied else []
         parts += [tails[-1]] if tails else []
-        parts += [f"windowed in {', '.join(windowed)} (each level evaluated once, in a K sweep)"] if windowed else []
-        parts += [f"replaced by the output {', '.join(outputs)} it was copied into (output as buffer, nothing "
-                  "recomputed)"] if outputs else []
-        parts += [f"a column buffer of {', '.join(swept)} (sweep pair: written and read back in one iteration, "
-                  "nothing recomputed)"] if swept else []
-        parts += [f"folded into {', '.join(in_place)}, updated in place (its copies saved, nothing "
-                  "recomputed)"] if in_place else []
+        parts += (
+            [f"windowed in {', '.join(windowed)} (each level evaluated once, in a K sweep)"]
+            if windowed
+            else []
+        )
+        parts += (
+            [
+                f"replaced by the output {', '.join(outputs)} it was copied into (output as buffer, nothing "
+                "recomputed)"
+            ]
+            if outputs
+            else []
+        )
+        parts += (
+            [
+                f"a column buffer of {', '.join(swept)} (sweep pair: written and read back in one iteration, "
+                "nothing recomputed)"
+            ]
+            if swept
+            else []
+        )
+        parts += (
+            [
+                f"folded into {', '.join(in_place)}, updated in place (its copies saved, nothing "
+                "recomputed)"
+            ]
+            if in_place
+            else []
+        )
         if self.retargeted:
             parts.append("its writers write the output it was copied into (retargeted)")
-        parts += [f"declined for {', '.join(sorted(set(c)))}: {reason}" for reason, c in reasons.items()]
+        parts += [
+            f"declined for {', '.join(sorted(set(c)))}: {reason}" for reason, c in reasons.items()
+        ]
         if not self.library:
             if (applied or windowed or outputs or swept or in_place) and not reasons:
                 return "; ".join(p for p in parts if not p.startswith("declined"))
@@ -113,7 +145,9 @@ class Explanation:
     stock_error: Optional[str] = None
     before: Optional[dace.SDFG] = None  # where the library's pass first runs
     after: Optional[dace.SDFG] = None  # the same, after the pass
-    static: dict[str, Any] = dataclasses.field(default_factory=dict)  # static arguments lowered with
+    static: dict[str, Any] = dataclasses.field(
+        default_factory=dict
+    )  # static arguments lowered with
     layout: str = ""  # the named layout (tools/layouts.py) they come from, if one
 
     def text(self) -> str:
@@ -122,16 +156,22 @@ class Explanation:
         lines = [f"{self.program} ({self.target}, {grid}), lowered without compiling"]
         if self.static:
             where = f", layout {self.layout}" if self.layout else ""
-            lines.append(f"static arguments (as icon4py's setup_program compiles them{where}): "
-                         + ", ".join(f"{k}={v}" for k, v in self.static.items()))
+            lines.append(
+                f"static arguments (as icon4py's setup_program compiles them{where}): "
+                + ", ".join(f"{k}={v}" for k, v in self.static.items())
+            )
         if self.stock_error:
             lines.append(f"stock backend FAILS: {self.stock_error}")
-            lines.append(f"library: {c['post_library']} two-dimensional temporaries after gt4py's top-level stage, "
-                         f"{c['final_library']} in the final SDFG")
+            lines.append(
+                f"library: {c['post_library']} two-dimensional temporaries after gt4py's top-level stage, "
+                f"{c['final_library']} in the final SDFG"
+            )
         else:
-            lines.append(f"two-dimensional temporaries after gt4py's top-level stage: stock {c['post_stock']}, "
-                         f"library {c['post_library']}; in the final SDFG: stock {c['final_stock']}, "
-                         f"library {c['final_library']}")
+            lines.append(
+                f"two-dimensional temporaries after gt4py's top-level stage: stock {c['post_stock']}, "
+                f"library {c['post_library']}; in the final SDFG: stock {c['final_stock']}, "
+                f"library {c['final_library']}"
+            )
         lines.append("")
         rows = [(t.name, t.status, t.why) for t in self.temporaries]
         if rows:
@@ -143,15 +183,22 @@ class Explanation:
         elif not self.stock_error:
             lines.append("the stock backend keeps no two-dimensional temporary: nothing to remove")
         if self.report.races:
-            lines += ["", "gt4py's SDFG accesses these arrays in an undefined order; the library declines every "
-                      "rewrite in those states or on those arrays (docs/races.md):"]
+            lines += [
+                "",
+                "gt4py's SDFG accesses these arrays in an undefined order; the library declines every "
+                "rewrite in those states or on those arrays (docs/races.md):",
+            ]
             lines += [f"  {r}" for r in self.report.races]
         if self.report.failures:
             lines += ["", "the library's pass FAILED and was undone (docs/failsafe.md):"]
             lines += [f"  {f}" for f in self.report.failures]
         if self.report.records:
             final = InlineReport(final_decisions(self.report))
-            lines += ["", "the library's decisions (last one per intermediate and consumer):", final.table()]
+            lines += [
+                "",
+                "the library's decisions (last one per intermediate and consumer):",
+                final.table(),
+            ]
             figures = final.cost_lines()
             if figures:
                 lines += [f"cost model ({self.target}):", *figures]
@@ -167,7 +214,9 @@ def resolve_grid(spec: Optional[str]) -> Any:
         try:
             from icon4py.model.common.grid import simple
         except ImportError as err:
-            raise ValueError(f"--offset-provider simple: cannot import icon4py's simple grid ({err})") from None
+            raise ValueError(
+                f"--offset-provider simple: cannot import icon4py's simple grid ({err})"
+            ) from None
         return simple.simple_grid()
     module, sep, name = spec.partition(":")
     if not sep or not module or not name:
@@ -190,8 +239,10 @@ def offset_provider(program: Any, grid: Any) -> dict[str, Any]:
     when it needs one and `grid` is None."""
     needed = programs.used_offsets(program)
     if needed and grid is None:
-        raise ValueError(f"the program uses neighbor offsets {needed}: give a grid "
-                         "(--offset-provider simple for icon4py's test grid, or MODULE:NAME)")
+        raise ValueError(
+            f"the program uses neighbor offsets {needed}: give a grid "
+            "(--offset-provider simple for icon4py's test grid, or MODULE:NAME)"
+        )
     return programs.offset_provider_for(program, grid) if needed else {}
 
 
@@ -241,27 +292,50 @@ def explain(
     provider = offset_provider(program, grid)
     policy = cost_model or default_policy(gpu)
     try:
-        lower_to_gtir(program, None, provider, static_args=static_args)  # gt4py's frontend: type errors
+        lower_to_gtir(
+            program, None, provider, static_args=static_args
+        )  # gt4py's frontend: type errors
     except gtx_errors.DSLError as err:
         lines = str(err).strip().splitlines()
-        raise ProgramError(f"gt4py rejects the program: {lines[0] if lines else type(err).__name__}") from None
+        raise ProgramError(
+            f"gt4py rejects the program: {lines[0] if lines else type(err).__name__}"
+        ) from None
 
     stock_error = None
     try:
-        stock = capture_stages(program, [_POST, OPTIMIZED], offset_provider=provider, gpu=gpu, annotate=False,
-                               static_args=static_args)
+        stock = capture_stages(
+            program,
+            [_POST, OPTIMIZED],
+            offset_provider=provider,
+            gpu=gpu,
+            annotate=False,
+            static_args=static_args,
+        )
     except Exception as err:  # noqa: BLE001  # gt4py's own failure is part of the answer
-        stock, stock_error = {}, f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
+        stock, stock_error = (
+            {},
+            f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}",
+        )
     reports: list[InlineReport] = []
     hooks = optimization_hooks(policy, gpu=gpu, reports=reports)
-    library = capture_stages(program, [_STEP, _POST, OPTIMIZED], offset_provider=provider, gpu=gpu,
-                             optimization_hooks=hooks, static_args=static_args)
+    library = capture_stages(
+        program,
+        [_STEP, _POST, OPTIMIZED],
+        offset_provider=provider,
+        gpu=gpu,
+        optimization_hooks=hooks,
+        static_args=static_args,
+    )
     report = InlineReport()
     for r in reports:
         report.extend(r)
 
     def kept(taken) -> set[str]:
-        return set(two_d_transients(taken[_POST])) | set(two_d_transients(taken[OPTIMIZED])) if taken else set()
+        return (
+            set(two_d_transients(taken[_POST])) | set(two_d_transients(taken[OPTIMIZED]))
+            if taken
+            else set()
+        )
 
     stock_kept, lib_kept = kept(stock), kept(library)
     by_name: dict[str, list[InlineRecord]] = {}
@@ -269,7 +343,13 @@ def explain(
         by_name.setdefault(rec.intermediate, []).append(rec)
     retargeted = set(report.writebacks_retargeted)
     temporaries = [
-        Temporary(tname, tname in stock_kept, tname in lib_kept, _records_of(tname, by_name), tname in retargeted)
+        Temporary(
+            tname,
+            tname in stock_kept,
+            tname in lib_kept,
+            _records_of(tname, by_name),
+            tname in retargeted,
+        )
         for tname in sorted(stock_kept | lib_kept, key=_natural)
     ]
     counts = {
@@ -284,8 +364,18 @@ def explain(
         after = copy.deepcopy(before)
         fuse_states(after)  # as the hook does first
         gt_inline_fusion(after, cost_model=policy, validate=False)
-    return Explanation(name, target, programs.used_offsets(program), temporaries, report, counts, stock_error,
-                       before, after, dict(static_args or {}))
+    return Explanation(
+        name,
+        target,
+        programs.used_offsets(program),
+        temporaries,
+        report,
+        counts,
+        stock_error,
+        before,
+        after,
+        dict(static_args or {}),
+    )
 
 
 def write_sdfgs(expl: Explanation, prefix: str) -> list[str]:

@@ -49,6 +49,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+
 DIMS = ("Cell", "Edge", "Vertex")
 
 #: Seams a zone layout may cut the torus open along (the vertex lines j = 0 and i = 0).
@@ -98,7 +99,9 @@ class Grid:
 def torus_shape(n_cells: int) -> tuple[int, int]:
     """(nx, ny) of the squarest torus with `n_cells` cells (R2B4's 20480: 128 x 80)."""
     if n_cells % 2 or n_cells < 32:
-        raise ValueError(f"a triangular torus has an even number of cells, at least 32; got {n_cells}")
+        raise ValueError(
+            f"a triangular torus has an even number of cells, at least 32; got {n_cells}"
+        )
     n_vertices = n_cells // 2
     ny = max(d for d in range(1, int(n_vertices**0.5) + 1) if n_vertices % d == 0)
     if ny < 4:
@@ -120,12 +123,24 @@ def _natural_tables(nx: int, ny: int) -> dict[str, np.ndarray]:
         return ((j + dj) % ny) * nx + (i + di) % nx
 
     up, down = (lambda di, dj: 2 * v(di, dj)), (lambda di, dj: 2 * v(di, dj) + 1)
-    h, d, vert = (lambda di, dj: 3 * v(di, dj)), (lambda di, dj: 3 * v(di, dj) + 1), (lambda di, dj: 3 * v(di, dj) + 2)
+    h, d, vert = (
+        (lambda di, dj: 3 * v(di, dj)),
+        (lambda di, dj: 3 * v(di, dj) + 1),
+        (lambda di, dj: 3 * v(di, dj) + 2),
+    )
     per_cell = lambda a, b: np.stack([a, b], axis=1).reshape(-1, a.shape[1])  # noqa: E731  # up, down interleaved
-    c2v = per_cell(np.stack([v(0, 0), v(1, 0), v(0, 1)], 1), np.stack([v(1, 0), v(1, 1), v(0, 1)], 1))
-    c2e = per_cell(np.stack([h(0, 0), d(0, 0), vert(0, 0)], 1), np.stack([vert(1, 0), h(0, 1), d(0, 0)], 1))
+    c2v = per_cell(
+        np.stack([v(0, 0), v(1, 0), v(0, 1)], 1), np.stack([v(1, 0), v(1, 1), v(0, 1)], 1)
+    )
+    c2e = per_cell(
+        np.stack([h(0, 0), d(0, 0), vert(0, 0)], 1), np.stack([vert(1, 0), h(0, 1), d(0, 0)], 1)
+    )
     per_edge = lambda a, b, c: np.stack([a, b, c], axis=1).reshape(-1, a.shape[1])  # noqa: E731
-    e2v = per_edge(np.stack([v(0, 0), v(1, 0)], 1), np.stack([v(1, 0), v(0, 1)], 1), np.stack([v(0, 0), v(0, 1)], 1))
+    e2v = per_edge(
+        np.stack([v(0, 0), v(1, 0)], 1),
+        np.stack([v(1, 0), v(0, 1)], 1),
+        np.stack([v(0, 0), v(0, 1)], 1),
+    )
     e2c = per_edge(np.stack([up(0, 0), down(0, -1)], 1), np.stack([up(0, 0), down(0, 0)], 1),
                    np.stack([up(0, 0), down(-1, 0)], 1))  # fmt: skip
     v2e = np.stack([h(0, 0), vert(0, 0), d(-1, 0), h(-1, 0), vert(0, -1), d(0, -1)], 1)
@@ -147,7 +162,10 @@ def _derived_tables(base: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     n_cells, n_edges, n_vertices = len(c2v), len(e2v), len(v2e)
     cells, edges, verts = np.arange(n_cells), np.arange(n_edges), np.arange(n_vertices)
     c2e2c = _other(e2c[c2e], cells[:, None])
-    far = [c2v[e2c[:, s]][(c2v[e2c[:, s]] != e2v[:, :1]) & (c2v[e2c[:, s]] != e2v[:, 1:])] for s in (0, 1)]
+    far = [
+        c2v[e2c[:, s]][(c2v[e2c[:, s]] != e2v[:, :1]) & (c2v[e2c[:, s]] != e2v[:, 1:])]
+        for s in (0, 1)
+    ]
     e2c2v = np.column_stack([e2v, far[0], far[1]])
     columns = []
     for s in (0, 1):
@@ -202,7 +220,10 @@ def _seam_vertices(nx: int, ny: int, seams: tuple[str, ...]) -> list[np.ndarray]
 
 def _zeros(base: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """A zero per element of every dimension."""
-    return {dim: np.zeros(len(base[table]), dtype=np.int64) for dim, table in (("Cell", "C2V"), ("Edge", "E2V"), ("Vertex", "V2C"))}
+    return {
+        dim: np.zeros(len(base[table]), dtype=np.int64)
+        for dim, table in (("Cell", "C2V"), ("Edge", "E2V"), ("Vertex", "V2C"))
+    }
 
 
 def _cell_rows(c2v: np.ndarray, seam: np.ndarray, depth: int) -> np.ndarray:
@@ -217,7 +238,9 @@ def _cell_rows(c2v: np.ndarray, seam: np.ndarray, depth: int) -> np.ndarray:
     return rows
 
 
-def _refinement_rows(base: Mapping[str, np.ndarray], seams: list[np.ndarray]) -> dict[str, np.ndarray]:
+def _refinement_rows(
+    base: Mapping[str, np.ndarray], seams: list[np.ndarray]
+) -> dict[str, np.ndarray]:
     """Every element's refinement row from the boundary `seams` (icon4py's definition, see
     the module docstring); 0 for the interior (beyond the nudging rows) and on a global grid."""
     c2v, e2v, e2c, v2c = base["C2V"], base["E2V"], base["E2C"], base["V2C"]
@@ -252,7 +275,11 @@ def _halo_levels(base: Mapping[str, np.ndarray], seams: list[np.ndarray]) -> dic
     on_halo[c2v[(cell == HALO_1) | (cell == HALO_2)]] = True
     vertex = np.select([owned[v2c].all(axis=1), on_owned, on_halo], [OWNED, HALO_1, HALO_2], BEYOND)
     n_owned_cells, n_owned_vertices = owned[e2c].sum(axis=1), on_owned[e2v].sum(axis=1)
-    edge = np.select([n_owned_cells == 2, n_owned_cells == 1, n_owned_vertices == 1], [OWNED, HALO_1, HALO_2], BEYOND)
+    edge = np.select(
+        [n_owned_cells == 2, n_owned_cells == 1, n_owned_vertices == 1],
+        [OWNED, HALO_1, HALO_2],
+        BEYOND,
+    )
     return {"Cell": cell, "Edge": edge, "Vertex": vertex}
 
 
@@ -269,7 +296,10 @@ def _with_boundary(dim: str, rows: np.ndarray, halo: np.ndarray) -> np.ndarray:
     """Elements placed with the boundary zones: owned ones, and halo elements of the outer
     boundary rows (`HALO_WITH_BOUNDARY`)."""
     last_1, last_2 = HALO_WITH_BOUNDARY[dim]
-    return (halo == OWNED) | ((rows >= 1) & (((halo == HALO_1) & (rows <= last_1)) | ((halo == HALO_2) & (rows <= last_2))))
+    return (halo == OWNED) | (
+        (rows >= 1)
+        & (((halo == HALO_1) & (rows <= last_1)) | ((halo == HALO_2) & (rows <= last_2)))
+    )
 
 
 def _zone_bounds(dim: str, rows: np.ndarray, halo: np.ndarray) -> dict[str, int]:
@@ -294,9 +324,15 @@ def _zone_bounds(dim: str, rows: np.ndarray, halo: np.ndarray) -> dict[str, int]
     in_halo = ~_with_boundary(dim, rows, halo)
     start_h2, _ = span("halo_level_2", in_halo & (halo == HALO_2), (n, n))
     halo_1 = np.flatnonzero(in_halo & (halo == HALO_1))
-    out[f"start_{key}_halo"], out[f"end_{key}_halo"] = (int(halo_1[0]) if halo_1.size else start_h2), start_h2
+    out[f"start_{key}_halo"], out[f"end_{key}_halo"] = (
+        (int(halo_1[0]) if halo_1.size else start_h2),
+        start_h2,
+    )
     last_nudging = "nudging" if NUDGING_ROWS[dim] == 1 else f"nudging_level_{NUDGING_ROWS[dim]}"
-    out[f"start_{key}_interior"], out[f"end_{key}_interior"] = out[f"end_{key}_{last_nudging}"], out[f"start_{key}_halo"]
+    out[f"start_{key}_interior"], out[f"end_{key}_interior"] = (
+        out[f"end_{key}_{last_nudging}"],
+        out[f"start_{key}_halo"],
+    )
     out[f"start_{key}_local"], out[f"end_{key}_local"] = 0, out[f"start_{key}_halo"]
     out[f"start_{key}_end"] = out[f"end_{key}_end"] = n
     return out
@@ -321,9 +357,14 @@ def generate(nx: int, ny: int, boundary: tuple[str, ...] = (), cut: tuple[str, .
     for dim in DIMS:
         placed = _with_boundary(dim, rows[dim], halo[dim])
         zone = np.where(placed, np.where(rows[dim] == 0, _INTERIOR, rows[dim]), 0)
-        orders[dim] = np.lexsort((locality[dim], halo[dim], zone, np.where(placed, OWNED, halo[dim])))
+        orders[dim] = np.lexsort(
+            (locality[dim], halo[dim], zone, np.where(placed, OWNED, halo[dim]))
+        )
         ranks[dim] = np.argsort(orders[dim])
-    tables = {name: ranks[dst][natural[name][orders[src]]].astype(np.int32) for name, (src, dst) in TABLE_DIMS.items()}
+    tables = {
+        name: ranks[dst][natural[name][orders[src]]].astype(np.int32)
+        for name, (src, dst) in TABLE_DIMS.items()
+    }
     rows = {dim: rows[dim][orders[dim]] for dim in DIMS}
     halo = {dim: halo[dim][orders[dim]] for dim in DIMS}
     bounds = {k: v for dim in DIMS for k, v in _zone_bounds(dim, rows[dim], halo[dim]).items()}

@@ -29,6 +29,7 @@ from typing import Any, Mapping, Union
 
 from gt4py_dace_xforms.tools import grid as grid_mod
 
+
 #: Cells of the default size: an R2B4 grid's.
 R2B4_CELLS = 20480
 
@@ -120,8 +121,13 @@ def _disorder(values: Mapping[str, int], sizes: Mapping[str, int]) -> str:
     for dim in ("cell", "edge", "vertex"):
         zones = sorted(k for k in values if k.startswith(f"start_{dim}_lateral_boundary"))
         zones.sort(key=lambda k: int(k.rpartition("_")[2]) if k[-1].isdigit() else 1)
-        chain = zones + [f"start_{dim}_nudging", f"start_{dim}_interior", f"end_{dim}_local", f"end_{dim}_halo",
-                         f"end_{dim}_halo_level_2"]
+        chain = zones + [
+            f"start_{dim}_nudging",
+            f"start_{dim}_interior",
+            f"end_{dim}_local",
+            f"end_{dim}_halo",
+            f"end_{dim}_halo_level_2",
+        ]
         pairs = [(a, b) for a, b in zip(chain, chain[1:]) if a in values and b in values]
         bad = next(((a, b) for a, b in pairs if values[a] > values[b]), None)
         if bad:

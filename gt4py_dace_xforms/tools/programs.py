@@ -18,6 +18,7 @@ from gt4py import eve
 from gt4py.next.ffront import decorator as gtx_decorator
 from gt4py.next.iterator import ir as itir
 
+
 #: The packages whose programs the census takes by default: icon4py 0.4.1's dycore,
 #: diffusion (if installed), common math and metrics, and interpolation stencils.
 ICON4PY_PACKAGES = (
@@ -57,12 +58,18 @@ def load_program(spec: str) -> Any:
         raise ValueError(f"{module}: cannot import ({err})") from None
     except Exception as err:  # noqa: BLE001  # gt4py checks programs when the module defines them
         lines = str(err).strip().splitlines()
-        raise ValueError(f"{module}: importing it fails ({type(err).__name__}: {lines[0] if lines else ''})") from None
+        raise ValueError(
+            f"{module}: importing it fails ({type(err).__name__}: {lines[0] if lines else ''})"
+        ) from None
     obj = getattr(mod, name, None)
     if obj is None:
         raise ValueError(f"{spec}: module has no attribute {name!r}")
     if not isinstance(obj, gtx_decorator.Program):
-        kind = "field operator (wrap it in a gtx.program)" if isinstance(obj, gtx_decorator.FieldOperator) else type(obj).__name__
+        kind = (
+            "field operator (wrap it in a gtx.program)"
+            if isinstance(obj, gtx_decorator.FieldOperator)
+            else type(obj).__name__
+        )
         raise ValueError(f"{spec}: not a gt4py program but a {kind}")
     return obj
 
@@ -95,14 +102,19 @@ def discover(packages: Iterable[str] = ICON4PY_PACKAGES) -> list[ProgramRef]:
             pkg = importlib.import_module(package)
         except ImportError:
             continue
-        names = [package] + [f"{package}.{m.name}" for m in pkgutil.iter_modules(getattr(pkg, "__path__", []))]
+        names = [package] + [
+            f"{package}.{m.name}" for m in pkgutil.iter_modules(getattr(pkg, "__path__", []))
+        ]
         for modname in names:
             try:
                 mod = importlib.import_module(modname)
             except Exception:  # noqa: BLE001  # a module that does not import has no program for us
                 continue
             for attr, obj in vars(mod).items():
-                if isinstance(obj, gtx_decorator.Program) and obj.definition_stage.definition.__module__ == modname:
+                if (
+                    isinstance(obj, gtx_decorator.Program)
+                    and obj.definition_stage.definition.__module__ == modname
+                ):
                     refs.add(ProgramRef(modname, attr))
     return sorted(refs, key=lambda r: (r.module, r.name))
 
@@ -135,7 +147,9 @@ def census_programs(concat_only: bool = False) -> list[ProgramRef]:
 def used_offsets(program: Any) -> list[str]:
     """Names of the horizontal offsets (connectivities) the program's GTIR shifts by."""
     names = {n.value for n in eve.walk_values(program.gtir).if_isinstance(itir.OffsetLiteral)}
-    return sorted(str(n) for n in names if isinstance(n, str))  # plain str: gt4py 1.2.1 gives `SymbolRef`s
+    return sorted(
+        str(n) for n in names if isinstance(n, str)
+    )  # plain str: gt4py 1.2.1 gives `SymbolRef`s
 
 
 #: Neighbors per element of icon4py's offsets on the icosahedral grid ("...O" tables list
@@ -177,7 +191,11 @@ def _field_offsets(program: Any) -> dict[str, Any]:
 
 
 def offset_provider_for(
-    program: Any, grid: Optional[Any] = None, *, sizes: Optional[dict[str, int]] = None, seed: Any = 0
+    program: Any,
+    grid: Optional[Any] = None,
+    *,
+    sizes: Optional[dict[str, int]] = None,
+    seed: Any = 0,
 ) -> dict[str, Any]:
     """Neighbor tables for every horizontal offset `program` uses.
 
@@ -201,7 +219,9 @@ def offset_provider_for(
     offsets = _field_offsets(program)
     unknown = [n for n in needed if n not in offsets or n not in ICOSAHEDRAL_NEIGHBORS]
     if unknown:
-        raise ValueError(f"program uses offsets {unknown} that need a grid (pass one with their connectivities)")
+        raise ValueError(
+            f"program uses offsets {unknown} that need a grid (pass one with their connectivities)"
+        )
     rng = np.random.default_rng(seed)
     sizes = sizes or SMALL_GRID
     provider = {}
@@ -213,8 +233,7 @@ def offset_provider_for(
         if name.endswith("O") and origin == offset.source:
             table[:, 0] = np.arange(n_from, dtype=np.int32)
         # numpy's stubs do not satisfy gt4py's NDArrayObject protocol
-        provider[name] = gtx.as_connectivity(
-            [origin, local], offset.source, table)  # type: ignore[arg-type]
+        provider[name] = gtx.as_connectivity([origin, local], offset.source, table)  # type: ignore[arg-type]
     return provider
 
 
@@ -253,7 +272,10 @@ def random_args(
             lacking = [d.value for d in ptype.dims if d.value not in sizes]
             if lacking:
                 raise ValueError(f"no size for dimension(s) {lacking} of field '{name}'")
-            shape = tuple(extent(name, d.value, sizes[d.value]) if extent else sizes[d.value] for d in ptype.dims)
+            shape = tuple(
+                extent(name, d.value, sizes[d.value]) if extent else sizes[d.value]
+                for d in ptype.dims
+            )
             # a program's field parameter holds scalars, not lists
             dtype = np.dtype(cast(ts.ScalarType, ptype.dtype).kind.name.lower())
             values = (low + (high - low) * rng.random(shape)).astype(dtype)
@@ -268,7 +290,9 @@ def random_args(
             else:
                 missing.append(name)
         else:
-            raise ValueError(f"parameter '{name}' of type {ptype} is not supported (fields and scalars only)")
+            raise ValueError(
+                f"parameter '{name}' of type {ptype} is not supported (fields and scalars only)"
+            )
     if missing:
         raise ValueError(f"no value for integer/boolean scalar parameter(s) {missing}")
     return args
@@ -279,4 +303,7 @@ def copy_args(args: Mapping[str, Any]) -> dict[str, Any]:
     the field lies on (numpy or cupy buffers)."""
     import gt4py.next as gtx
 
-    return {k: gtx.as_field(v.domain, v.ndarray.copy()) if hasattr(v, "ndarray") else v for k, v in args.items()}
+    return {
+        k: gtx.as_field(v.domain, v.ndarray.copy()) if hasattr(v, "ndarray") else v
+        for k, v in args.items()
+    }

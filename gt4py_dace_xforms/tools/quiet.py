@@ -38,7 +38,9 @@ def _filters() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.simplefilter("once")
         warnings.filterwarnings("ignore", message="Python is not running in optimized mode")
-        warnings.filterwarnings("ignore", message=r"The iteration range of Map .* zero or negative sized range")
+        warnings.filterwarnings(
+            "ignore", message=r"The iteration range of Map .* zero or negative sized range"
+        )
         # The A/A build's library is the stock one (gt4py caches by content); DaCe loads a copy.
         warnings.filterwarnings("ignore", message=r"Library .* already loaded, renaming file")
         yield

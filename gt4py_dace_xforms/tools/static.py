@@ -26,7 +26,9 @@ def static_args(args: Mapping[str, Any], names: Optional[Iterable[str]] = None) 
     return {k: v for k, v in args.items() if isinstance(v, (bool, int, np.integer, np.bool_))}
 
 
-def compile_static(program: Any, backend: Any, static: Mapping[str, Any], offset_provider: Mapping[str, Any]) -> Any:
+def compile_static(
+    program: Any, backend: Any, static: Mapping[str, Any], offset_provider: Mapping[str, Any]
+) -> Any:
     """`program` with `backend`, compiled once for the values in `static` (name -> scalar),
     without JIT: as `setup_program` builds it. Call the result with the same values."""
     compiled = program.with_backend(backend).with_compilation_options(enable_jit=False)

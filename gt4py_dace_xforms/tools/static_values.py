@@ -41,6 +41,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Union
 
+
 if TYPE_CHECKING:
     from gt4py_dace_xforms.tools.layouts import Layout
 
@@ -103,9 +104,16 @@ def _layout_value(layout: "Layout", name: str, horizontal: str) -> Optional[int]
     return None
 
 
-def model_values(program_name: str, params: Mapping[str, str], *, n_cells: int = GRID["Cell"],
-                 n_edges: int = GRID["Edge"], n_levels: int = N_LEVELS, horizontal: str = "Cell",
-                 layout: Union[str, "Layout", None] = None) -> dict[str, Any]:
+def model_values(
+    program_name: str,
+    params: Mapping[str, str],
+    *,
+    n_cells: int = GRID["Cell"],
+    n_edges: int = GRID["Edge"],
+    n_levels: int = N_LEVELS,
+    horizontal: str = "Cell",
+    layout: Union[str, "Layout", None] = None,
+) -> dict[str, Any]:
     """One static variant of `program_name`'s integer and boolean parameters (`params`:
     name -> the kind of its type, e.g. "INT32", "BOOL"). `horizontal`: the program's
     horizontal dimension ("Cell" or "Edge"), for the generic `horizontal_end`; a name
@@ -142,11 +150,15 @@ def model_values(program_name: str, params: Mapping[str, str], *, n_cells: int =
         if kind == "BOOL" and not isinstance(values[name], bool):
             unknown.append(name)
     if unknown:
-        raise ValueError(f"{program_name}: no static value rule for parameter(s) {sorted(set(unknown))}")
+        raise ValueError(
+            f"{program_name}: no static value rule for parameter(s) {sorted(set(unknown))}"
+        )
     return values
 
 
-def program_static_values(program: Any, layout: Union[str, "Layout", None] = None, **sizes: Any) -> dict[str, Any]:
+def program_static_values(
+    program: Any, layout: Union[str, "Layout", None] = None, **sizes: Any
+) -> dict[str, Any]:
     """`model_values` for a `gtx.program`: its integer and boolean scalar parameters; its
     horizontal dimension is that of its first output on cells or edges. `layout`: a
     `tools.layouts` name or `Layout` (None: the global one-rank values)."""
@@ -155,8 +167,11 @@ def program_static_values(program: Any, layout: Union[str, "Layout", None] = Non
     from gt4py_dace_xforms.tools.programs import program_outputs
 
     ftype = program.past_stage.past_node.type.definition
-    params = {n: t.kind.name for n, t in ftype.pos_or_kw_args.items()
-              if isinstance(t, ts.ScalarType) and not t.kind.name.startswith("FLOAT")}
+    params = {
+        n: t.kind.name
+        for n, t in ftype.pos_or_kw_args.items()
+        if isinstance(t, ts.ScalarType) and not t.kind.name.startswith("FLOAT")
+    }
     horizontal = "Cell"
     for out in program_outputs(program):
         t = ftype.pos_or_kw_args.get(out)
@@ -167,7 +182,9 @@ def program_static_values(program: Any, layout: Union[str, "Layout", None] = Non
     return model_values(program.__name__, params, horizontal=horizontal, layout=layout, **sizes)
 
 
-def static_offset_provider(program: Any, seed: int = 0, layout: Union[str, "Layout", None] = None) -> dict[str, Any]:
+def static_offset_provider(
+    program: Any, seed: int = 0, layout: Union[str, "Layout", None] = None
+) -> dict[str, Any]:
     """Neighbor tables for the offsets `program` uses, sized as the grid its static values
     describe: random and in range over `GRID` (drawn with `seed`), or with a `layout` (a
     name or `Layout`) the generated grid's, in that layout's ordering."""

@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
 import json
 import time
 import warnings
@@ -56,9 +55,12 @@ from typing import Any, Callable, Iterable, Optional
 import dace
 from dace import subsets as dace_subsets, symbolic
 from dace.sdfg import nodes as dace_nodes
-from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import GT4PyAutoOptHook
+from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import (
+    GT4PyAutoOptHook,
+)
 
 from gt4py_dace_xforms.report import InlineRecord, InlineReport
+
 
 _POST = GT4PyAutoOptHook.TopLevelDataFlowPost
 _STEP = GT4PyAutoOptHook.TopLevelDataFlowStep
@@ -79,7 +81,9 @@ class ArrayTraffic:
     writers: int = 0  # incoming edges of its AccessNodes
     readers: int = 0  # distinct nodes reading it (per state)
     read_accesses: int = 0  # the read memlets' volumes, in elements (every access counted)
-    in_scope: bool = False  # every AccessNode of it lies inside a Map scope (a per-iteration scratch array)
+    in_scope: bool = (
+        False  # every AccessNode of it lies inside a Map scope (a per-iteration scratch array)
+    )
     notes: list[str] = dataclasses.field(default_factory=list)
 
     @property
@@ -104,7 +108,11 @@ def _scope_iterations(state: dace.SDFGState, node: dace_nodes.Node) -> Optional[
     total = 1
     scope = state.entry_node(node)
     while scope is not None:
-        n = _number(scope.map.range.num_elements()) if isinstance(scope, dace_nodes.MapEntry) else None
+        n = (
+            _number(scope.map.range.num_elements())
+            if isinstance(scope, dace_nodes.MapEntry)
+            else None
+        )
         if n is None:
             return None
         total *= n
@@ -148,9 +156,15 @@ def array_traffic(sdfg: dace.SDFG, name: str) -> ArrayTraffic:
                 out.writers += 1
                 sub = _subset_on(e.data, name, False)
                 vol = None if e.data.dynamic else _number(e.data.volume)
-                n = vol if vol is not None else (_number(sub.num_elements()) if sub is not None else None)
+                n = (
+                    vol
+                    if vol is not None
+                    else (_number(sub.num_elements()) if sub is not None else None)
+                )
                 if vol is None:
-                    out.notes.append(f"{state.label}: write of dynamic or symbolic volume, counted as its subset")
+                    out.notes.append(
+                        f"{state.label}: write of dynamic or symbolic volume, counted as its subset"
+                    )
                 if n is None:
                     out.notes.append(f"{state.label}: write of unknown size, not counted")
                     continue
@@ -183,7 +197,7 @@ def two_d_transients(sdfg: dace.SDFG) -> list[str]:
 
 
 def kind_of(shape: tuple, in_scope: bool = False) -> str:
-    """"map-local" (only accessed inside a Map's scope: a per-iteration scratch array),
+    """ "map-local" (only accessed inside a Map's scope: a per-iteration scratch array),
     "field" (both extents > 1: horizontal x K), else "level" (one level), "column" (one
     horizontal point) or "point"; "symbolic" if an extent is not a number."""
     if in_scope:
@@ -213,7 +227,9 @@ def removed_by(name: str, report: InlineReport, records: list[InlineRecord]) -> 
     parts = []
     windows = sorted({r.consumer for r in mine if r.mode == "window"})
     if windows:
-        parts.append(("window group" if len(windows) > 1 else "window") + f" ({', '.join(windows)})")
+        parts.append(
+            ("window group" if len(windows) > 1 else "window") + f" ({', '.join(windows)})"
+        )
     outs = sorted({r.consumer for r in mine if r.mode == "output_buffer"})
     if outs or name in report.outputs_as_buffers:
         parts.append(f"output as buffer ({', '.join(outs) or 'its output'})")
@@ -221,9 +237,15 @@ def removed_by(name: str, report: InlineReport, records: list[InlineRecord]) -> 
     for r in mine:
         if r.mode not in ("window", "output_buffer"):
             by_mode.setdefault(r.mode or "single", set()).add(r.consumer)
-    labels = {"single": "inline", "lazy": "inline, concat mode lazy", "eager": "inline, concat mode eager",
-              "selected": "inline, selected writers", "sweep_pair": "sweep pair (a column buffer)",
-              "in_place": "updated in place", "sibling_tail": "its tail split off its Map"}
+    labels = {
+        "single": "inline",
+        "lazy": "inline, concat mode lazy",
+        "eager": "inline, concat mode eager",
+        "selected": "inline, selected writers",
+        "sweep_pair": "sweep pair (a column buffer)",
+        "in_place": "updated in place",
+        "sibling_tail": "its tail split off its Map",
+    }
     for mode, consumers in sorted(by_mode.items()):
         parts.append(f"{labels.get(mode, 'inline, ' + mode)} ({', '.join(sorted(consumers))})")
     if name in report.writebacks_retargeted:
@@ -248,7 +270,9 @@ def kept_because(name: str, records: list[InlineRecord], report: InlineReport) -
             declined.setdefault(r.reason, []).append(r.consumer)
     applied = removed_by(name, report, records)
     parts = [f"rewritten in part: {applied}"] if applied else []
-    parts += [f"declined for {', '.join(sorted(set(c)))}: {reason}" for reason, c in declined.items()]
+    parts += [
+        f"declined for {', '.join(sorted(set(c)))}: {reason}" for reason, c in declined.items()
+    ]
     if not parts:
         return "no candidate: no top-level Map reads it where the library's pass runs (or it is created later)"
     return "; ".join(parts)
@@ -361,12 +385,15 @@ def stock_translator(program_name: str, gpu: bool, post: list) -> Any:
     from icon4py.model.common import model_backends, model_options
 
     device = model_backends.GPU if gpu else model_backends.CPU
-    desc = model_options.get_options(program_name, backend_factory=model_backends.make_custom_dace_backend,
-                                     device=device)
+    desc = model_options.get_options(
+        program_name, backend_factory=model_backends.make_custom_dace_backend, device=device
+    )
     desc = _with_capture(desc, post)
     factory = desc.pop("backend_factory")
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # gt4py's make_dace_backend, as icon4py calls it
+        warnings.simplefilter(
+            "ignore", DeprecationWarning
+        )  # gt4py's make_dace_backend, as icon4py calls it
         return _unwrap_translator(factory(**desc))
 
 
@@ -384,16 +411,24 @@ def library_translator(program_name: str, gpu: bool, post: list, reports: list, 
     device = model_backends.GPU if gpu else model_backends.CPU
     desc = _with_capture(descriptor_for(program_name, device), post)
     args = dict(desc.get("optimization_args") or {})
-    args["optimization_hooks"] = optimization_hooks(policy, gpu=gpu, user_hooks=args.get("optimization_hooks"),
-                                                    reports=reports,
-                                                    transient_memory_mode=args.get("transient_memory_mode"))
+    args["optimization_hooks"] = optimization_hooks(
+        policy,
+        gpu=gpu,
+        user_hooks=args.get("optimization_hooks"),
+        reports=reports,
+        transient_memory_mode=args.get("transient_memory_mode"),
+    )
     return annotating_translator(
-        compat.DaCeConfig(gpu=gpu, auto_optimize=True, unstructured_horizontal_has_unit_stride=True),
+        compat.DaCeConfig(
+            gpu=gpu, auto_optimize=True, unstructured_horizontal_has_unit_stride=True
+        ),
         auto_optimize_args=args,
         async_sdfg_call=desc.get("async_sdfg_call", True),
         use_metrics=desc.get("use_metrics", True),
         disable_field_origin_on_program_arguments=desc.get("use_zero_origin", False),
-        use_max_domain_range_on_unstructured_shift=desc.get("use_max_domain_range_on_unstructured_shift"),
+        use_max_domain_range_on_unstructured_shift=desc.get(
+            "use_max_domain_range_on_unstructured_shift"
+        ),
     )
 
 
@@ -403,7 +438,9 @@ def lower(translator: Any, program: Any, provider: dict, static: dict) -> dace.S
     from gt4py_dace_xforms.integration.capture import lower_to_gtir
 
     compilable = lower_to_gtir(program, None, provider, static_args=static)
-    return translator.generate_sdfg(compilable.data, compilable.args.offset_provider, compilable.args.column_axis)
+    return translator.generate_sdfg(
+        compilable.data, compilable.args.offset_provider, compilable.args.column_axis
+    )
 
 
 def sdfg_traffic(sdfg: dace.SDFG) -> dict[str, ArrayTraffic]:
@@ -411,12 +448,27 @@ def sdfg_traffic(sdfg: dace.SDFG) -> dict[str, ArrayTraffic]:
     return {n: array_traffic(sdfg, n) for n in two_d_transients(sdfg)}
 
 
-def compare_builds(program: str, stock: dace.SDFG, library: dace.SDFG, report: InlineReport, *,
-                   calls_first: int = 1, calls_later: int = 1, calls: int = 1,
-                   stock_post: Iterable[str] = (), library_post: Iterable[str] = ()) -> ProgramTraffic:
+def compare_builds(
+    program: str,
+    stock: dace.SDFG,
+    library: dace.SDFG,
+    report: InlineReport,
+    *,
+    calls_first: int = 1,
+    calls_later: int = 1,
+    calls: int = 1,
+    stock_post: Iterable[str] = (),
+    library_post: Iterable[str] = (),
+) -> ProgramTraffic:
     """The rows of one program from its two final SDFGs and the library's report."""
-    result = ProgramTraffic(program, calls_first, calls_later, calls, stock_post=sorted(stock_post),
-                            library_post=sorted(library_post))
+    result = ProgramTraffic(
+        program,
+        calls_first,
+        calls_later,
+        calls,
+        stock_post=sorted(stock_post),
+        library_post=sorted(library_post),
+    )
     stock_t, lib_t = sdfg_traffic(stock), sdfg_traffic(library)
     result.stock_final, result.library_final = sorted(stock_t), sorted(lib_t)
     result.library_only = {n: t.total_bytes for n, t in lib_t.items() if n not in stock_t}
@@ -434,23 +486,49 @@ def compare_builds(program: str, stock: dace.SDFG, library: dace.SDFG, report: I
                 status = "removed"
             elif result.library_only:
                 status = "unmatched"
-                by = (f"not in the library's build, no rewrite names it, and the library's build has arrays "
-                      f"stock has not ({', '.join(sorted(result.library_only))}): possibly renamed, not guessed")
+                by = (
+                    f"not in the library's build, no rewrite names it, and the library's build has arrays "
+                    f"stock has not ({', '.join(sorted(result.library_only))}): possibly renamed, not guessed"
+                )
             else:
                 status = "removed (no decision of its own)"
-                by = ("gone in the library's build without a rewrite naming it: gt4py's passes after another "
-                      "rewrite" + (f", or the copy-chain removal ({report.copy_chains_removed} array(s) folded "
-                                   "in this program)" if report.copy_chains_removed else ""))
-        result.rows.append(Row(program, name, t.shape, kind_of(t.shape, t.in_scope), t.itemsize, t.written_bytes, t.read_bytes,
-                               t.readers, t.writers, t.read_accesses, calls_first, calls_later, calls,
-                               name in post, status, by, t.notes))
+                by = (
+                    "gone in the library's build without a rewrite naming it: gt4py's passes after another "
+                    "rewrite"
+                    + (
+                        f", or the copy-chain removal ({report.copy_chains_removed} array(s) folded "
+                        "in this program)"
+                        if report.copy_chains_removed
+                        else ""
+                    )
+                )
+        result.rows.append(
+            Row(
+                program,
+                name,
+                t.shape,
+                kind_of(t.shape, t.in_scope),
+                t.itemsize,
+                t.written_bytes,
+                t.read_bytes,
+                t.readers,
+                t.writers,
+                t.read_accesses,
+                calls_first,
+                calls_later,
+                calls,
+                name in post,
+                status,
+                by,
+                t.notes,
+            )
+        )
     return result
 
 
-
-
-def code_check(call: Any, layout: Any, *, substep: str = "later", n_levels: int = 10,
-               gpu: bool = False) -> list[tuple[ArrayTraffic, CodeCount]]:
+def code_check(
+    call: Any, layout: Any, *, substep: str = "later", n_levels: int = 10, gpu: bool = False
+) -> list[tuple[ArrayTraffic, CodeCount]]:
     """Stock's final SDFG of one call, lowered static on `layout` (keep it small: the
     check runs every loop nest in Python), each 2-D transient's memlet figures beside what
     DaCe's generated CPU code does with it (`codegen_count`; code generated, not compiled)."""
@@ -458,13 +536,25 @@ def code_check(call: Any, layout: Any, *, substep: str = "later", n_levels: int 
 
     program = call.ref.load()
     static = call.static_values(substep, layout, n_levels, program)
-    sdfg = lower(stock_translator(call.name, gpu, []), program, static_offset_provider(program, layout=layout), static)
+    sdfg = lower(
+        stock_translator(call.name, gpu, []),
+        program,
+        static_offset_provider(program, layout=layout),
+        static,
+    )
     code = next(c.clean_code for c in sdfg.generate_code() if c.title == "Frame")
     return [(t, codegen_count(code, n)) for n, t in sdfg_traffic(sdfg).items()]
 
 
-def program_traffic(call: Any, layout: Any, *, substep: str = "later", n_levels: int = 80,
-                    target: str = "cpu", policy: Any = None) -> ProgramTraffic:
+def program_traffic(
+    call: Any,
+    layout: Any,
+    *,
+    substep: str = "later",
+    n_levels: int = 80,
+    target: str = "cpu",
+    policy: Any = None,
+) -> ProgramTraffic:
     """The rows of one `SubstepCall` on `layout` (a `tools.layouts.Layout`); never raises
     (a failure is recorded in `error`)."""
     from gt4py_dace_xforms.policy import CostModel
@@ -481,15 +571,28 @@ def program_traffic(call: Any, layout: Any, *, substep: str = "later", n_levels:
         stock = lower(stock_translator(call.name, gpu, stock_post), program, provider, static)
         lib_post: list = []
         reports: list[InlineReport] = []
-        lib = lower(library_translator(call.name, gpu, lib_post, reports, policy or CostModel(target=target)),
-                    program, provider, static)
+        lib = lower(
+            library_translator(
+                call.name, gpu, lib_post, reports, policy or CostModel(target=target)
+            ),
+            program,
+            provider,
+            static,
+        )
         report = InlineReport()
         for r in reports:
             report.extend(r)
-        got = compare_builds(call.name, stock, lib, report, calls_first=call.first, calls_later=call.later,
-                             calls=call.calls(substep),
-                             stock_post=two_d_transients(stock_post[-1]) if stock_post else (),
-                             library_post=two_d_transients(lib_post[-1]) if lib_post else ())
+        got = compare_builds(
+            call.name,
+            stock,
+            lib,
+            report,
+            calls_first=call.first,
+            calls_later=call.later,
+            calls=call.calls(substep),
+            stock_post=two_d_transients(stock_post[-1]) if stock_post else (),
+            library_post=two_d_transients(lib_post[-1]) if lib_post else (),
+        )
         got.static = static
         result = got
     except Exception as err:  # noqa: BLE001  # one program's failure must not end the list
@@ -524,48 +627,139 @@ class SubstepTraffic:
         ok = [p for p in self.programs if not p.error]
         stock = sum(p.stock_bytes for p in ok)
         removed = sum(p.removed_bytes for p in ok)
-        return {"stock": stock, "removed": removed, "remaining": stock - removed,
-                "library_measured": sum(p.library_substep_bytes for p in ok),
-                "library_only": sum(sum(p.library_only.values()) * p.calls for p in ok)}
+        return {
+            "stock": stock,
+            "removed": removed,
+            "remaining": stock - removed,
+            "library_measured": sum(p.library_substep_bytes for p in ok),
+            "library_only": sum(sum(p.library_only.values()) * p.calls for p in ok),
+        }
 
     def text(self, top: Optional[int] = None) -> str:
-        head = (f"2-D transient traffic of one {self.substep} substep, layout {self.layout} ({self.n_cells} cells, "
-                f"{self.n_levels} levels), static, {self.target} cost model; bytes at the end of gt_auto_optimize "
-                "(docs/traffic.md)")
+        head = (
+            f"2-D transient traffic of one {self.substep} substep, layout {self.layout} ({self.n_cells} cells, "
+            f"{self.n_levels} levels), static, {self.target} cost model; bytes at the end of gt_auto_optimize "
+            "(docs/traffic.md)"
+        )
         if self.fresh_page_bytes is not None:
-            head += (f"; allocator regime: arrays of {self.fresh_page_bytes} B or more get fresh pages per call "
-                     "(policy/allocator.py)")
+            head += (
+                f"; allocator regime: arrays of {self.fresh_page_bytes} B or more get fresh pages per call "
+                "(policy/allocator.py)"
+            )
         lines = [head, ""]
         rows = self.rows[:top] if top else self.rows
-        table = [("#", "program", "transient", "shape", "kind", "written", "read", "rdrs", "per call", "calls f/l",
-                  "substep", "library", "removed by / why kept")]
+        table = [
+            (
+                "#",
+                "program",
+                "transient",
+                "shape",
+                "kind",
+                "written",
+                "read",
+                "rdrs",
+                "per call",
+                "calls f/l",
+                "substep",
+                "library",
+                "removed by / why kept",
+            )
+        ]
         for i, r in enumerate(rows, 1):
-            table.append((str(i), r.program, r.name + ("" if r.at_post else " *"), "x".join(map(str, r.shape)),
-                          r.kind, _mb(r.written_bytes), _mb(r.read_bytes), str(r.readers), _mb(r.per_call_bytes),
-                          f"{r.calls_first}/{r.calls_later}", _mb(r.substep_bytes), r.status, r.by))
+            table.append(
+                (
+                    str(i),
+                    r.program,
+                    r.name + ("" if r.at_post else " *"),
+                    "x".join(map(str, r.shape)),
+                    r.kind,
+                    _mb(r.written_bytes),
+                    _mb(r.read_bytes),
+                    str(r.readers),
+                    _mb(r.per_call_bytes),
+                    f"{r.calls_first}/{r.calls_later}",
+                    _mb(r.substep_bytes),
+                    r.status,
+                    r.by,
+                )
+            )
         lines += _format(table)
-        lines += ["", "MB = 1e6 bytes; '*': not at TopLevelDataFlowPost (created later by gt4py's passes); "
-                  "reads count each reader once (docs/traffic.md)", "", "per program (substep bytes, MB):"]
-        ptable = [("program", "calls", "2-D stock", "stock", "removed", "remaining", "library measured",
-                   "library only", "s")]
+        lines += [
+            "",
+            "MB = 1e6 bytes; '*': not at TopLevelDataFlowPost (created later by gt4py's passes); "
+            "reads count each reader once (docs/traffic.md)",
+            "",
+            "per program (substep bytes, MB):",
+        ]
+        ptable = [
+            (
+                "program",
+                "calls",
+                "2-D stock",
+                "stock",
+                "removed",
+                "remaining",
+                "library measured",
+                "library only",
+                "s",
+            )
+        ]
         for p in self.programs:
             if p.error:
-                ptable.append((p.program, str(p.calls), "error: " + p.error, "", "", "", "", "", f"{p.seconds:.0f}"))
+                ptable.append(
+                    (
+                        p.program,
+                        str(p.calls),
+                        "error: " + p.error,
+                        "",
+                        "",
+                        "",
+                        "",
+                        "",
+                        f"{p.seconds:.0f}",
+                    )
+                )
                 continue
-            ptable.append((p.program, str(p.calls), str(len(p.rows)), _mb(p.stock_bytes), _mb(p.removed_bytes),
-                           _mb(p.stock_bytes - p.removed_bytes), _mb(p.library_substep_bytes),
-                           ", ".join(p.library_only) or "-", f"{p.seconds:.0f}"))
+            ptable.append(
+                (
+                    p.program,
+                    str(p.calls),
+                    str(len(p.rows)),
+                    _mb(p.stock_bytes),
+                    _mb(p.removed_bytes),
+                    _mb(p.stock_bytes - p.removed_bytes),
+                    _mb(p.library_substep_bytes),
+                    ", ".join(p.library_only) or "-",
+                    f"{p.seconds:.0f}",
+                )
+            )
         t = self.totals()
-        ptable.append(("TOTAL", "", str(sum(len(p.rows) for p in self.programs)), _mb(t["stock"]), _mb(t["removed"]),
-                       _mb(t["remaining"]), _mb(t["library_measured"]), _mb(t["library_only"]), ""))
+        ptable.append(
+            (
+                "TOTAL",
+                "",
+                str(sum(len(p.rows) for p in self.programs)),
+                _mb(t["stock"]),
+                _mb(t["removed"]),
+                _mb(t["remaining"]),
+                _mb(t["library_measured"]),
+                _mb(t["library_only"]),
+                "",
+            )
+        )
         lines += _format(ptable)
         small = [r for r in self.rows if r.kind != "field"]
         if small:
-            lines += ["", f"of which not field-sized (one level, one column): {len(small)}, "
-                      f"{_mb(sum(r.substep_bytes for r in small))} MB"]
+            lines += [
+                "",
+                f"of which not field-sized (one level, one column): {len(small)}, "
+                f"{_mb(sum(r.substep_bytes for r in small))} MB",
+            ]
         noted = [r for r in self.rows if r.notes]
         if noted:
-            lines += ["", "notes:"] + [f"  {r.program}:{r.name}: {'; '.join(r.notes)}" for r in noted]
+            lines += ["", "notes:"] + [
+                f"  {r.program}:{r.name}: {'; '.join(r.notes)}" for r in noted
+            ]
         fails = [f"  {p.program}: {f}" for p in self.programs for f in p.failures]
         if fails:
             lines += ["", "the library's pass FAILED and was undone:"] + fails
@@ -575,17 +769,42 @@ class SubstepTraffic:
         progs = []
         for p in self.programs:
             d = dataclasses.asdict(p)
-            d.update(stock_bytes=p.stock_bytes, removed_bytes=p.removed_bytes,
-                     library_substep_bytes=p.library_substep_bytes)
+            d.update(
+                stock_bytes=p.stock_bytes,
+                removed_bytes=p.removed_bytes,
+                library_substep_bytes=p.library_substep_bytes,
+            )
             for row, r in zip(d["rows"], p.rows):
-                row.update(per_call_bytes=r.per_call_bytes, substep_bytes=r.substep_bytes, shape=list(r.shape))
+                row.update(
+                    per_call_bytes=r.per_call_bytes,
+                    substep_bytes=r.substep_bytes,
+                    shape=list(r.shape),
+                )
             progs.append(d)
-        rows = [dict(dataclasses.asdict(r), per_call_bytes=r.per_call_bytes, substep_bytes=r.substep_bytes)
-                for r in self.rows]
-        return json.dumps({"layout": self.layout, "n_cells": self.n_cells, "n_levels": self.n_levels,
-                           "substep": self.substep, "target": self.target, "stage": "end of gt_auto_optimize",
-                           "fresh_page_bytes": self.fresh_page_bytes,
-                           "totals": self.totals(), "rows": rows, "programs": progs}, indent=2, default=str)
+        rows = [
+            dict(
+                dataclasses.asdict(r),
+                per_call_bytes=r.per_call_bytes,
+                substep_bytes=r.substep_bytes,
+            )
+            for r in self.rows
+        ]
+        return json.dumps(
+            {
+                "layout": self.layout,
+                "n_cells": self.n_cells,
+                "n_levels": self.n_levels,
+                "substep": self.substep,
+                "target": self.target,
+                "stage": "end of gt_auto_optimize",
+                "fresh_page_bytes": self.fresh_page_bytes,
+                "totals": self.totals(),
+                "rows": rows,
+                "programs": progs,
+            },
+            indent=2,
+            default=str,
+        )
 
 
 def _mb(n: int) -> str:
@@ -603,16 +822,23 @@ def _one(args) -> ProgramTraffic:
     return program_traffic(call, layout, substep=substep, n_levels=n_levels, target=target)
 
 
-def substep_traffic(layout: str = "lam-decomposed", *, n_cells: int = 20480, n_levels: int = 80,
-                    substep: str = "later", target: str = "cpu", programs: Optional[Iterable[str]] = None,
-                    jobs: int = 1, progress: Optional[Callable[[ProgramTraffic], None]] = None,
-                    fresh_page_bytes: Optional[int] = None) -> SubstepTraffic:
+def substep_traffic(
+    layout: str = "lam-decomposed",
+    *,
+    n_cells: int = 20480,
+    n_levels: int = 80,
+    substep: str = "later",
+    target: str = "cpu",
+    programs: Optional[Iterable[str]] = None,
+    jobs: int = 1,
+    progress: Optional[Callable[[ProgramTraffic], None]] = None,
+    fresh_page_bytes: Optional[int] = None,
+) -> SubstepTraffic:
     """The traffic list of one substep's calls on `layout` (`tools.layouts` name; the
     configuration's `limited_area` is the layout's). `programs`: only these calls.
     `fresh_page_bytes`: the allocator regime the CPU cost model prices (None: this
     process', `policy.allocator.fresh_page_bytes()`; set for the run and its workers)."""
     from gt4py_dace_xforms.policy import allocator
-
     from gt4py_dace_xforms.tools.census import map_programs
     from gt4py_dace_xforms.tools.layouts import layout as named_layout
     from gt4py_dace_xforms.tools.substep import substep_calls
@@ -622,10 +848,15 @@ def substep_traffic(layout: str = "lam-decomposed", *, n_cells: int = 20480, n_l
     if target not in ("cpu", "gpu"):
         raise ValueError(f"target must be 'cpu' or 'gpu', not {target!r}")
     lay = named_layout(layout, n_cells)
-    calls = [c for c in substep_calls(limited_area=lay.limited_area, programs=list(programs or []) or None)
-             if c.calls(substep) > 0]
+    calls = [
+        c
+        for c in substep_calls(limited_area=lay.limited_area, programs=list(programs or []) or None)
+        if c.calls(substep) > 0
+    ]
     work = [(c, lay, substep, n_levels, target) for c in calls]
-    with allocator.fresh_pages_from(fresh_page_bytes) as regime:  # the caller's process as it was, after
+    with allocator.fresh_pages_from(
+        fresh_page_bytes
+    ) as regime:  # the caller's process as it was, after
         results = map_programs(_one, work, jobs=jobs, progress=progress)
     return SubstepTraffic(layout, n_cells, n_levels, substep, target, results, regime)
 
@@ -649,7 +880,6 @@ class CodeCount:
     notes: list[str] = dataclasses.field(default_factory=list)
 
 
-
 def codegen_count(code: str, name: str) -> CodeCount:
     """`CodeCount` of `name` in DaCe's generated CPU code `code` (a nest guarded by an `if`
     counts every iteration: noted; an access whose index is not a function of the loop
@@ -657,7 +887,9 @@ def codegen_count(code: str, name: str) -> CodeCount:
     import itertools
     import re
 
-    for_re = re.compile(r"for \((?:int|auto|long long) (\w+) = ([^;]+); \1 < ([^;]+); \1 (?:\+= (\d+)|\+\+)\)")
+    for_re = re.compile(
+        r"for \((?:int|auto|long long) (\w+) = ([^;]+); \1 < ([^;]+); \1 (?:\+= (\d+)|\+\+)\)"
+    )
     acc_re = re.compile(rf"\b{re.escape(name)}\[([^\]]+)\](\s*=(?!=))?")
     alloc = re.search(rf"\b{re.escape(name)} = new [^;]*?\[(\d+)\];", code)
     out = CodeCount(name, int(alloc.group(1)) if alloc else None)
@@ -671,7 +903,9 @@ def codegen_count(code: str, name: str) -> CodeCount:
         m = for_re.search(text)
         if m:
             try:
-                rng = range(int(eval(m.group(2), {})), int(eval(m.group(3), {})), int(m.group(4) or 1))  # noqa: S307
+                rng = range(
+                    int(eval(m.group(2), {})), int(eval(m.group(3), {})), int(m.group(4) or 1)
+                )  # noqa: S307
             except Exception:  # noqa: BLE001  # a bound that is not a number
                 out.notes.append(f"line {lineno + 1}: loop bound not a number")
                 rng = None
@@ -693,11 +927,16 @@ def codegen_count(code: str, name: str) -> CodeCount:
                     env = dict(zip((v for v, _ in counters), values))
                     addresses.add(eval(acc.group(1), {}, env))  # noqa: S307  # dace's own index arithmetic
             except Exception:  # noqa: BLE001  # an index through a table or a symbol
-                out.notes.append(f"line {lineno + 1}: index not a function of the loop counters, not counted")
+                out.notes.append(
+                    f"line {lineno + 1}: index not a function of the loop counters, not counted"
+                )
                 continue
             nest["w" if acc.group(2) else "r"] |= addresses
-        if re.search(rf"\(\s*[^;]*\b{re.escape(name)}\b\s*[,)]", text) and not acc_re.search(text) \
-                and "delete" not in text:
+        if (
+            re.search(rf"\(\s*[^;]*\b{re.escape(name)}\b\s*[,)]", text)
+            and not acc_re.search(text)
+            and "delete" not in text
+        ):
             out.notes.append(f"line {lineno + 1}: passed to a call, not counted")
         depth += line.count("{") - line.count("}")
     for nest in nests.values():

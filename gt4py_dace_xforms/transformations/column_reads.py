@@ -43,7 +43,9 @@ def narrow_to_column(sdfg: dace.SDFG, plan: ColumnReadPlan) -> None:
         e.data.subset = dace_sbs.Range([r[i] for i in keep])
 
 
-def gt_narrow_column_reads(sdfg: dace.SDFG, names: Optional[list[str]] = None) -> list[tuple[str, str]]:
+def gt_narrow_column_reads(
+    sdfg: dace.SDFG, names: Optional[list[str]] = None
+) -> list[tuple[str, str]]:
     """Narrow every read of a transient (or of those in `names`) by a nested SDFG in a
     top-level Map to the Map iteration's column, where the plan holds. Returns the
     (array, nested SDFG) pairs narrowed, in order."""
@@ -102,7 +104,9 @@ class NestedColumnRead(transformation.SingleStateTransformation):
                 plans.append(plan)
         return plans
 
-    def can_be_applied(self, graph: dace.SDFGState, expr_index: int, sdfg: dace.SDFG, permissive: bool = False) -> bool:
+    def can_be_applied(
+        self, graph: dace.SDFGState, expr_index: int, sdfg: dace.SDFG, permissive: bool = False
+    ) -> bool:
         try:
             return bool(self._plans(graph, sdfg))
         except Exception:  # noqa: BLE001  # a matcher must decline, never abort compilation
@@ -111,6 +115,8 @@ class NestedColumnRead(transformation.SingleStateTransformation):
     def apply(self, graph: dace.SDFGState, sdfg: dace.SDFG) -> None:
         plans = self._plans(graph, sdfg)
         if not plans:
-            raise ValueError("NestedColumnRead does not apply: no read of one column at the Map's index")
+            raise ValueError(
+                "NestedColumnRead does not apply: no read of one column at the Map's index"
+            )
         for plan in plans:
             narrow_to_column(sdfg, plan)

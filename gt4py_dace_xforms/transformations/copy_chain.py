@@ -34,10 +34,13 @@ from typing import Any, Optional
 import dace
 from dace.sdfg import nodes as dn
 from dace.transformation.passes import analysis as dace_analysis
-from gt4py.next.program_processors.runners.dace.transformations import redundant_array_removers as gt_rar
+from gt4py.next.program_processors.runners.dace.transformations import (
+    redundant_array_removers as gt_rar,
+)
 
 from gt4py_dace_xforms.analysis.copy_cover import copy_covers_array
 from gt4py_dace_xforms.analysis.races import race_problem
+
 
 _Mode = gt_rar.CopyChainRemoverMode
 
@@ -53,9 +56,13 @@ class ProvenCopyChainRemover(gt_rar.CopyChainRemover):
 
     def _single_use(self, sdfg: dace.SDFG) -> None:
         if not self._given and sdfg not in self._single_use_data:
-            self._single_use_data = dace_analysis.FindSingleUseData().apply_pass(sdfg.root_sdfg, None)
+            self._single_use_data = dace_analysis.FindSingleUseData().apply_pass(
+                sdfg.root_sdfg, None
+            )
 
-    def can_be_applied(self, graph, expr_index: int, sdfg: dace.SDFG, permissive: bool = False) -> bool:
+    def can_be_applied(
+        self, graph, expr_index: int, sdfg: dace.SDFG, permissive: bool = False
+    ) -> bool:
         try:
             self._single_use(sdfg)
             if sdfg not in self._single_use_data:
@@ -70,7 +77,11 @@ class ProvenCopyChainRemover(gt_rar.CopyChainRemover):
         # concat node (issue 60): the fold then wrote the other branch into the input the
         # copy came from.
         a1, a2 = self.node_a1, self.node_a2
-        edges = [e for e in state.out_edges(a1) if isinstance(e.dst, dn.AccessNode) and e.dst.data == a2.data]
+        edges = [
+            e
+            for e in state.out_edges(a1)
+            if isinstance(e.dst, dn.AccessNode) and e.dst.data == a2.data
+        ]
         if len(edges) != 1:
             return _Mode.NONE
         edge = edges[0]
@@ -83,8 +94,12 @@ class ProvenCopyChainRemover(gt_rar.CopyChainRemover):
             return _Mode.PULL
         # PUSH hands `A2`'s other writers to `A1`: sound only where the copy is `A2`'s one
         # writer (a concat node has one per branch, and `A1` may be a program input).
-        if (d2.transient and self.is_single_use_data(sdfg, a2) and state.in_degree(a2) == 1
-                and copy_covers_array(dst, d2.shape)):
+        if (
+            d2.transient
+            and self.is_single_use_data(sdfg, a2)
+            and state.in_degree(a2) == 1
+            and copy_covers_array(dst, d2.shape)
+        ):
             return _Mode.PUSH
         return _Mode.NONE
 

@@ -18,8 +18,9 @@ from dace.sdfg import nodes as dn, utils as sdutil
 
 from gt4py_dace_xforms.analysis.copy_readers import CopyReadersPlan, copy_into_readers_plan
 from gt4py_dace_xforms.analysis.producer import Decline
-from gt4py_dace_xforms.transformations.planned import PlannedMatch
 from gt4py_dace_xforms.report import InlineRecord, InlineReport
+from gt4py_dace_xforms.transformations.planned import PlannedMatch
+
 
 if TYPE_CHECKING:
     from gt4py_dace_xforms.policy import InlinePolicy
@@ -39,13 +40,19 @@ def copy_into_readers(sdfg: dace.SDFG, plan: CopyReadersPlan) -> None:
         state.add_edge(entry, piece.connector, tasklet, "__in", dace.Memlet(data=name, subset=here))
         exit_.add_in_connector("IN_" + conn)
         exit_.add_out_connector("OUT_" + conn)
-        state.add_edge(tasklet, "__out", exit_, "IN_" + conn, dace.Memlet(data=target, subset=there))
+        state.add_edge(
+            tasklet, "__out", exit_, "IN_" + conn, dace.Memlet(data=target, subset=there)
+        )
         state.add_edge(exit_, "OUT_" + conn, plan.dst, None, dace.Memlet(data=target, subset=box))
     state.remove_edge(plan.edge)
 
 
-def gt_copies_into_readers(sdfg: dace.SDFG, *, policy: Optional["InlinePolicy"] = None,
-                           report: Optional[InlineReport] = None) -> list[str]:
+def gt_copies_into_readers(
+    sdfg: dace.SDFG,
+    *,
+    policy: Optional["InlinePolicy"] = None,
+    report: Optional[InlineReport] = None,
+) -> list[str]:
     """Let the reader Maps write every copy in the SDFG (nested SDFGs included) whose plan
     holds and that `policy` accepts (`decide_copy_into_readers`; default: all). Records
     each applied one in `report`; returns the copies' targets, in order."""

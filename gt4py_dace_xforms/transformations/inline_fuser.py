@@ -11,8 +11,8 @@ from dace.sdfg import nodes as dn, utils as sdutil
 
 from gt4py_dace_xforms.analysis.candidate import InlineCandidate, analyse_candidate
 from gt4py_dace_xforms.analysis.producer import Decline
-from gt4py_dace_xforms.transformations import rewrite
 from gt4py_dace_xforms.policy.default import too_many_copies
+from gt4py_dace_xforms.transformations import rewrite
 from gt4py_dace_xforms.transformations.upstream import pending_upstream
 
 
@@ -26,7 +26,9 @@ def shifted_read_expressions(cls) -> list:
     ]
 
 
-def candidate_of_match(xf, state: dace.SDFGState, sdfg: dace.SDFG) -> Union[InlineCandidate, Decline]:
+def candidate_of_match(
+    xf, state: dace.SDFGState, sdfg: dace.SDFG
+) -> Union[InlineCandidate, Decline]:
     """The inliner's analysis of a match of the two patterns `InlineFuser` and
     `VerticalWindow` share (`producer_exit`, `intermediate`, `consumer_entry`), each pair
     reported once: for the first writing Map, or by the second pattern where no Map writes."""
@@ -35,7 +37,9 @@ def candidate_of_match(xf, state: dace.SDFGState, sdfg: dace.SDFG) -> Union[Inli
         return result
     map_writers = [e.src for e in state.in_edges(xf.intermediate) if isinstance(e.src, dn.MapExit)]
     if xf.expr_index == 0 and xf.producer_exit is not map_writers[0]:
-        return Decline("the match is reported once, for the first writing Map")  # no duplicate matches
+        return Decline(
+            "the match is reported once, for the first writing Map"
+        )  # no duplicate matches
     if xf.expr_index == 1 and map_writers:
         return Decline("a Map writes the intermediate here: matched by the first pattern")
     return result
@@ -57,13 +61,15 @@ class InlineFuser(transformation.SingleStateTransformation):
     that only served it are removed.
 
     ```python
-    for i, k in range(N, K):            # producer
+    for i, k in range(N, K):  # producer
         T[i, k] = a[i, k] * 2 + b[i, k]
-    for i, k in range(N, K - 2):        # consumer
+    for i, k in range(N, K - 2):  # consumer
         o[i, k] = T[i, k] + T[i, k + 1] + T[i, k + 2]
     # becomes
     for i, k in range(N, K - 2):
-        t0 = a[i, k] * 2 + b[i, k]; t1 = a[i, k+1] * 2 + b[i, k+1]; t2 = ...
+        t0 = a[i, k] * 2 + b[i, k]
+        t1 = a[i, k + 1] * 2 + b[i, k + 1]
+        t2 = ...
         o[i, k] = t0 + t1 + t2
     ```
 
@@ -160,12 +166,16 @@ class InlineFuser(transformation.SingleStateTransformation):
         if self.upstream_first:
             upstream = pending_upstream(sdfg, result)
             if upstream is not None:
-                return Decline(f"inline '{upstream}' into the producer first (this copy would block that)")
+                return Decline(
+                    f"inline '{upstream}' into the producer first (this copy would block that)"
+                )
         if result.eager and not self.allow_eager:
             result = dataclasses.replace(result, eager=False)
         return result
 
-    def can_be_applied(self, graph, expr_index: int, sdfg: dace.SDFG, permissive: bool = False) -> bool:
+    def can_be_applied(
+        self, graph, expr_index: int, sdfg: dace.SDFG, permissive: bool = False
+    ) -> bool:
         return isinstance(self.analyse(graph, sdfg), InlineCandidate)
 
     def apply(self, graph: dace.SDFGState, sdfg: dace.SDFG) -> list[dn.NestedSDFG]:

@@ -95,7 +95,9 @@ def gt_inline_fusion(
             key = (state.label, node.data, consumer.map.label)
             result = analyse(sdfg, state, node, consumer)
             if isinstance(result, Decline):
-                last_decline[key] = InlineRecord(state.label, node.data, consumer.map.label, (), False, result.reason)
+                last_decline[key] = InlineRecord(
+                    state.label, node.data, consumer.map.label, (), False, result.reason
+                )
                 continue
             if node.data in committed:
                 decision = Decision(True, "member of an accepted group of readers")
@@ -104,7 +106,12 @@ def gt_inline_fusion(
             shifts = tuple(result.shifts)
             if not decision.accept:
                 last_decline[key] = InlineRecord(
-                    state.label, node.data, consumer.map.label, shifts, False, decision.reason,
+                    state.label,
+                    node.data,
+                    consumer.map.label,
+                    shifts,
+                    False,
+                    decision.reason,
                     figures=decision.figures,
                 )
                 continue
@@ -116,8 +123,14 @@ def gt_inline_fusion(
             memo.clear()
             report.add(
                 InlineRecord(
-                    state.label, node.data, consumer.map.label, shifts, True, decision.reason,
-                    removed_intermediate=result.removes_intermediate, figures=decision.figures,
+                    state.label,
+                    node.data,
+                    consumer.map.label,
+                    shifts,
+                    True,
+                    decision.reason,
+                    removed_intermediate=result.removes_intermediate,
+                    figures=decision.figures,
                     mode=mode_of(result),
                 )
             )
@@ -130,7 +143,9 @@ def gt_inline_fusion(
         # Transients now read only by their write-back copy: the writers write the output
         # (of a pinned decision set, only its own intermediates).
         pinned = chosen.pinned
-        report.writebacks_retargeted.extend(gt_retarget_writebacks(sdfg, list(pinned) if pinned is not None else None))
+        report.writebacks_retargeted.extend(
+            gt_retarget_writebacks(sdfg, list(pinned) if pinned is not None else None)
+        )
     if chosen.narrows_column_reads(sdfg):
         # Last, once windows have made column producers: a scan that gets only the column
         # of its iteration can be fused with the Map writing it (gt4py's next round).

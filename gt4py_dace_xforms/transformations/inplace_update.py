@@ -16,9 +16,14 @@ import dace
 from dace import properties, transformation
 from dace.sdfg import nodes as dn, utils as sdutil
 
-from gt4py_dace_xforms.analysis.inplace_update import InPlacePlan, inplace_candidates, inplace_update_plan
+from gt4py_dace_xforms.analysis.inplace_update import (
+    InPlacePlan,
+    inplace_candidates,
+    inplace_update_plan,
+)
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.report import InlineRecord, InlineReport
+
 
 if TYPE_CHECKING:
     from gt4py_dace_xforms.policy import InlinePolicy
@@ -50,8 +55,12 @@ def update_in_place(sdfg: dace.SDFG, plan: InPlacePlan) -> dn.AccessNode:
     return after
 
 
-def gt_updates_in_place(sdfg: dace.SDFG, policy: Optional["InlinePolicy"] = None,
-                        report: Optional[InlineReport] = None, validate: bool = False) -> list[str]:
+def gt_updates_in_place(
+    sdfg: dace.SDFG,
+    policy: Optional["InlinePolicy"] = None,
+    report: Optional[InlineReport] = None,
+    validate: bool = False,
+) -> list[str]:
     """Fold every concat node of `sdfg` that is its source updated pointwise into that
     source (see the module docstring), where `policy` takes output buffers (its
     `output_buffers`; None: every one). One record per fold (mode "in_place", the consumer
@@ -68,10 +77,19 @@ def gt_updates_in_place(sdfg: dace.SDFG, policy: Optional["InlinePolicy"] = None
             saved = plan.saved_elements()
             update_in_place(sdfg, plan)
             if report is not None:
-                report.add(InlineRecord(state.label, plan.name, plan.source, (), True,
-                                        f"updated in place in '{plan.source}': the copies of "
-                                        f"{saved} elements go, nothing recomputed",
-                                        removed_intermediate=True, mode="in_place"))
+                report.add(
+                    InlineRecord(
+                        state.label,
+                        plan.name,
+                        plan.source,
+                        (),
+                        True,
+                        f"updated in place in '{plan.source}': the copies of "
+                        f"{saved} elements go, nothing recomputed",
+                        removed_intermediate=True,
+                        mode="in_place",
+                    )
+                )
             done.append(plan.name)
             changed = True
             break
@@ -109,9 +127,13 @@ class InPlaceUpdate(transformation.SingleStateTransformation):
     def plan(self, state: dace.SDFGState, sdfg: dace.SDFG):
         return inplace_update_plan(sdfg, state, self.source, self.concat)
 
-    def can_be_applied(self, graph: Any, expr_index: int, sdfg: dace.SDFG, permissive: bool = False) -> bool:
+    def can_be_applied(
+        self, graph: Any, expr_index: int, sdfg: dace.SDFG, permissive: bool = False
+    ) -> bool:
         try:
-            return isinstance(graph, dace.SDFGState) and not isinstance(self.plan(graph, sdfg), Decline)
+            return isinstance(graph, dace.SDFGState) and not isinstance(
+                self.plan(graph, sdfg), Decline
+            )
         except Exception:  # must never raise: gt_auto_optimize sets match_exception=True
             return False
 

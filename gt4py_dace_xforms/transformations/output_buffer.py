@@ -18,8 +18,9 @@ from dace.transformation.helpers import replicate_scope
 
 from gt4py_dace_xforms.analysis.output_buffer import OutputBufferPlan, output_buffer_plan
 from gt4py_dace_xforms.analysis.producer import Decline
-from gt4py_dace_xforms.transformations.planned import PlannedMatch
 from gt4py_dace_xforms.report import InlineRecord, InlineReport
+from gt4py_dace_xforms.transformations.planned import PlannedMatch
+
 
 if TYPE_CHECKING:
     from gt4py_dace_xforms.policy import InlinePolicy
@@ -33,7 +34,11 @@ def _move_memlet(edge, name: str, gname: str, shift) -> None:
     """Make the `name` side of `edge`'s memlet refer to `gname`, shifted."""
     m = edge.data
     if m.data == name:
-        if m.other_subset is None and isinstance(edge.src, dn.AccessNode) and isinstance(edge.dst, dn.AccessNode):
+        if (
+            m.other_subset is None
+            and isinstance(edge.src, dn.AccessNode)
+            and isinstance(edge.dst, dn.AccessNode)
+        ):
             m.other_subset = dace_sbs.Range(m.subset.ndrange())  # it stood for both sides
         m.data, m.subset = gname, _shifted(m.subset, shift)
     elif m.other_subset is not None:
@@ -84,7 +89,12 @@ def _restrict(a) -> None:
     box = _range(w.box)
     src, dst = e.data.get_src_subset(e, st), e.data.get_dst_subset(e, st)
     start = [lo - b for (lo, _), (b, _, _) in zip(w.box, dst.ndrange())]
-    clipped = dace_sbs.Range([(b + s, b + s + (hi - lo) - 1, 1) for (b, _, _), s, (lo, hi) in zip(src.ndrange(), start, w.box)])
+    clipped = dace_sbs.Range(
+        [
+            (b + s, b + s + (hi - lo) - 1, 1)
+            for (b, _, _), s, (lo, hi) in zip(src.ndrange(), start, w.box)
+        ]
+    )
     e.data = dace.Memlet(data=a.node.data, subset=box, other_subset=clipped)
 
 
@@ -177,13 +187,20 @@ def use_output_as_buffer(sdfg: dace.SDFG, plan: OutputBufferPlan) -> None:
         sdfg.remove_data(name, validate=False)
 
 
-def gt_outputs_as_buffers(sdfg: dace.SDFG, names: Optional[list[str]] = None, *,
-                          policy: Optional["InlinePolicy"] = None, report: Optional[InlineReport] = None) -> list[str]:
+def gt_outputs_as_buffers(
+    sdfg: dace.SDFG,
+    names: Optional[list[str]] = None,
+    *,
+    policy: Optional["InlinePolicy"] = None,
+    report: Optional[InlineReport] = None,
+) -> list[str]:
     """Replace every transient (or those in `names`) whose plan holds, and that `policy`
     accepts (`decide_output_buffer`; default: all), by the output it is copied into.
     Records each applied one in `report`. Returns them, in order."""
     done = []
-    for name in sorted(names if names is not None else [n for n, d in sdfg.arrays.items() if d.transient]):
+    for name in sorted(
+        names if names is not None else [n for n, d in sdfg.arrays.items() if d.transient]
+    ):
         if name not in sdfg.arrays:
             continue
         plan = output_buffer_plan(sdfg, name)

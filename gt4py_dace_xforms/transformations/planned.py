@@ -21,7 +21,9 @@ class PlannedMatch:
     def rewrite(self, sdfg: dace.SDFG, plan: Any) -> None:
         raise NotImplementedError
 
-    def can_be_applied(self, graph: dace.SDFGState, expr_index: int, sdfg: dace.SDFG, permissive: bool = False) -> bool:
+    def can_be_applied(
+        self, graph: dace.SDFGState, expr_index: int, sdfg: dace.SDFG, permissive: bool = False
+    ) -> bool:
         return not isinstance(self.plan(graph, sdfg), Decline)
 
     def apply(self, graph: dace.SDFGState, sdfg: dace.SDFG) -> None:

@@ -15,8 +15,8 @@ from dace import properties, subsets as dace_sbs, transformation
 from dace.sdfg import nodes as dn, utils as sdutil
 
 from gt4py_dace_xforms.analysis.producer import Decline
-from gt4py_dace_xforms.transformations.planned import PlannedMatch
 from gt4py_dace_xforms.analysis.retarget import RetargetPlan, retarget_plan
+from gt4py_dace_xforms.transformations.planned import PlannedMatch
 
 
 def _shifted(subset, shift) -> dace_sbs.Range:
@@ -46,14 +46,30 @@ def retarget(sdfg: dace.SDFG, plan: RetargetPlan) -> None:
             for x in [x for x in state.memlet_tree(e) if x is not e]:
                 m = x.data
                 m.data, m.subset = gname, _shifted(m.subset, plan.shift)
-            state.add_edge(e.src, e.src_conn, gnode, e.dst_conn, dace.Memlet(data=gname, subset=_box_range(w.box, plan.shift)))
+            state.add_edge(
+                e.src,
+                e.src_conn,
+                gnode,
+                e.dst_conn,
+                dace.Memlet(data=gname, subset=_box_range(w.box, plan.shift)),
+            )
         else:
             src = e.data.get_src_subset(e, state)
             dst = e.data.get_dst_subset(e, state)
             start = [lo - b for (lo, _), (b, _, _) in zip(w.box, dst.ndrange())]
-            clipped = dace_sbs.Range([(b + s, b + s + (hi - lo) - 1, 1) for (b, _, _), s, (lo, hi) in zip(src.ndrange(), start, w.box)])
-            state.add_edge(e.src, e.src_conn, gnode, None,
-                           dace.Memlet(data=gname, subset=_box_range(w.box, plan.shift), other_subset=clipped))
+            clipped = dace_sbs.Range(
+                [
+                    (b + s, b + s + (hi - lo) - 1, 1)
+                    for (b, _, _), s, (lo, hi) in zip(src.ndrange(), start, w.box)
+                ]
+            )
+            state.add_edge(
+                e.src,
+                e.src_conn,
+                gnode,
+                None,
+                dace.Memlet(data=gname, subset=_box_range(w.box, plan.shift), other_subset=clipped),
+            )
         state.remove_edge(e)
     for c in plan.copies:
         c.state.remove_edge(c.edge)
@@ -69,7 +85,9 @@ def gt_retarget_writebacks(sdfg: dace.SDFG, names: Optional[list[str]] = None) -
     """Retarget every transient (or those in `names`) whose only reader is a write-back
     copy and whose plan holds. Returns the retargeted transients, in order."""
     done = []
-    for name in sorted(names if names is not None else [n for n, d in sdfg.arrays.items() if d.transient]):
+    for name in sorted(
+        names if names is not None else [n for n, d in sdfg.arrays.items() if d.transient]
+    ):
         plan = retarget_plan(sdfg, name)
         if isinstance(plan, Decline):
             continue
@@ -110,7 +128,9 @@ class WriteBackRetarget(PlannedMatch, transformation.SingleStateTransformation):
             if not desc.transient or gdesc.transient:
                 return Decline("not a copy of a transient into global data")
             plan = retarget_plan(sdfg, self.source.data)
-            if not isinstance(plan, Decline) and (plan.copy.source is not self.source or plan.copy.target is not self.target):
+            if not isinstance(plan, Decline) and (
+                plan.copy.source is not self.source or plan.copy.target is not self.target
+            ):
                 return Decline("the match is not the (first) write-back copy")
             return plan
         except Exception as err:  # noqa: BLE001  # a matcher must decline, never abort compilation

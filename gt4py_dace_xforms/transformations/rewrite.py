@@ -13,8 +13,8 @@ from typing import Optional, Sequence, cast
 import dace
 import sympy
 from dace import subsets as dace_sbs
-from dace.sdfg import nodes as dn
 from dace.properties import CodeBlock
+from dace.sdfg import nodes as dn
 from dace.sdfg.state import ConditionalBlock, ControlFlowRegion, SDFGState
 
 from gt4py_dace_xforms.analysis import boxes
@@ -26,6 +26,7 @@ from gt4py_dace_xforms.analysis.producer import ProducerSlice, SliceInput, refer
 from gt4py_dace_xforms.analysis.selected import SelectedWriters
 from gt4py_dace_xforms.analysis.symbolic import to_sympy
 from gt4py_dace_xforms.transformations.scan_window import gt_window_scan_copies
+
 
 #: Name of the output of an inlined producer copy, inside its nested SDFG.
 INLINE_OUTPUT = "__inline_out"
@@ -89,7 +90,9 @@ def build_producer_sdfg(
     src, src_conn = _src(w)
     out_node = nstate.add_access(INLINE_OUTPUT)
     if isinstance(src, dn.AccessNode):
-        memlet = dace.Memlet(data=src.data, subset=w.data.get_src_subset(w, state), other_subset="0")
+        memlet = dace.Memlet(
+            data=src.data, subset=w.data.get_src_subset(w, state), other_subset="0"
+        )
     else:
         memlet = dace.Memlet(data=INLINE_OUTPUT, subset="0")
     nstate.add_edge(src, src_conn, out_node, None, memlet)
@@ -114,10 +117,17 @@ def _terminate_dangling_outputs(sdfg, state, prod, copies, nsdfg, nstate) -> Non
             desc = sdfg.arrays[e.data.data]
             shape = list(e.data.subset.size())
             name, _ = nsdfg.add_array(
-                f"__unused_{node.label}_{e.src_conn}", shape, desc.dtype, transient=True, find_new_name=True
+                f"__unused_{node.label}_{e.src_conn}",
+                shape,
+                desc.dtype,
+                transient=True,
+                find_new_name=True,
             )
             nstate.add_edge(
-                new, e.src_conn, nstate.add_access(name), None,
+                new,
+                e.src_conn,
+                nstate.add_access(name),
+                None,
                 dace.Memlet.from_array(name, nsdfg.arrays[name]),
             )
 
@@ -128,7 +138,9 @@ def _symbol_table(nsdfg: dace.SDFG, sdfg: dace.SDFG, names) -> None:
             nsdfg.add_symbol(name, sdfg.symbols.get(name, dace.int64))
 
 
-def _producer_template(sdfg: dace.SDFG, state: SDFGState, prod: ProducerSlice, intermediate: str) -> dace.SDFG:
+def _producer_template(
+    sdfg: dace.SDFG, state: SDFGState, prod: ProducerSlice, intermediate: str
+) -> dace.SDFG:
     """`build_producer_sdfg` with its symbol table filled: free symbols and the producer
     parameters, which the caller binds through `symbol_mapping`."""
     template = build_producer_sdfg(sdfg, state, prod, intermediate)
@@ -154,7 +166,15 @@ def build_concat_sdfg(sdfg: dace.SDFG, cand: InlineCandidate) -> dace.SDFG:
 
     branches = concat.branches
     if len(branches) == 1:
-        _emit_branch(sdfg, cand, nsdfg, nsdfg.add_state("evaluate", is_start_block=True), branches[0], 0, INLINE_OUTPUT)
+        _emit_branch(
+            sdfg,
+            cand,
+            nsdfg,
+            nsdfg.add_state("evaluate", is_start_block=True),
+            branches[0],
+            0,
+            INLINE_OUTPUT,
+        )
     elif cand.eager:
         st = nsdfg.add_state("evaluate_all", is_start_block=True)
         values = []
@@ -165,18 +185,35 @@ def build_concat_sdfg(sdfg: dace.SDFG, cand: InlineCandidate) -> dace.SDFG:
         for n in reversed(range(len(branches) - 1)):
             code = f"(__sel_{n} if {_region_condition(branches[n], concat.split_dims)} else {code})"
         select = st.add_tasklet(
-            "select_branch", {f"__sel_{n}": None for n in range(len(branches))}, {"__out": None}, f"__out = {code}"
+            "select_branch",
+            {f"__sel_{n}": None for n in range(len(branches))},
+            {"__out": None},
+            f"__out = {code}",
         )
         for n, v in enumerate(values):
             st.add_edge(v, None, select, f"__sel_{n}", dace.Memlet(data=v.data, subset="0"))
-        st.add_edge(select, "__out", st.add_access(INLINE_OUTPUT), None, dace.Memlet(data=INLINE_OUTPUT, subset="0"))
+        st.add_edge(
+            select,
+            "__out",
+            st.add_access(INLINE_OUTPUT),
+            None,
+            dace.Memlet(data=INLINE_OUTPUT, subset="0"),
+        )
     else:
         cond_block = ConditionalBlock("select_branch")
         nsdfg.add_node(cond_block, is_start_block=True)
         for n, br in enumerate(branches):
             region = ControlFlowRegion(f"branch_{n}", sdfg=nsdfg)
             cond_block.add_branch(CodeBlock(_region_condition(br, concat.split_dims)), region)
-            _emit_branch(sdfg, cand, nsdfg, region.add_state(f"evaluate_{n}", is_start_block=True), br, n, INLINE_OUTPUT)
+            _emit_branch(
+                sdfg,
+                cand,
+                nsdfg,
+                region.add_state(f"evaluate_{n}", is_start_block=True),
+                br,
+                n,
+                INLINE_OUTPUT,
+            )
     names = set(map(str, nsdfg.free_symbols))
     names |= {str(index_symbol(d)) for d in range(len(sdfg.arrays[name].shape))}
     _symbol_table(nsdfg, sdfg, names)
@@ -197,7 +234,9 @@ def _element_sdfg(sdfg: dace.SDFG, label: str, cand: InlineCandidate) -> dace.SD
     `INLINE_OUTPUT` scalar."""
     nsdfg = dace.SDFG(label)
     _add_inputs(nsdfg, sdfg, _inputs(cand))
-    nsdfg.add_datadesc(INLINE_OUTPUT, dace.data.Scalar(sdfg.arrays[cand.intermediate.data].dtype, transient=False))
+    nsdfg.add_datadesc(
+        INLINE_OUTPUT, dace.data.Scalar(sdfg.arrays[cand.intermediate.data].dtype, transient=False)
+    )
     return nsdfg
 
 
@@ -218,24 +257,50 @@ def build_selected_sdfg(sdfg: dace.SDFG, cand: InlineCandidate) -> dace.SDFG:
     nsdfg.add_node(cond_block, is_start_block=True)
     for n, sb in enumerate(selected.branches):
         region = ControlFlowRegion(f"writer_{n}", sdfg=nsdfg)
-        cond_block.add_branch(None if sb.condition is None else CodeBlock(sb.condition.as_string), region)
+        cond_block.add_branch(
+            None if sb.condition is None else CodeBlock(sb.condition.as_string), region
+        )
         bstate = region.add_state(f"evaluate_{n}", is_start_block=True)
-        sub = dataclasses.replace(cand, producer_state=sb.state, producer_node=sb.node, concat=sb.writers,
-                                  selected=None, eager=False)
+        sub = dataclasses.replace(
+            cand,
+            producer_state=sb.state,
+            producer_node=sb.node,
+            concat=sb.writers,
+            selected=None,
+            eager=False,
+        )
         if len(sb.writers.branches) == 1:
             _emit_branch(sdfg, sub, nsdfg, bstate, sb.writers.branches[0], n, INLINE_OUTPUT)
             continue
         inner = build_concat_sdfg(sdfg, sub)
         used = list(_inputs(sub))
-        node = bstate.add_nested_sdfg(inner, dict.fromkeys(used), {INLINE_OUTPUT: None}, name=f"writer_{n}_{name}",
-                                      symbol_mapping={s: s for s in inner.symbols})
+        node = bstate.add_nested_sdfg(
+            inner,
+            dict.fromkeys(used),
+            {INLINE_OUTPUT: None},
+            name=f"writer_{n}_{name}",
+            symbol_mapping={s: s for s in inner.symbols},
+        )
         for data in used:
-            bstate.add_edge(bstate.add_access(data), None, node, data,
-                            dace.Memlet.from_array(data, nsdfg.arrays[data]))
-        bstate.add_edge(node, INLINE_OUTPUT, bstate.add_access(INLINE_OUTPUT), None,
-                        dace.Memlet(data=INLINE_OUTPUT, subset="0"))
-    _symbol_table(nsdfg, sdfg,
-                  set(map(str, nsdfg.free_symbols)) | index_names | set(selected.condition_symbols))
+            bstate.add_edge(
+                bstate.add_access(data),
+                None,
+                node,
+                data,
+                dace.Memlet.from_array(data, nsdfg.arrays[data]),
+            )
+        bstate.add_edge(
+            node,
+            INLINE_OUTPUT,
+            bstate.add_access(INLINE_OUTPUT),
+            None,
+            dace.Memlet(data=INLINE_OUTPUT, subset="0"),
+        )
+    _symbol_table(
+        nsdfg,
+        sdfg,
+        set(map(str, nsdfg.free_symbols)) | index_names | set(selected.condition_symbols),
+    )
     nsdfg.using_explicit_control_flow = True
     return nsdfg
 
@@ -246,25 +311,46 @@ def _emit_branch(sdfg, cand, nsdfg, bstate, br, n, out_name) -> dn.AccessNode:
     out = bstate.add_access(out_name)
     if br.slice is None:
         src = bstate.add_access(br.source.data)
-        bstate.add_edge(src, None, out, None, dace.Memlet(
-            data=br.source.data, subset=dace_sbs.Range([(i, i, 1) for i in br.source_index]), other_subset="0"))
+        bstate.add_edge(
+            src,
+            None,
+            out,
+            None,
+            dace.Memlet(
+                data=br.source.data,
+                subset=dace_sbs.Range([(i, i, 1) for i in br.source_index]),
+                other_subset="0",
+            ),
+        )
         return out
     name = cand.intermediate.data
     inner = _producer_template(sdfg, cand.producer_state, br.slice, name)
     mapping = {s: s for s in inner.symbols}
     mapping.update(dict(br.param_at))
-    node = bstate.add_nested_sdfg(inner, {i.data: None for i in br.slice.inputs}, {INLINE_OUTPUT: None},
-                                  symbol_mapping=mapping, name=f"branch_{n}_{name}")
+    node = bstate.add_nested_sdfg(
+        inner,
+        {i.data: None for i in br.slice.inputs},
+        {INLINE_OUTPUT: None},
+        symbol_mapping=mapping,
+        name=f"branch_{n}_{name}",
+    )
     for inp in br.slice.inputs:
-        bstate.add_edge(bstate.add_access(inp.data), None, node, inp.data,
-                        dace.Memlet.from_array(inp.data, nsdfg.arrays[inp.data]))
+        bstate.add_edge(
+            bstate.add_access(inp.data),
+            None,
+            node,
+            inp.data,
+            dace.Memlet.from_array(inp.data, nsdfg.arrays[inp.data]),
+        )
     bstate.add_edge(node, INLINE_OUTPUT, out, None, dace.Memlet(data=out_name, subset="0"))
     return out
 
 
 def _region_condition(br, split_dims) -> str:
     """The branch's box test along the dimensions that select it (`boxes.box_test`)."""
-    return boxes.box_test(br.region, split_dims, [str(index_symbol(d)) for d in range(len(br.region))])
+    return boxes.box_test(
+        br.region, split_dims, [str(index_symbol(d)) for d in range(len(br.region))]
+    )
 
 
 def _inputs(cand: InlineCandidate) -> dict[str, dn.AccessNode]:
@@ -294,9 +380,13 @@ def inline_candidate(sdfg: dace.SDFG, cand: InlineCandidate) -> list[dn.NestedSD
     inserted = []
     for group in cand.groups:
         bind = element_binding(cand, group)
-        inserted.append(_insert_copy(sdfg, state, consumer, template, group, bind, in_conns, dtype, cand))
+        inserted.append(
+            _insert_copy(sdfg, state, consumer, template, group, bind, in_conns, dtype, cand)
+        )
     for read in cand.indirect:
-        inserted.append(_insert_indirect_copy(sdfg, state, consumer, template, read, in_conns, cand))
+        inserted.append(
+            _insert_indirect_copy(sdfg, state, consumer, template, read, in_conns, cand)
+        )
     per_scan: dict[dn.NestedSDFG, list] = {}
     for nread in cand.nested:
         copies = _insert_nested_copies(sdfg, state, consumer, template, nread, in_conns, cand)
@@ -344,7 +434,9 @@ def pass_inputs(sdfg: dace.SDFG, cand: InlineCandidate) -> dict[str, str]:
         conn = consumer.next_connector(f"inl_{data}")
         consumer.add_in_connector("IN_" + conn)
         consumer.add_out_connector("OUT_" + conn)
-        state.add_edge(source, None, consumer, "IN_" + conn, dace.Memlet.from_array(data, sdfg.arrays[data]))
+        state.add_edge(
+            source, None, consumer, "IN_" + conn, dace.Memlet.from_array(data, sdfg.arrays[data])
+        )
         in_conns[data] = "OUT_" + conn
     return in_conns
 
@@ -355,11 +447,16 @@ def drop_intermediate(sdfg: dace.SDFG, cand: InlineCandidate) -> None:
     state = cand.state
     _drop_consumer_path(state, cand)
     if state.degree(cand.intermediate) == 0:
-        state.remove_node(cand.intermediate)  # a read-only node in a later state with no reader left
+        state.remove_node(
+            cand.intermediate
+        )  # a read-only node in a later state with no reader left
     if cand.removes_intermediate:
         remove_dead_dataflow(sdfg, state, [cand.intermediate])
-        writers = [(cand.producer_state, cand.producer_node)] if cand.selected is None else [
-            (sb.state, sb.node) for sb in cand.selected.branches]
+        writers = (
+            [(cand.producer_state, cand.producer_node)]
+            if cand.selected is None
+            else [(sb.state, sb.node) for sb in cand.selected.branches]
+        )
         for wstate, wnode in writers:
             if wstate is not state:
                 remove_dead_dataflow(sdfg, wstate, [wnode], going=[w for _, w in writers])
@@ -370,27 +467,35 @@ def _insert_copy(sdfg, state, consumer, template, group: ReadGroup, bind, in_con
     mapping = {name: name for name in nsdfg.symbols}
     mapping.update(bind)
     node = state.add_nested_sdfg(
-        nsdfg, {d: None for d in in_conns}, {INLINE_OUTPUT: None}, symbol_mapping=mapping,
+        nsdfg,
+        {d: None for d in in_conns},
+        {INLINE_OUTPUT: None},
+        symbol_mapping=mapping,
         name=f"inline_{cand.intermediate.data}",
     )
     for data, conn in in_conns.items():
         state.add_edge(consumer, conn, node, data, dace.Memlet.from_array(data, sdfg.arrays[data]))
     if not in_conns:
         state.add_edge(consumer, None, node, None, dace.Memlet())
-    scalar, _ = sdfg.add_scalar(f"__inl_{cand.intermediate.data}", dtype, transient=True, find_new_name=True)
+    scalar, _ = sdfg.add_scalar(
+        f"__inl_{cand.intermediate.data}", dtype, transient=True, find_new_name=True
+    )
     out = state.add_access(scalar)
     state.add_edge(node, INLINE_OUTPUT, out, None, dace.Memlet(data=scalar, subset="0"))
     for e in group.edges:
         dst_sub: Optional[dace_sbs.Subset] = None
         if isinstance(e.dst, dn.AccessNode):
             dst_sub = e.data.get_dst_subset(e, state)
-        state.add_edge(out, None, e.dst, e.dst_conn, dace.Memlet(data=scalar, subset="0", other_subset=dst_sub))
+        state.add_edge(
+            out, None, e.dst, e.dst_conn, dace.Memlet(data=scalar, subset="0", other_subset=dst_sub)
+        )
         state.remove_edge(e)
     return node
 
 
-def build_indirect_sdfg(sdfg: dace.SDFG, state: SDFGState, template: dace.SDFG, prod: ProducerSlice,
-                        read: IndirectRead) -> tuple[dace.SDFG, dict[str, str], dict]:
+def build_indirect_sdfg(
+    sdfg: dace.SDFG, state: SDFGState, template: dace.SDFG, prod: ProducerSlice, read: IndirectRead
+) -> tuple[dace.SDFG, dict[str, str], dict]:
     """The producer copy for one indirect read: `template` behind a first state whose
     interstate edge sets the producer parameters from the index, read at run time from
     the deref tasklet's index inputs (scalars `__indirect_idx_<n>`).
@@ -415,8 +520,11 @@ def build_indirect_sdfg(sdfg: dace.SDFG, state: SDFGState, template: dace.SDFG, 
     for w, element in zip(prod.write_terms, read.element):
         # every write term has a parameter (`covers_whole_array`)
         assignments[cast(str, w.param)] = dace.symbolic.symstr(
-            element.subs(subs, simultaneous=True) - w.offset)
-    nsdfg.add_state_before(nsdfg.start_block, "bind_indirect_index", is_start_block=True, assignments=assignments)
+            element.subs(subs, simultaneous=True) - w.offset
+        )
+    nsdfg.add_state_before(
+        nsdfg.start_block, "bind_indirect_index", is_start_block=True, assignments=assignments
+    )
     mapping = {}
     for s in outer:
         name = f"__indirect_sym_{s}"
@@ -435,7 +543,10 @@ def _insert_indirect_copy(sdfg, state, consumer, template, read: IndirectRead, i
     routed through them); the tasklet's index inputs move to the copy."""
     nsdfg, idx_names, mapping = build_indirect_sdfg(sdfg, state, template, cand.producer, read)
     node = state.add_nested_sdfg(
-        nsdfg, {d: None for d in [*in_conns, *idx_names.values()]}, {INLINE_OUTPUT: None}, symbol_mapping=mapping,
+        nsdfg,
+        {d: None for d in [*in_conns, *idx_names.values()]},
+        {INLINE_OUTPUT: None},
+        symbol_mapping=mapping,
         name=f"inline_{cand.intermediate.data}",
     )
     for data, conn in in_conns.items():
@@ -444,7 +555,9 @@ def _insert_indirect_copy(sdfg, state, consumer, template, read: IndirectRead, i
             src, src_conn = inner, _route_through(state, sdfg, src, src_conn, inner, data)
         state.add_edge(src, src_conn, node, data, dace.Memlet.from_array(data, sdfg.arrays[data]))
     if not in_conns and not idx_names:
-        state.add_edge(read.inner_maps[-1] if read.inner_maps else consumer, None, node, None, dace.Memlet())
+        state.add_edge(
+            read.inner_maps[-1] if read.inner_maps else consumer, None, node, None, dace.Memlet()
+        )
     # The tasklet stays, reduced to `out = field` with the copy's value as `field`: its
     # output edge (a WCR into the MapExit of a neighbor reduction, say) is kept as it is.
     tasklet = read.tasklet
@@ -455,7 +568,9 @@ def _insert_indirect_copy(sdfg, state, consumer, template, read: IndirectRead, i
         if e.dst_conn in idx_names:
             tasklet.remove_in_connector(e.dst_conn)
     dtype = sdfg.arrays[cand.intermediate.data].dtype
-    scalar, _ = sdfg.add_scalar(f"__inl_{cand.intermediate.data}", dtype, transient=True, find_new_name=True)
+    scalar, _ = sdfg.add_scalar(
+        f"__inl_{cand.intermediate.data}", dtype, transient=True, find_new_name=True
+    )
     value = state.add_access(scalar)
     state.add_edge(node, INLINE_OUTPUT, value, None, dace.Memlet(data=scalar, subset="0"))
     state.add_edge(value, None, tasklet, read.edge.dst_conn, dace.Memlet(data=scalar, subset="0"))
@@ -467,7 +582,9 @@ def _insert_indirect_copy(sdfg, state, consumer, template, read: IndirectRead, i
     return node
 
 
-def _insert_nested_copies(sdfg, state, consumer, template, read: NestedRead, in_conns, cand) -> list:
+def _insert_nested_copies(
+    sdfg, state, consumer, template, read: NestedRead, in_conns, cand
+) -> list:
     """The copies for reads inside a nested SDFG (`analysis.nested_reads`): the inputs
     and the symbols they need are passed into it under their own names, one copy per
     (state, index) there, evaluated where the element is read (in a scan: inside the
@@ -477,20 +594,30 @@ def _insert_nested_copies(sdfg, state, consumer, template, read: NestedRead, in_
         if data in inner.arrays:
             # Passed already: by a copy for another read of this node (a scan reading the
             # column at two levels), or whole by gt4py itself (`receives_whole`).
-            ours = any(e.src is consumer and e.src_conn == conn for e in state.in_edges(node) if e.dst_conn == data)
+            ours = any(
+                e.src is consumer and e.src_conn == conn
+                for e in state.in_edges(node)
+                if e.dst_conn == data
+            )
             # ... or by a copy of another output of the same producer: from the AccessNode
             # this copy's input comes from too.
             feed = next(e for e in state.in_edges(consumer) if e.dst_conn == "IN_" + conn[4:])
-            same = whole_source(sdfg, state, node, data) is feed.src  # `pass_inputs` feeds from it directly
+            same = (
+                whole_source(sdfg, state, node, data) is feed.src
+            )  # `pass_inputs` feeds from it directly
             if not ours and not same and not receives_whole(sdfg, state, node, data):
-                raise RuntimeError(f"nested read: '{data}' in {node.label} is not the producer's input")
+                raise RuntimeError(
+                    f"nested read: '{data}' in {node.label} is not the producer's input"
+                )
             continue
         _add_inputs(inner, sdfg, [data])
         node.add_in_connector(data)
         state.add_edge(consumer, conn, node, data, dace.Memlet.from_array(data, sdfg.arrays[data]))
     params = {p for p, _, _ in cand.producer.param_ranges} if cand.producer is not None else set()
     index_names = {str(index_symbol(d)) for d in range(len(read.offset))}
-    names = {str(x) for x in template.free_symbols} | {str(x) for d in in_conns for x in sdfg.arrays[d].free_symbols}
+    names = {str(x) for x in template.free_symbols} | {
+        str(x) for d in in_conns for x in sdfg.arrays[d].free_symbols
+    }
     for name in sorted((names - params - index_names) | set(read.scope_symbols)):
         node.symbol_mapping.setdefault(name, dace.symbolic.symbol(name))
         if name not in inner.symbols:
@@ -500,7 +627,10 @@ def _insert_nested_copies(sdfg, state, consumer, template, read: NestedRead, in_
     for group in read.groups:
         element = [i + o for i, o in zip(group.index, read.offset)]
         if cand.producer is not None:
-            bind = {w.param: sympy.expand(x - w.offset) for w, x in zip(cand.producer.write_terms, element)}
+            bind = {
+                w.param: sympy.expand(x - w.offset)
+                for w, x in zip(cand.producer.write_terms, element)
+            }
             bind.update(dict(cand.producer.fixed_params))
         else:
             bind = {str(index_symbol(d)): x for d, x in enumerate(element)}
@@ -508,11 +638,24 @@ def _insert_nested_copies(sdfg, state, consumer, template, read: NestedRead, in_
         mapping = {name: name for name in nsdfg.symbols}
         mapping.update(bind)
         st = group.state
-        copy_node = st.add_nested_sdfg(nsdfg, {d: None for d in in_conns}, {INLINE_OUTPUT: None},
-                                       symbol_mapping=mapping, name=f"inline_{cand.intermediate.data}")
+        copy_node = st.add_nested_sdfg(
+            nsdfg,
+            {d: None for d in in_conns},
+            {INLINE_OUTPUT: None},
+            symbol_mapping=mapping,
+            name=f"inline_{cand.intermediate.data}",
+        )
         for data in in_conns:
-            st.add_edge(st.add_access(data), None, copy_node, data, dace.Memlet.from_array(data, inner.arrays[data]))
-        scalar, _ = inner.add_scalar(f"__inl_{cand.intermediate.data}", dtype, transient=True, find_new_name=True)
+            st.add_edge(
+                st.add_access(data),
+                None,
+                copy_node,
+                data,
+                dace.Memlet.from_array(data, inner.arrays[data]),
+            )
+        scalar, _ = inner.add_scalar(
+            f"__inl_{cand.intermediate.data}", dtype, transient=True, find_new_name=True
+        )
         out = st.add_access(scalar)
         st.add_edge(copy_node, INLINE_OUTPUT, out, None, dace.Memlet(data=scalar, subset="0"))
         for e in group.edges:
@@ -535,7 +678,9 @@ def _pass_outer_symbols(state, node: dn.NestedSDFG) -> None:
     write offset (a branch Map over `Max(0, nc):N` writes at `i - Max(0, nc)`), which no
     input's shape mentions (issue 60)."""
     inner = node.sdfg
-    missing = {str(s) for s in inner.free_symbols} - set(node.in_connectors) - set(node.symbol_mapping)
+    missing = (
+        {str(s) for s in inner.free_symbols} - set(node.in_connectors) - set(node.symbol_mapping)
+    )
     if not missing:
         return
     outer = state.symbols_defined_at(node)
@@ -555,7 +700,9 @@ def _route_through(state, sdfg, src, src_conn, inner: dn.MapEntry, data: str) ->
     conn = inner.next_connector(f"inl_{data}")
     inner.add_in_connector("IN_" + conn)
     inner.add_out_connector("OUT_" + conn)
-    state.add_edge(src, src_conn, inner, "IN_" + conn, dace.Memlet.from_array(data, sdfg.arrays[data]))
+    state.add_edge(
+        src, src_conn, inner, "IN_" + conn, dace.Memlet.from_array(data, sdfg.arrays[data])
+    )
     return "OUT_" + conn
 
 
@@ -636,7 +783,9 @@ def _detach_map_output(sdfg, state, edge) -> list:
         state.remove_edge(ie)
     map_exit.remove_in_connector("IN_" + conn[4:])
     map_exit.remove_out_connector(conn)
-    remove_dead_scope_dataflow(sdfg, state, map_entry, removed=[(e, _dtype_of(sdfg, e)) for e in inner])
+    remove_dead_scope_dataflow(
+        sdfg, state, map_entry, removed=[(e, _dtype_of(sdfg, e)) for e in inner]
+    )
     return []
 
 
@@ -650,7 +799,11 @@ def _close_connector(sdfg, state, map_entry, removed, dtype) -> None:
     at its source: an entry connector is dropped, the output of a node that still computes
     other results (a tasklet with two outputs) is written to a dummy transient instead."""
     src, conn = removed.src, removed.src_conn
-    if conn is None or src not in state.nodes() or any(True for _ in state.out_edges_by_connector(src, conn)):
+    if (
+        conn is None
+        or src not in state.nodes()
+        or any(True for _ in state.out_edges_by_connector(src, conn))
+    ):
         return
     if conn not in src.out_connectors or dtype is None:
         return  # already dropped, or an empty (ordering) edge
@@ -658,13 +811,18 @@ def _close_connector(sdfg, state, map_entry, removed, dtype) -> None:
         _drop_unused_entry_connector(state, map_entry, conn)
         return
     name, sink = sdfg.add_array(
-        f"__unused_{src.label}_{conn}", list(removed.data.subset.size()), dtype, transient=True,
+        f"__unused_{src.label}_{conn}",
+        list(removed.data.subset.size()),
+        dtype,
+        transient=True,
         find_new_name=True,
     )
     state.add_edge(src, conn, state.add_access(name), None, dace.Memlet.from_array(name, sink))
 
 
-def remove_dead_scope_dataflow(sdfg: dace.SDFG, state: SDFGState, map_entry: dn.MapEntry, removed=()) -> None:
+def remove_dead_scope_dataflow(
+    sdfg: dace.SDFG, state: SDFGState, map_entry: dn.MapEntry, removed=()
+) -> None:
     """Delete nodes directly inside the Map whose results nobody uses (to a fixed point).
 
     `removed`: (edge, element type) of edges inside the Map the caller already deleted.
@@ -697,7 +855,12 @@ def remove_dead_scope_dataflow(sdfg: dace.SDFG, state: SDFGState, map_entry: dn.
                 inner, in_edges = [n], [ie for ie in state.in_edges(n)]
             # Every edge into the removed nodes from outside them, not only `in_edges`.
             members = set(inner)
-            cut = in_edges + [e for m in inner for e in state.in_edges(m) if e.src not in members and e not in in_edges]
+            cut = in_edges + [
+                e
+                for m in inner
+                for e in state.in_edges(m)
+                if e.src not in members and e not in in_edges
+            ]
             for ie in cut:
                 state.remove_edge(ie)
                 removed.append((ie, _dtype_of(sdfg, ie)))

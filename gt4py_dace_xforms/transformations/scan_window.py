@@ -34,8 +34,12 @@ def window_scan_copies(inner: dace.SDFG, plan: ScanWindowPlan) -> None:
     v = dace.symbolic.symbol(plan.variable)
     window = {}
     for c in plan.carried:
-        name, _ = inner.add_scalar(f"__win_{c.out.data.lstrip('_')}", inner.arrays[c.out.data].dtype,
-                                   transient=True, find_new_name=True)
+        name, _ = inner.add_scalar(
+            f"__win_{c.out.data.lstrip('_')}",
+            inner.arrays[c.out.data].dtype,
+            transient=True,
+            find_new_name=True,
+        )
         window[c.delta] = name
 
     region = loop.parent_graph
@@ -58,13 +62,20 @@ def window_scan_copies(inner: dace.SDFG, plan: ScanWindowPlan) -> None:
             readers.append(e.dst)
         inner.remove_data(old, validate=False)
         node = c.node  # moved, not copied: the rewrite's list of its copies stays valid
-        node.symbol_mapping = {k: to_sympy(x).subs(v, plan.init) for k, x in node.symbol_mapping.items()}
+        node.symbol_mapping = {
+            k: to_sympy(x).subs(v, plan.init) for k, x in node.symbol_mapping.items()
+        }
         fill.add_node(node)
         node.sdfg.parent, node.sdfg.parent_sdfg, node.sdfg.parent_nsdfg_node = fill, inner, node
         for data, conn, memlet in inputs:
             fill.add_edge(fill.add_access(data), None, node, conn, memlet)
-        fill.add_edge(node, out_conn, fill.add_access(window[c.delta]), None,
-                      dace.Memlet(data=window[c.delta], subset="0"))
+        fill.add_edge(
+            node,
+            out_conn,
+            fill.add_access(window[c.delta]),
+            None,
+            dace.Memlet(data=window[c.delta], subset="0"),
+        )
 
     # The shift, after every read of the window in the state.
     ins: dict[str, str] = {}
@@ -76,7 +87,9 @@ def window_scan_copies(inner: dace.SDFG, plan: ScanWindowPlan) -> None:
         sources[f"__i{j}"] = src.out  # the lead's output, or the window scalar read above
         outs[f"__o{j}"] = window[c.delta]
         code.append(f"__o{j} = __i{j}")
-    t = st.add_tasklet(f"window_shift_{st.label}", dict.fromkeys(sources), dict.fromkeys(outs), "\n".join(code))
+    t = st.add_tasklet(
+        f"window_shift_{st.label}", dict.fromkeys(sources), dict.fromkeys(outs), "\n".join(code)
+    )
     for conn, node in sources.items():
         st.add_edge(node, None, t, conn, dace.Memlet(data=node.data, subset="0"))
     for conn, data in outs.items():
@@ -88,7 +101,9 @@ def window_scan_copies(inner: dace.SDFG, plan: ScanWindowPlan) -> None:
     inner.root_sdfg.reset_cfg_list()
 
 
-def gt_window_scan_copies(sdfg: dace.SDFG, node: dn.NestedSDFG, copies: Sequence[dn.NestedSDFG]) -> int:
+def gt_window_scan_copies(
+    sdfg: dace.SDFG, node: dn.NestedSDFG, copies: Sequence[dn.NestedSDFG]
+) -> int:
     """Window every set of `copies` (nodes of one template inside the nested SDFG `node`)
     that share a loop-body state and a plan; returns the number of copies removed."""
     by_state = defaultdict(list)

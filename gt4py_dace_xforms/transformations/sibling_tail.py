@@ -19,9 +19,10 @@ from dace.sdfg import nodes as dn
 
 from gt4py_dace_xforms.analysis.candidate import analyse_candidate
 from gt4py_dace_xforms.analysis.producer import Decline
-from gt4py_dace_xforms.analysis.siblings import sibling_candidates
 from gt4py_dace_xforms.analysis.sibling_tail import SiblingTail, sibling_tail_plan
+from gt4py_dace_xforms.analysis.siblings import sibling_candidates
 from gt4py_dace_xforms.report import InlineRecord, InlineReport
+
 
 if TYPE_CHECKING:
     from gt4py_dace_xforms.policy import InlinePolicy
@@ -33,7 +34,12 @@ def split_sibling_tail(sdfg: dace.SDFG, plan: SiblingTail) -> dn.MapEntry:
     st, entry = plan.state, plan.entry
     exit_ = st.exit_node(entry)
     old = entry.map
-    qmap = dn.Map(f"{old.label}_tail_{plan.x_name}", list(old.params), copy.deepcopy(old.range), schedule=old.schedule)
+    qmap = dn.Map(
+        f"{old.label}_tail_{plan.x_name}",
+        list(old.params),
+        copy.deepcopy(old.range),
+        schedule=old.schedule,
+    )
     q_entry, q_exit = dn.MapEntry(qmap), dn.MapExit(qmap)
     st.add_nodes_from([q_entry, q_exit])
     taken: set[str] = set()
@@ -46,7 +52,11 @@ def split_sibling_tail(sdfg: dace.SDFG, plan: SiblingTail) -> dn.MapEntry:
         q_entry.add_out_connector("OUT_" + conn)
         st.add_edge(outer_src, outer_conn, q_entry, "IN_" + conn, copy.deepcopy(outer_memlet))
 
-    y_outer = next(e for e in st.out_edges(exit_) if e.dst is plan.y_node and e.src_conn == "OUT_" + plan.y_edge.dst_conn[3:])
+    y_outer = next(
+        e
+        for e in st.out_edges(exit_)
+        if e.dst is plan.y_node and e.src_conn == "OUT_" + plan.y_edge.dst_conn[3:]
+    )
     y_conn = f"__tail_{plan.y_name}"
     for n in plan.tail:
         for e in list(st.in_edges(n)):
@@ -63,13 +73,25 @@ def split_sibling_tail(sdfg: dace.SDFG, plan: SiblingTail) -> dn.MapEntry:
             else:  # the sibling's value: read back from `Y` at the written index
                 _input(y_conn, plan.y_node, None, y_outer.data)
                 point = plan.y_edge.data.get_dst_subset(plan.y_edge, st)
-                st.add_edge(q_entry, "OUT_" + y_conn, n, e.dst_conn, dace.Memlet(data=plan.y_name, subset=copy.deepcopy(point)))
+                st.add_edge(
+                    q_entry,
+                    "OUT_" + y_conn,
+                    n,
+                    e.dst_conn,
+                    dace.Memlet(data=plan.y_name, subset=copy.deepcopy(point)),
+                )
             st.remove_edge(e)
     xconn = plan.x_edge.dst_conn[3:]
     x_outer = next(iter(st.out_edges_by_connector(exit_, "OUT_" + xconn)))
     q_exit.add_in_connector("IN_" + xconn)
     q_exit.add_out_connector("OUT_" + xconn)
-    st.add_edge(plan.x_edge.src, plan.x_edge.src_conn, q_exit, "IN_" + xconn, copy.deepcopy(plan.x_edge.data))
+    st.add_edge(
+        plan.x_edge.src,
+        plan.x_edge.src_conn,
+        q_exit,
+        "IN_" + xconn,
+        copy.deepcopy(plan.x_edge.data),
+    )
     st.add_edge(q_exit, "OUT_" + xconn, x_outer.dst, x_outer.dst_conn, copy.deepcopy(x_outer.data))
     st.remove_edge(plan.x_edge)
     st.remove_edge(x_outer)
@@ -107,8 +129,16 @@ def _readers_accepted(sdfg: dace.SDFG, name: str, policy: "InlinePolicy") -> Opt
     from gt4py_dace_xforms.policy.decide import decide_candidate
 
     # One reader as a candidate; `sibling_candidates` and the group decision see the rest.
-    first = next(((st, n, e.dst) for st in sdfg.states() for n in st.data_nodes() if n.data == name
-                  for e in st.out_edges(n)), None)
+    first = next(
+        (
+            (st, n, e.dst)
+            for st in sdfg.states()
+            for n in st.data_nodes()
+            if n.data == name
+            for e in st.out_edges(n)
+        ),
+        None,
+    )
     if first is None:
         return f"'{name}' has no reader"
     if not isinstance(first[2], dn.MapEntry):
@@ -122,7 +152,9 @@ def _readers_accepted(sdfg: dace.SDFG, name: str, policy: "InlinePolicy") -> Opt
     return None if decision.accept else decision.reason
 
 
-def gt_split_sibling_tails(sdfg: dace.SDFG, policy: "InlinePolicy", report: Optional[InlineReport] = None) -> list[str]:
+def gt_split_sibling_tails(
+    sdfg: dace.SDFG, policy: "InlinePolicy", report: Optional[InlineReport] = None
+) -> list[str]:
     """Split the tails of every transient whose readers the policy declines to inline
     whole but accepts to inline once each writer's tail reads its sibling output (tried
     on a copy first). Returns the intermediates split; one record each (mode
@@ -145,8 +177,17 @@ def gt_split_sibling_tails(sdfg: dace.SDFG, policy: "InlinePolicy", report: Opti
         done.append(name)
         if report is not None:
             over = sorted({p.y_name for p in plans})
-            report.add(InlineRecord(plans[0].state.label, name, plans[0].entry.map.label, (), True,
-                                    f"computed from {', '.join(over)} (written by the same Map at the same point) "
-                                    f"in a Map of its own, {len(plans[0].tail)} node(s), so that its readers "
-                                    f"inline it without recomputing the rest", mode="sibling_tail"))
+            report.add(
+                InlineRecord(
+                    plans[0].state.label,
+                    name,
+                    plans[0].entry.map.label,
+                    (),
+                    True,
+                    f"computed from {', '.join(over)} (written by the same Map at the same point) "
+                    f"in a Map of its own, {len(plans[0].tail)} node(s), so that its readers "
+                    f"inline it without recomputing the rest",
+                    mode="sibling_tail",
+                )
+            )
     return done

@@ -30,7 +30,11 @@ def gt_trim_split_hazards(sdfg: dace.SDFG) -> list[str]:
     trimmed = []
     for label, data, consumed in splitter_failures(sdfg):
         state = next((s for s in sdfg.states() if s.label == label), None)
-        node = next((n for n in state.data_nodes() if n.data == data), None) if state is not None else None
+        node = (
+            next((n for n in state.data_nodes() if n.data == data), None)
+            if state is not None
+            else None
+        )
         if node is not None and _trim(sdfg, state, node, consumed):
             trimmed.append(data)
     return trimmed
@@ -38,7 +42,11 @@ def gt_trim_split_hazards(sdfg: dace.SDFG) -> list[str]:
 
 def _trim(sdfg: dace.SDFG, state: dace.SDFGState, node: dn.AccessNode, consumed) -> bool:
     writes = state.in_edges(node)
-    if len(writes) != 1 or not isinstance(writes[0].src, dn.MapExit) or state.out_degree(writes[0].src) != 1:
+    if (
+        len(writes) != 1
+        or not isinstance(writes[0].src, dn.MapExit)
+        or state.out_degree(writes[0].src) != 1
+    ):
         return False
     exit_ = writes[0].src
     entry = state.entry_node(exit_)
@@ -48,10 +56,17 @@ def _trim(sdfg: dace.SDFG, state: dace.SDFGState, node: dn.AccessNode, consumed)
         return False
     index = inner[0].data.subset.ranges
     new = []
-    for d, (param, (start, _, step), (lo, hi, cstep)) in enumerate(zip(params, ranges, consumed.ranges)):
+    for d, (param, (start, _, step), (lo, hi, cstep)) in enumerate(
+        zip(params, ranges, consumed.ranges)
+    ):
         i0, i1, _ = index[d]
         want = to_sympy(param) - to_sympy(start)
-        if sympy.simplify(to_sympy(i0) - want) != 0 or sympy.simplify(to_sympy(i1) - want) != 0 or step != 1 or cstep != 1:
+        if (
+            sympy.simplify(to_sympy(i0) - want) != 0
+            or sympy.simplify(to_sympy(i1) - want) != 0
+            or step != 1
+            or cstep != 1
+        ):
             return False
         new.append((start + lo, start + hi, 1))
     entry.map.range = dace.subsets.Range(new)

@@ -18,7 +18,12 @@ from dace import properties, subsets as dace_sbs, transformation
 from dace.sdfg import nodes as dn, utils as sdutil
 
 from gt4py_dace_xforms.analysis.producer import Decline
-from gt4py_dace_xforms.analysis.sweep_pair import ColumnBuffer, SweepPairPlan, same_map as _same_map, sweep_pair_plan
+from gt4py_dace_xforms.analysis.sweep_pair import (
+    ColumnBuffer,
+    SweepPairPlan,
+    same_map as _same_map,
+    sweep_pair_plan,
+)
 from gt4py_dace_xforms.report import InlineRecord
 from gt4py_dace_xforms.transformations.column_reads import gt_narrow_column_reads
 
@@ -55,9 +60,17 @@ def _move_inputs(state: dace.SDFGState, plan: SweepPairPlan) -> None:
                     new = _fresh_connector(reader, conn)
                     reader.add_in_connector("IN_" + new)
                     reader.add_out_connector("OUT_" + new)
-                    state.add_edge(outer.src, outer.src_conn, reader, "IN_" + new, dace.Memlet.from_memlet(outer.data))
+                    state.add_edge(
+                        outer.src,
+                        outer.src_conn,
+                        reader,
+                        "IN_" + new,
+                        dace.Memlet.from_memlet(outer.data),
+                    )
                     taken[conn] = new
-                state.add_edge(reader, "OUT_" + taken[conn], n, e.dst_conn, dace.Memlet.from_memlet(e.data))
+                state.add_edge(
+                    reader, "OUT_" + taken[conn], n, e.dst_conn, dace.Memlet.from_memlet(e.data)
+                )
                 state.remove_edge(e)
         for conn in list(ws.entry.out_connectors):
             if conn.startswith("OUT_") and not list(state.out_edges_by_connector(ws.entry, conn)):
@@ -75,8 +88,13 @@ def fuse_sweep_pair(sdfg: dace.SDFG, plan: SweepPairPlan) -> list[str]:
         desc = sdfg.arrays[b.data]
         # Default storage: DaCe places a transient inside a Map scope on the stack (CPU) or in
         # registers / local memory (GPU device Map); the intermediate's own storage may be global.
-        name, _ = sdfg.add_transient(f"__sweep_col_{b.data}", b.shape, desc.dtype,
-                                     storage=dace.StorageType.Default, find_new_name=True)
+        name, _ = sdfg.add_transient(
+            f"__sweep_col_{b.data}",
+            b.shape,
+            desc.dtype,
+            storage=dace.StorageType.Default,
+            find_new_name=True,
+        )
         made.append(name)
         col = state.add_access(name)
         for e in b.writes:
@@ -99,7 +117,9 @@ def fuse_sweep_pair(sdfg: dace.SDFG, plan: SweepPairPlan) -> list[str]:
         if ws.whole:
             state.remove_nodes_from([ws.entry, exit_])
         elif state.in_degree(exit_) == 0:
-            raise RuntimeError(f"writer '{ws.entry.map.label}' keeps no output")  # the plan said it does
+            raise RuntimeError(
+                f"writer '{ws.entry.map.label}' keeps no output"
+            )  # the plan said it does
     for b in plan.buffers:
         sdfg.remove_data(b.data, validate=False)
     return made
@@ -116,17 +136,33 @@ def _column_candidates(sdfg: dace.SDFG) -> list[str]:
             if desc is None or not desc.transient or len(desc.shape) < 2:
                 continue
             outs, ins = state.out_edges(node), state.in_edges(node)
-            if len(outs) != 1 or not isinstance(outs[0].dst, dn.MapEntry) or scope[outs[0].dst] is not None or not ins:
+            if (
+                len(outs) != 1
+                or not isinstance(outs[0].dst, dn.MapEntry)
+                or scope[outs[0].dst] is not None
+                or not ins
+            ):
                 continue
             reader = outs[0].dst.map
-            if all(isinstance(e.src, dn.MapExit) and scope[state.entry_node(e.src)] is None
-                   and _same_map(e.src.map, reader) for e in ins):
+            if all(
+                isinstance(e.src, dn.MapExit)
+                and scope[state.entry_node(e.src)] is None
+                and _same_map(e.src.map, reader)
+                for e in ins
+            ):
                 out.append(node.data)
     return sorted(set(out))
 
 
-def gt_fuse_sweep_pairs(sdfg: dace.SDFG, names: Optional[list[str]] = None, validate: bool = True,
-                        narrow_columns: bool = False, policy=None, report=None, keep_narrowed: bool = True) -> int:
+def gt_fuse_sweep_pairs(
+    sdfg: dace.SDFG,
+    names: Optional[list[str]] = None,
+    validate: bool = True,
+    narrow_columns: bool = False,
+    policy=None,
+    report=None,
+    keep_narrowed: bool = True,
+) -> int:
     """Fuse every sweep pair of `sdfg`'s states (only intermediates in `names`, if given):
     each top-level Map reading columns of 2-D transients that Maps of its range write
     takes their writers in, the transients becoming per-iteration column buffers.
@@ -159,7 +195,13 @@ def gt_fuse_sweep_pairs(sdfg: dace.SDFG, names: Optional[list[str]] = None, vali
     return count
 
 
-def _fuse_all(sdfg: dace.SDFG, names: Optional[list[str]], narrow_columns: bool, policy, records: Optional[list]) -> int:
+def _fuse_all(
+    sdfg: dace.SDFG,
+    names: Optional[list[str]],
+    narrow_columns: bool,
+    policy,
+    records: Optional[list],
+) -> int:
     """`gt_fuse_sweep_pairs`' work: narrow, then plan, decide and fuse reader by reader."""
     wanted = set(names) if names is not None else None
     if narrow_columns:
@@ -175,7 +217,11 @@ def _fuse_all(sdfg: dace.SDFG, names: Optional[list[str]], narrow_columns: bool,
         while changed:
             changed = False
             for node in list(state.nodes()):
-                if not isinstance(node, dn.MapEntry) or node not in state.nodes() or node in declined:
+                if (
+                    not isinstance(node, dn.MapEntry)
+                    or node not in state.nodes()
+                    or node in declined
+                ):
                     continue
                 plan = sweep_pair_plan(sdfg, state, node, wanted)
                 if isinstance(plan, Decline):
@@ -184,11 +230,19 @@ def _fuse_all(sdfg: dace.SDFG, names: Optional[list[str]], narrow_columns: bool,
                 accept = decision is None or decision.accept
                 if records is not None:
                     for name in plan.names:
-                        records.append(InlineRecord(state.label, name, node.map.label, (), accept,
-                                                    "sound" if decision is None else decision.reason,
-                                                    removed_intermediate=accept,
-                                                    figures=None if decision is None else decision.figures,
-                                                    mode="sweep_pair" if accept else ""))
+                        records.append(
+                            InlineRecord(
+                                state.label,
+                                name,
+                                node.map.label,
+                                (),
+                                accept,
+                                "sound" if decision is None else decision.reason,
+                                removed_intermediate=accept,
+                                figures=None if decision is None else decision.figures,
+                                mode="sweep_pair" if accept else "",
+                            )
+                        )
                 if not accept:
                     declined.add(node)
                     continue
@@ -228,8 +282,12 @@ class SweepPairFusion(transformation.SingleStateTransformation):
 
     reader = transformation.PatternNode(dn.MapEntry)
 
-    intermediates = properties.SetProperty(element_type=str, default=None, allow_none=True,
-                                           desc="fuse only for these intermediates (all if unset)")
+    intermediates = properties.SetProperty(
+        element_type=str,
+        default=None,
+        allow_none=True,
+        desc="fuse only for these intermediates (all if unset)",
+    )
 
     @classmethod
     def expressions(cls) -> Any:
@@ -239,7 +297,9 @@ class SweepPairFusion(transformation.SingleStateTransformation):
         names = set(self.intermediates) if self.intermediates is not None else None
         return sweep_pair_plan(sdfg, state, self.reader, names)
 
-    def can_be_applied(self, graph: dace.SDFGState, expr_index: int, sdfg: dace.SDFG, permissive: bool = False) -> bool:
+    def can_be_applied(
+        self, graph: dace.SDFGState, expr_index: int, sdfg: dace.SDFG, permissive: bool = False
+    ) -> bool:
         try:
             return not isinstance(self._plan(graph, sdfg), Decline)
         except Exception:  # noqa: BLE001  # a matcher must decline, never abort compilation

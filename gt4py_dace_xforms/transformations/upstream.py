@@ -24,7 +24,11 @@ from gt4py_dace_xforms.analysis.candidate import InlineCandidate, analyse_candid
 def pending_upstream(sdfg: dace.SDFG, cand: InlineCandidate) -> Optional[str]:
     """The name of an intermediate that one of `cand`'s producer Maps reads and that could
     be inlined into that Map now, or None. Never mutates the SDFG."""
-    slices = [cand.producer] if cand.concat is None else [b.slice for b in cand.concat.branches if b.slice is not None]
+    slices = (
+        [cand.producer]
+        if cand.concat is None
+        else [b.slice for b in cand.concat.branches if b.slice is not None]
+    )
     state = cand.producer_state
     for prod in slices:
         if prod is None or prod.map_entry not in state.nodes():

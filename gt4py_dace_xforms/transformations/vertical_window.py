@@ -11,7 +11,10 @@ from dace.sdfg import nodes as dn
 from gt4py_dace_xforms.analysis.candidate import analyse_candidate, find_candidates
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.analysis.window import WindowPlan, analyse_window, window_group
-from gt4py_dace_xforms.transformations.inline_fuser import candidate_of_match, shifted_read_expressions
+from gt4py_dace_xforms.transformations.inline_fuser import (
+    candidate_of_match,
+    shifted_read_expressions,
+)
 from gt4py_dace_xforms.transformations.window_rewrite import window_candidate
 
 
@@ -25,15 +28,16 @@ class VerticalWindow(transformation.SingleStateTransformation):
     `(T) -> MapEntry` (`T` written by copies or in an earlier state).
 
     ```python
-    for i, k in range(N, K):                 # producer
+    for i, k in range(N, K):  # producer
         T[i, k] = a[i, k] * 2 + b[i, k]
-    for i, k in range(N, K - 1):             # consumer
+    for i, k in range(N, K - 1):  # consumer
         o[i, k] = T[i, k + 1] - T[i, k]
     # becomes
-    for i in range(N):                       # parallel
-        w[1] = a[i, 0] * 2 + b[i, 0]; w[0] = w[1]                 # fill the window
-        for k in range(K - 1):               # sequential
-            w[1] = a[i, k + 1] * 2 + b[i, k + 1]                  # one evaluation per level
+    for i in range(N):  # parallel
+        w[1] = a[i, 0] * 2 + b[i, 0]
+        w[0] = w[1]  # fill the window
+        for k in range(K - 1):  # sequential
+            w[1] = a[i, k + 1] * 2 + b[i, k + 1]  # one evaluation per level
             o[i, k] = w[1] - w[0]
             w[0] = w[1]
     ```
@@ -65,11 +69,14 @@ class VerticalWindow(transformation.SingleStateTransformation):
     consumer_entry = transformation.PatternNode(dn.MapEntry)
 
     max_width = properties.Property(
-        dtype=int, default=8, desc="Decline if the window would hold more levels than this (registers)."
+        dtype=int,
+        default=8,
+        desc="Decline if the window would hold more levels than this (registers).",
     )
 
     shared = properties.Property(
-        dtype=bool, default=False,
+        dtype=bool,
+        default=False,
         desc="Also sweep a reader that is not the intermediate's last (each reader its own window).",
     )
 
@@ -87,7 +94,9 @@ class VerticalWindow(transformation.SingleStateTransformation):
         except Exception as err:  # noqa: BLE001  # a matcher must decline, never abort compilation
             return Decline(f"analysis failed: {type(err).__name__}: {err}")
 
-    def can_be_applied(self, graph, expr_index: int, sdfg: dace.SDFG, permissive: bool = False) -> bool:
+    def can_be_applied(
+        self, graph, expr_index: int, sdfg: dace.SDFG, permissive: bool = False
+    ) -> bool:
         return isinstance(self.analyse(graph, sdfg), WindowPlan)
 
     def apply(self, graph: dace.SDFGState, sdfg: dace.SDFG) -> dn.NestedSDFG:
@@ -97,8 +106,15 @@ class VerticalWindow(transformation.SingleStateTransformation):
         return window_candidate(sdfg, plan)
 
 
-def gt_vertical_windows(sdfg: dace.SDFG, *, max_width: int = 8, only=None, validate: bool = False,
-                        policy=None, report=None) -> list[str]:
+def gt_vertical_windows(
+    sdfg: dace.SDFG,
+    *,
+    max_width: int = 8,
+    only=None,
+    validate: bool = False,
+    policy=None,
+    report=None,
+) -> list[str]:
     """Apply `VerticalWindow` wherever it applies in the top-level states (`only`: just the
     named intermediates), to a fixed point; returns the intermediates removed, in order.
 
@@ -119,7 +135,10 @@ def gt_vertical_windows(sdfg: dace.SDFG, *, max_width: int = 8, only=None, valid
         for state, node, consumer in list(find_candidates(sdfg)):
             if node not in state.nodes() or consumer not in state.nodes():
                 continue
-            if (only is not None and node.data not in only) or (node.data, consumer.map.label) in refused:
+            if (only is not None and node.data not in only) or (
+                node.data,
+                consumer.map.label,
+            ) in refused:
                 continue
             cand = analyse_candidate(sdfg, state, node, consumer)
             if isinstance(cand, Decline):
@@ -147,16 +166,24 @@ def gt_vertical_windows(sdfg: dace.SDFG, *, max_width: int = 8, only=None, valid
     return done
 
 
-def _group_plans(sdfg: dace.SDFG, state: dace.SDFGState, name: str, consumers: list,
-                 max_width: int) -> Union[list[WindowPlan], Decline]:
+def _group_plans(
+    sdfg: dace.SDFG, state: dace.SDFGState, name: str, consumers: list, max_width: int
+) -> Union[list[WindowPlan], Decline]:
     """A window plan per consumer (none need be the last reader), analysed on the graph as
     it is now; the first decline otherwise."""
     plans = []
     for consumer in consumers:
-        node = next(e.src for e in state.in_edges(consumer)
-                    if isinstance(e.src, dn.AccessNode) and e.src.data == name)
+        node = next(
+            e.src
+            for e in state.in_edges(consumer)
+            if isinstance(e.src, dn.AccessNode) and e.src.data == name
+        )
         cand = analyse_candidate(sdfg, state, node, consumer)
-        plan = cand if isinstance(cand, Decline) else analyse_window(sdfg, cand, max_width, sole_reader=False)
+        plan = (
+            cand
+            if isinstance(cand, Decline)
+            else analyse_window(sdfg, cand, max_width, sole_reader=False)
+        )
         if isinstance(plan, Decline):
             return plan
         plans.append(plan)
@@ -192,9 +219,17 @@ def _take(sdfg: dace.SDFG, plan: WindowPlan, decision, report) -> None:
 
     cand = plan.cand
     if report is not None:
-        report.add(InlineRecord(cand.state.label, cand.intermediate.data, cand.consumer.map.label,
-                                tuple(g.shift for g in cand.groups), True,
-                                decision.reason if decision else "windowed (every window that applies)",
-                                removed_intermediate=cand.removes_intermediate,
-                                figures=decision.figures if decision else None, mode="window"))
+        report.add(
+            InlineRecord(
+                cand.state.label,
+                cand.intermediate.data,
+                cand.consumer.map.label,
+                tuple(g.shift for g in cand.groups),
+                True,
+                decision.reason if decision else "windowed (every window that applies)",
+                removed_intermediate=cand.removes_intermediate,
+                figures=decision.figures if decision else None,
+                mode="window",
+            )
+        )
     window_candidate(sdfg, plan)

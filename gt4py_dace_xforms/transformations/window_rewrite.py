@@ -38,6 +38,7 @@ from dace.sdfg.state import LoopRegion
 from gt4py_dace_xforms.analysis.window import WindowPlan
 from gt4py_dace_xforms.transformations import rewrite
 
+
 #: The window's array inside the nested SDFG (the last n - 1 levels), and the new level.
 WINDOW = "__window_{}"
 LEVEL = "__level_{}"
@@ -60,7 +61,12 @@ def window_candidate(sdfg: dace.SDFG, plan: WindowPlan) -> dn.NestedSDFG:
     columns = {c.data: c for c in plan.outputs}
     for col in plan.outputs:
         outer = sdfg.arrays[col.data]
-        inner.add_array(col.data, [plan.k_last - plan.k_first + 1], outer.dtype, strides=[outer.strides[col.dim]])
+        inner.add_array(
+            col.data,
+            [plan.k_last - plan.k_first + 1],
+            outer.dtype,
+            strides=[outer.strides[col.dim]],
+        )
     locals_ = {n.data for n in body if isinstance(n, dn.AccessNode)} - set(inputs) - set(columns)
     for data in sorted(locals_):
         inner.add_datadesc(data, copy.deepcopy(sdfg.arrays[data]))
@@ -68,8 +74,14 @@ def window_candidate(sdfg: dace.SDFG, plan: WindowPlan) -> dn.NestedSDFG:
     window, level = WINDOW.format(name), LEVEL.format(name)
     # Registers, allocated once per column: a state-scoped transient would be allocated (and
     # lost) in every state of the loop.
-    inner.add_array(window, [plan.width - 1], dtype, transient=True, storage=dace.StorageType.Register,
-                    lifetime=dace.AllocationLifetime.SDFG)
+    inner.add_array(
+        window,
+        [plan.width - 1],
+        dtype,
+        transient=True,
+        storage=dace.StorageType.Register,
+        lifetime=dace.AllocationLifetime.SDFG,
+    )
     inner.add_scalar(level, dtype, transient=True, storage=dace.StorageType.Register)
     template = rewrite.element_template(sdfg, cand)
     binding = rewrite.element_binding(cand, plan.top)
@@ -78,7 +90,9 @@ def window_candidate(sdfg: dace.SDFG, plan: WindowPlan) -> dn.NestedSDFG:
     first, last = dace.symbolic.symstr(plan.k_first), dace.symbolic.symstr(plan.k_last)
     init = inner.add_state("init", is_start_block=True)
     _emit_clear(init, window, n)
-    fill = LoopRegion("fill_window", f"{kp} < {first}", kp, f"{kp} = {first} - {n - 1}", f"{kp} = {kp} + 1")
+    fill = LoopRegion(
+        "fill_window", f"{kp} < {first}", kp, f"{kp} = {first} - {n - 1}", f"{kp} = {kp} + 1"
+    )
     sweep = LoopRegion("sweep", f"{kp} <= {last}", kp, f"{kp} = {first}", f"{kp} = {kp} + 1")
     inner.add_node(fill)
     inner.add_node(sweep)
@@ -100,9 +114,16 @@ def window_candidate(sdfg: dace.SDFG, plan: WindowPlan) -> dn.NestedSDFG:
     rewrite._symbol_table(inner, sdfg, names - {kp})
     # One feed per input: the producer's connector where both read it (its source keeps the
     # producer's order), else the body's own.
-    feeds = {data: in_conns.get(data) or inputs[data] for data in sorted(set(inputs) | set(in_conns))}
-    node = state.add_nested_sdfg(inner, dict.fromkeys(feeds), dict.fromkeys(sorted(columns)),
-                                 symbol_mapping={s: s for s in inner.symbols}, name=f"window_{name}")
+    feeds = {
+        data: in_conns.get(data) or inputs[data] for data in sorted(set(inputs) | set(in_conns))
+    }
+    node = state.add_nested_sdfg(
+        inner,
+        dict.fromkeys(feeds),
+        dict.fromkeys(sorted(columns)),
+        symbol_mapping={s: s for s in inner.symbols},
+        name=f"window_{name}",
+    )
     for data, conn in feeds.items():
         state.add_edge(entry, conn, node, data, dace.Memlet.from_array(data, sdfg.arrays[data]))
     for data, col in sorted(columns.items()):
@@ -132,10 +153,17 @@ def _emit_evaluation(inner, st, template, binding, level, in_conns) -> dn.Access
     nsdfg = copy.deepcopy(template)
     mapping = {s: s for s in nsdfg.symbols}
     mapping.update(binding)
-    node = st.add_nested_sdfg(nsdfg, dict.fromkeys(sorted(in_conns)), {rewrite.INLINE_OUTPUT: None},
-                              symbol_mapping=mapping, name="evaluate_level")
+    node = st.add_nested_sdfg(
+        nsdfg,
+        dict.fromkeys(sorted(in_conns)),
+        {rewrite.INLINE_OUTPUT: None},
+        symbol_mapping=mapping,
+        name="evaluate_level",
+    )
     for data in sorted(in_conns):
-        st.add_edge(st.add_access(data), None, node, data, dace.Memlet.from_array(data, inner.arrays[data]))
+        st.add_edge(
+            st.add_access(data), None, node, data, dace.Memlet.from_array(data, inner.arrays[data])
+        )
     value = st.add_access(level)
     st.add_edge(node, rewrite.INLINE_OUTPUT, value, None, dace.Memlet(data=level, subset="0"))
     return value
@@ -155,8 +183,12 @@ def _emit_shift(st, held, value, window, n, after) -> None:
     """`window = window[1:] + [level]`, in one tasklet (inputs read first) that runs after
     every node in `after` (the body's writes: empty edges order it after all reads)."""
     code = "\n".join(f"__o{m} = __i{m + 1}" for m in range(n - 1))
-    t = st.add_tasklet("shift_window", {f"__i{m}": None for m in range(1, n)},
-                       {f"__o{m}": None for m in range(n - 1)}, code)
+    t = st.add_tasklet(
+        "shift_window",
+        {f"__i{m}": None for m in range(1, n)},
+        {f"__o{m}": None for m in range(n - 1)},
+        code,
+    )
     for m in range(1, n - 1):
         st.add_edge(held, None, t, f"__i{m}", dace.Memlet(data=window, subset=str(m)))
     st.add_edge(value, None, t, f"__i{n - 1}", dace.Memlet(data=value.data, subset="0"))
@@ -197,14 +229,22 @@ def _copy_body(sdfg, state, entry, exit_, body, st, plan: WindowPlan, held, valu
                     memlet = copy.deepcopy(e.data)
                 st.add_edge(src, None, copies[node], e.dst_conn, memlet)
             else:
-                st.add_edge(copies[e.src], e.src_conn, copies[node], e.dst_conn, copy.deepcopy(e.data))
+                st.add_edge(
+                    copies[e.src], e.src_conn, copies[node], e.dst_conn, copy.deepcopy(e.data)
+                )
         for e in state.out_edges(node):
             if e.dst is not exit_ or e.data.is_empty():
                 continue
             col = columns[e.data.data]
             dst = sinks.get(col.data) or sinks.setdefault(col.data, st.add_access(col.data))
             level = sympy.expand(kp - plan.k_first)  # the column starts at k_first + offset
-            st.add_edge(copies[node], e.src_conn, dst, None, dace.Memlet(data=col.data, subset=dace.symbolic.symstr(level)))
+            st.add_edge(
+                copies[node],
+                e.src_conn,
+                dst,
+                None,
+                dace.Memlet(data=col.data, subset=dace.symbolic.symstr(level)),
+            )
     return list(sinks.values())
 
 
@@ -223,8 +263,10 @@ def _restructure(sdfg, state, entry, exit_, body, plan: WindowPlan, used: set) -
             e.data = dace.Memlet.from_array(e.data.data, sdfg.arrays[e.data.data])
     for conn in [c for c in entry.out_connectors if c.startswith("OUT_") and c not in used]:
         if not any(True for _ in state.out_edges_by_connector(entry, conn)):
-            if not any(e.dst_conn == "IN_" + conn[4:] and e.data.data == plan.cand.intermediate.data
-                       for e in state.in_edges(entry)):
+            if not any(
+                e.dst_conn == "IN_" + conn[4:] and e.data.data == plan.cand.intermediate.data
+                for e in state.in_edges(entry)
+            ):
                 rewrite._drop_unused_entry_connector(state, entry, conn)
 
 
@@ -239,7 +281,9 @@ def _exit_connector(state, exit_, data: str) -> str:
 def _column(plan: WindowPlan, col) -> dace_sbs.Range:
     """The column of `col.data` one horizontal point writes: the body's write index in the
     other dimensions, `[k_first + offset, k_last + offset]` in the swept one."""
-    return dace_sbs.Range([
-        (plan.k_first + col.offset, plan.k_last + col.offset, 1) if d == col.dim else (x, x, 1)
-        for d, x in enumerate(col.index)
-    ])
+    return dace_sbs.Range(
+        [
+            (plan.k_first + col.offset, plan.k_last + col.offset, 1) if d == col.dim else (x, x, 1)
+            for d, x in enumerate(col.index)
+        ]
+    )

@@ -20,8 +20,13 @@ from dace.sdfg import nodes as dn, utils as sdutil
 from gt4py_dace_xforms.analysis.candidate import analyse_candidate
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.analysis.retarget import retarget_plan
-from gt4py_dace_xforms.analysis.writeback import WriteBackCopy, map_readers, other_readers, writeback_copies
 from gt4py_dace_xforms.analysis.siblings import sibling_candidates
+from gt4py_dace_xforms.analysis.writeback import (
+    WriteBackCopy,
+    map_readers,
+    other_readers,
+    writeback_copies,
+)
 from gt4py_dace_xforms.policy import InlinePolicy, InlineWhereSound
 from gt4py_dace_xforms.policy.decide import decide_candidate
 
@@ -41,14 +46,20 @@ def _param_names(sdfg: dace.SDFG, state: dace.SDFGState, copy: WriteBackCopy) ->
                     continue
                 params = set(st.entry_node(e.src).map.params)
                 subset = e.data.get_dst_subset(e, st)
-                inner = [ie for ie in st.in_edges(e.src) if ie.dst_conn == "IN_" + (e.src_conn or "")[4:]]
+                inner = [
+                    ie for ie in st.in_edges(e.src) if ie.dst_conn == "IN_" + (e.src_conn or "")[4:]
+                ]
                 if inner:
                     subset = inner[0].data.get_dst_subset(inner[0], st) or subset
                 if subset is None or len(subset) != ndim:
                     continue
                 found = []
                 for b, _, _ in subset.ndrange():
-                    used = sorted(str(s) for s in dace.symbolic.pystr_to_symbolic(str(b)).free_symbols if str(s) in params)
+                    used = sorted(
+                        str(s)
+                        for s in dace.symbolic.pystr_to_symbolic(str(b)).free_symbols
+                        if str(s) in params
+                    )
                     found.append(used[0] if len(used) == 1 else None)
                 if all(found) and len(set(found)) == ndim:
                     taken = set(map(str, sdfg.free_symbols)) | set(sdfg.symbols)
@@ -66,8 +77,12 @@ def copy_to_map(sdfg: dace.SDFG, copy: WriteBackCopy, label: str = "") -> dn.Map
     dst = edge.data.get_dst_subset(edge, state)
     params = _param_names(sdfg, state, copy)
     ranges = {p: f"0:{size}" for p, size in zip(params, src.size())}
-    read = dace_sbs.Range([(f"{p} + ({b})", f"{p} + ({b})", 1) for p, (b, _, _) in zip(params, src.ndrange())])
-    write = dace_sbs.Range([(f"{p} + ({b})", f"{p} + ({b})", 1) for p, (b, _, _) in zip(params, dst.ndrange())])
+    read = dace_sbs.Range(
+        [(f"{p} + ({b})", f"{p} + ({b})", 1) for p, (b, _, _) in zip(params, src.ndrange())]
+    )
+    write = dace_sbs.Range(
+        [(f"{p} + ({b})", f"{p} + ({b})", 1) for p, (b, _, _) in zip(params, dst.ndrange())]
+    )
     src_name, dst_name = copy.source.data, copy.target.data
     tasklet, entry, _ = state.add_mapped_tasklet(
         label or f"writeback_{src_name}_{dst_name}",
@@ -176,14 +191,18 @@ class WriteBackToMap(transformation.SingleStateTransformation):
                 return "not a copy of a transient into global data"
             if state.scope_dict()[self.source] is not None:
                 return "the copy is inside a scope"
-            if not isinstance(retarget_plan(sdfg, self.source.data, allow_map_readers=True), Decline):
+            if not isinstance(
+                retarget_plan(sdfg, self.source.data, allow_map_readers=True), Decline
+            ):
                 # As in `gt_inline_fusion`: inline the Map readers, then `WriteBackRetarget`.
                 return "the writers can write the output directly once the Maps are inlined (WriteBackRetarget)"
             return group_problem(sdfg, self.source.data, InlineWhereSound())
         except Exception as err:  # noqa: BLE001  # a matcher must decline, never abort compilation
             return f"analysis failed: {type(err).__name__}: {err}"
 
-    def can_be_applied(self, graph: dace.SDFGState, expr_index: int, sdfg: dace.SDFG, permissive: bool = False) -> bool:
+    def can_be_applied(
+        self, graph: dace.SDFGState, expr_index: int, sdfg: dace.SDFG, permissive: bool = False
+    ) -> bool:
         return self.why_not(graph, sdfg) is None
 
     def apply(self, graph: dace.SDFGState, sdfg: dace.SDFG) -> None:

@@ -12,9 +12,14 @@ is reduced on the expression tree instead (`reduce.py` says why).
 
 from hypothesis import HealthCheck, Phase, settings
 
+
 _COMMON = dict(
     deadline=None,  # one example compiles three programs: seconds, not milliseconds
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.filter_too_much,
+    ],
     print_blob=True,
 )
 settings.register_profile(
@@ -25,7 +30,9 @@ settings.register_profile(
     phases=[Phase.explicit, Phase.generate],
     **_COMMON,
 )
-settings.register_profile("fuzz-long", max_examples=10, phases=[Phase.explicit, Phase.reuse, Phase.generate], **_COMMON)
+settings.register_profile(
+    "fuzz-long", max_examples=10, phases=[Phase.explicit, Phase.reuse, Phase.generate], **_COMMON
+)
 
 #: The strategy's arguments for the CI draws (tests/test_fuzz_programs.py): two locals, not
 #: three as in `make fuzz` (compiling is the cost).

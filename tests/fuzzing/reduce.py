@@ -17,8 +17,8 @@ from typing import Callable, Iterator, Optional
 
 from fuzzing.strategy import (
     NC,
-    Both,
     Bin,
+    Both,
     Cond,
     Expr,
     Lit,
@@ -31,6 +31,7 @@ from fuzzing.strategy import (
     prune,
     valid_levels,
 )
+
 
 SCALAR, CELL, FIELD = 0, 1, 2
 
@@ -53,7 +54,12 @@ def valid(prog: Prog) -> bool:
         if isinstance(e, Bin):
             return ok(e.lhs) and ok(e.rhs)
         if isinstance(e, Pick):
-            return kind(prog, e.lhs) == FIELD and kind(prog, e.rhs) == FIELD and ok(e.lhs) and ok(e.rhs)
+            return (
+                kind(prog, e.lhs) == FIELD
+                and kind(prog, e.rhs) == FIELD
+                and ok(e.lhs)
+                and ok(e.rhs)
+            )
         if isinstance(e, Scan):
             return all(kind(prog, a) == FIELD and ok(a) for a in (e.arg, e.arg2) if a is not None)
         if isinstance(e, Where):
@@ -108,28 +114,43 @@ def _edits(prog: Prog, data_seed: int) -> Iterator[tuple[Prog, int]]:
         yield dataclasses.replace(prog, overwrite=False), data_seed
     if len(prog.outputs) > 1:
         for i, o in enumerate(prog.outputs):
-            yield dataclasses.replace(prog, outputs=(o,), out_cells=prog.out_cells[i : i + 1]), data_seed
+            yield (
+                dataclasses.replace(prog, outputs=(o,), out_cells=prog.out_cells[i : i + 1]),
+                data_seed,
+            )
     # Replace a local by an input: every read of it becomes a read of the first field.
     for name, _ in prog.locals:
+
         def swap(e):
             if isinstance(e, Read) and e.name == name:
                 return Read(prog.fields[0], e.shift, e.nbr)
             if isinstance(e, (Bin, Where, Pick)):
                 return dataclasses.replace(e, lhs=swap(e.lhs), rhs=swap(e.rhs))
             if isinstance(e, Scan):
-                return dataclasses.replace(e, arg=swap(e.arg), arg2=None if e.arg2 is None else swap(e.arg2))
+                return dataclasses.replace(
+                    e, arg=swap(e.arg), arg2=None if e.arg2 is None else swap(e.arg2)
+                )
             return e
 
-        yield dataclasses.replace(
-            prog, locals=tuple((n, swap(e)) for n, e in prog.locals), outputs=tuple(swap(e) for e in prog.outputs)
-        ), data_seed
-    slots = [("locals", i) for i in range(len(prog.locals))] + [("outputs", i) for i in range(len(prog.outputs))]
+        yield (
+            dataclasses.replace(
+                prog,
+                locals=tuple((n, swap(e)) for n, e in prog.locals),
+                outputs=tuple(swap(e) for e in prog.outputs),
+            ),
+            data_seed,
+        )
+    slots = [("locals", i) for i in range(len(prog.locals))] + [
+        ("outputs", i) for i in range(len(prog.outputs))
+    ]
 
     def put(slot, expr) -> Prog:
         where, i = slot
         if where == "locals":
             name = prog.locals[i][0]
-            return dataclasses.replace(prog, locals=prog.locals[:i] + ((name, expr),) + prog.locals[i + 1 :])
+            return dataclasses.replace(
+                prog, locals=prog.locals[:i] + ((name, expr),) + prog.locals[i + 1 :]
+            )
         return dataclasses.replace(prog, outputs=prog.outputs[:i] + (expr,) + prog.outputs[i + 1 :])
 
     def root(slot) -> Expr:
@@ -140,7 +161,10 @@ def _edits(prog: Prog, data_seed: int) -> Iterator[tuple[Prog, int]]:
         for path, node in _subtrees(root(slot)):
             if isinstance(node, Scan):
                 if node.arg2 is not None:
-                    yield put(slot, _replace(root(slot), path, dataclasses.replace(node, arg2=None))), data_seed
+                    yield (
+                        put(slot, _replace(root(slot), path, dataclasses.replace(node, arg2=None))),
+                        data_seed,
+                    )
                 yield put(slot, _replace(root(slot), path, node.arg)), data_seed
             if isinstance(node, (Bin, Where, Pick)):
                 for child in (node.lhs, node.rhs):
@@ -148,7 +172,9 @@ def _edits(prog: Prog, data_seed: int) -> Iterator[tuple[Prog, int]]:
     local_names = {n for n, _ in prog.locals}
     for slot in slots:
         for path, node in _subtrees(root(slot)):
-            if not isinstance(node, (Read, Lit)) or (isinstance(node, Read) and node.name in local_names):
+            if not isinstance(node, (Read, Lit)) or (
+                isinstance(node, Read) and node.name in local_names
+            ):
                 for leaf in (Read(prog.fields[0]), Lit(2.0)):
                     yield put(slot, _replace(root(slot), path, leaf)), data_seed
     # Conditions: a runtime bound becomes its value, a pair one of its halves, an
@@ -156,17 +182,35 @@ def _edits(prog: Prog, data_seed: int) -> Iterator[tuple[Prog, int]]:
     for slot in slots:
         for path, node in _subtrees(root(slot)):
             if isinstance(node, Scan) and not node.forward:
-                yield put(slot, _replace(root(slot), path, dataclasses.replace(node, forward=True))), data_seed
+                yield (
+                    put(slot, _replace(root(slot), path, dataclasses.replace(node, forward=True))),
+                    data_seed,
+                )
             if isinstance(node, Where):
                 for c in _simpler_conds(node.cond):
-                    yield put(slot, _replace(root(slot), path, dataclasses.replace(node, cond=c))), data_seed
+                    yield (
+                        put(slot, _replace(root(slot), path, dataclasses.replace(node, cond=c))),
+                        data_seed,
+                    )
                 if isinstance(node.cond, Cond) and node.cond.runtime is not None:
-                    levels = dict(prog.levels) | dict(prog.zones)  # a Cell condition reads a zone bound
-                    const = Cond(node.cond.op, node.cond.bound + levels[node.cond.runtime], dim=node.cond.dim)
-                    yield put(slot, _replace(root(slot), path, dataclasses.replace(node, cond=const))), data_seed
+                    levels = dict(prog.levels) | dict(
+                        prog.zones
+                    )  # a Cell condition reads a zone bound
+                    const = Cond(
+                        node.cond.op, node.cond.bound + levels[node.cond.runtime], dim=node.cond.dim
+                    )
+                    yield (
+                        put(
+                            slot, _replace(root(slot), path, dataclasses.replace(node, cond=const))
+                        ),
+                        data_seed,
+                    )
             if isinstance(node, Read) and node.shift not in (0, 1):
                 for d in (1, 0):
-                    yield put(slot, _replace(root(slot), path, Read(node.name, d, node.nbr))), data_seed
+                    yield (
+                        put(slot, _replace(root(slot), path, Read(node.name, d, node.nbr))),
+                        data_seed,
+                    )
             if isinstance(node, Read) and node.shift == 1:
                 yield put(slot, _replace(root(slot), path, Read(node.name, 0, node.nbr))), data_seed
             if isinstance(node, Read) and node.nbr is not None:
@@ -176,7 +220,10 @@ def _edits(prog: Prog, data_seed: int) -> Iterator[tuple[Prog, int]]:
     if prog.runtime_k_domain:
         yield dataclasses.replace(prog, runtime_k_domain=False), data_seed
     if len(set(prog.out_cells)) > 1:  # every output on out0's zones
-        yield dataclasses.replace(prog, out_cells=(prog.out_cells[0],) * len(prog.out_cells)), data_seed
+        yield (
+            dataclasses.replace(prog, out_cells=(prog.out_cells[0],) * len(prog.out_cells)),
+            data_seed,
+        )
     if prog.zones and not prog.cond_zones():  # the layout only in the domains: one literal range
         cells = prog.out_domains()[0][0]
         if cells[1] - cells[0] >= 2:
@@ -219,7 +266,11 @@ def reduce(
         progress = False
         for cand, seed in _edits(prog, data_seed):
             cand = _normalise(cand)
-            if cand is None or (cand.source(), seed) in tried or (cand == prog and seed == data_seed):
+            if (
+                cand is None
+                or (cand.source(), seed) in tried
+                or (cand == prog and seed == data_seed)
+            ):
                 continue
             tried.add((cand.source(), seed))
             if time.perf_counter() >= deadline:
@@ -227,6 +278,8 @@ def reduce(
             if fails(cand, seed):
                 prog, data_seed, progress = cand, seed, True
                 if log:
-                    log(f"  reduced to {cand.n_ops()} operations, {len(cand.locals)} locals (prog_{cand.key()})")
+                    log(
+                        f"  reduced to {cand.n_ops()} operations, {len(cand.locals)} locals (prog_{cand.key()})"
+                    )
                 break
     return prog, data_seed

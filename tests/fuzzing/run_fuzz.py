@@ -25,10 +25,13 @@ import sys
 import time
 import warnings
 
+
 _ROOT = pathlib.Path(__file__).resolve().parents[2]
 _BUILD = pathlib.Path(os.environ.get("GT4PY_DACE_XFORMS_TEST_BUILD", _ROOT / ".build"))
 os.environ.setdefault("GT4PY_BUILD_CACHE_DIR", str(_BUILD / "fuzz-long" / "gt4py"))
-os.environ.setdefault("GT4PY_DACE_XFORMS_STRICT", "1")  # a failing rewrite is a finding, not stock's result
+os.environ.setdefault(
+    "GT4PY_DACE_XFORMS_STRICT", "1"
+)  # a failing rewrite is a finding, not stock's result
 sys.path.insert(0, str(_ROOT / "tests"))
 # gt4py warns on every compile (unoptimised Python, concat_where rules): not findings.
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -37,10 +40,19 @@ import dace  # noqa: E402
 from hypothesis import seed, settings  # noqa: E402
 from hypothesis.database import DirectoryBasedExampleDatabase  # noqa: E402
 
+
 dace.Config.set("default_build_folder", value=str(_BUILD / "fuzz-long" / "dacecache"))
 dace.Config.set("debugprint", value=False)
 
-from fuzzing.runner import ALL_BUILDS, FUZZ_DIR, FuzzFailure, Stats, check, reduce_failure, run_property  # noqa: E402
+from fuzzing.runner import (  # noqa: E402
+    ALL_BUILDS,
+    FUZZ_DIR,
+    FuzzFailure,
+    Stats,
+    check,
+    reduce_failure,
+    run_property,
+)
 from fuzzing.strategy import programs  # noqa: E402
 
 
@@ -91,14 +103,22 @@ def main() -> int:
         profile = settings(settings.get_profile("fuzz-long"), max_examples=batch, database=database)
         n_batch += 1
         try:
-            run_property(lambda f: seed(base_seed + n_batch - 1)(profile(f)), stats, reduce_seconds, out_of_time, strategy)
+            run_property(
+                lambda f: seed(base_seed + n_batch - 1)(profile(f)),
+                stats,
+                reduce_seconds,
+                out_of_time,
+                strategy,
+            )
         except FuzzFailure as e:
             failure = e
             log(f"FAILED in batch {n_batch} (seed {base_seed + n_batch - 1}):\n{e}")
             break
     wall = time.perf_counter() - start
-    print(f"\nfuzz summary: {stats.summary()}; wall time {wall:.0f} s, {n_batch} batches, FUZZ_SEED={base_seed};"
-          f" {'FAILED' if failure else 'no failure'}")
+    print(
+        f"\nfuzz summary: {stats.summary()}; wall time {wall:.0f} s, {n_batch} batches, FUZZ_SEED={base_seed};"
+        f" {'FAILED' if failure else 'no failure'}"
+    )
     return 1 if failure else 0
 
 

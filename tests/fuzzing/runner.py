@@ -28,11 +28,12 @@ import numpy as np
 from hypothesis import currently_in_test_context, given, note, reject, settings, strategies as st
 
 import gt4py_dace_xforms
-from gt4py_dace_xforms.tools.compare import Build, inline_build, stock_build
-from gt4py_dace_xforms.tools.static import compile_static, static_args
-from gt4py_dace_xforms.measure.poison import poison_unread
 from fuzzing.reduce import reduce
 from fuzzing.strategy import C2C_TABLE, NC, NL, SENTINEL, Prog, evaluate_numpy, programs, tolerance
+from gt4py_dace_xforms.measure.poison import poison_unread
+from gt4py_dace_xforms.tools.compare import Build, inline_build, stock_build
+from gt4py_dace_xforms.tools.static import compile_static, static_args
+
 
 _ROOT = pathlib.Path(__file__).resolve().parents[2]
 #: Shared by xdist workers: module files and outcomes are written atomically.
@@ -105,7 +106,11 @@ def describe_error(error: BaseException) -> tuple[str, str]:
     remote = getattr(error.__cause__, "tb", "")  # concurrent.futures' _RemoteTraceback
     if remote:
         lines = remote.splitlines()
-        raised = [i for i, ln in enumerate(lines) if re.match(r"^[A-Za-z_][\w.]*(Error|Exception)(: |$)", ln)]
+        raised = [
+            i
+            for i, ln in enumerate(lines)
+            if re.match(r"^[A-Za-z_][\w.]*(Error|Exception)(: |$)", ln)
+        ]
         pickled = "pickle" in str(error) and len(raised) >= 2
         if pickled:  # the last is the pickling error, the one before what failed
             name, _, message = lines[raised[-2]].partition(": ")
@@ -113,7 +118,9 @@ def describe_error(error: BaseException) -> tuple[str, str]:
         # That exception's own traceback: the lines after the exception before it (a chained
         # one; none where the worker's exception arrived without a traceback).
         k = (len(raised) - 2 if pickled else len(raised) - 1) if raised else None
-        block = lines[(raised[k - 1] + 1 if k else 0) : (raised[k] if k is not None else len(lines))]
+        block = lines[
+            (raised[k - 1] + 1 if k else 0) : (raised[k] if k is not None else len(lines))
+        ]
         frames = [m for m in (re.match(r'^ *File "(.*)", line (\d+)', ln) for ln in block) if m]
         if frames:  # the innermost frame of that exception
             where = f"{os.path.basename(frames[-1][1])}:{frames[-1][2]}"
@@ -130,8 +137,12 @@ class Outcome:
     outputs: dict[str, list[np.ndarray]]
     applied: dict[str, int]
     reused: bool = False
-    folded: dict[str, int] = dataclasses.field(default_factory=dict)  # copy-chain arrays per library build
-    retargeted: dict[str, int] = dataclasses.field(default_factory=dict)  # write-back buffers per library build
+    folded: dict[str, int] = dataclasses.field(
+        default_factory=dict
+    )  # copy-chain arrays per library build
+    retargeted: dict[str, int] = dataclasses.field(
+        default_factory=dict
+    )  # write-back buffers per library build
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)  # compile and run
     #: unordered accesses the library found in gt4py's SDFG (`InlineReport.races`), per library build
     races: dict[str, int] = dataclasses.field(default_factory=dict)
@@ -228,7 +239,9 @@ def _compiled(prog: Prog, program, build: Build, args: dict, provider: dict):
 def _cache_path(prog: Prog, data_seed: int, builds: tuple[str, ...]) -> pathlib.Path:
     # `repr(prog)`, not only its source: the values of its int32/bool arguments (levels,
     # a runtime K domain, flags) are not in the source text.
-    key = hashlib.sha256(f"{prog!r}\0{data_seed}\0{builds}\0{library_fingerprint()}".encode()).hexdigest()[:24]
+    key = hashlib.sha256(
+        f"{prog!r}\0{data_seed}\0{builds}\0{library_fingerprint()}".encode()
+    ).hexdigest()[:24]
     return FUZZ_DIR / "outcomes" / f"{key}.npz"
 
 
@@ -237,20 +250,59 @@ def run_cached(prog: Prog, data_seed: int, builds: tuple[str, ...]) -> Outcome:
     reuse = os.environ.get("FUZZ_REUSE", "1") != "0"
     if reuse and path.exists():
         with np.load(path) as z:
-            counters = ("applied/", "races/", "windowed/", "outbuf/", "columns/", "folded/", "retargeted/")
+            counters = (
+                "applied/",
+                "races/",
+                "windowed/",
+                "outbuf/",
+                "columns/",
+                "folded/",
+                "retargeted/",
+            )
             names = {k.rpartition("/")[0] for k in z.files if not k.startswith(counters)}
             outputs = {b: [z[f"{b}/{i}"] for i in range(len(prog.out_names()))] for b in names}
             applied = {b: int(z[f"applied/{b}"]) for b in builds if b != "stock"}
-            races = {b: int(z[f"races/{b}"]) for b in builds if b != "stock" and f"races/{b}" in z.files}
-            windowed = {b: int(z[f"windowed/{b}"]) for b in builds if b != "stock" and f"windowed/{b}" in z.files}
-            outbuf = {b: int(z[f"outbuf/{b}"]) for b in builds if b != "stock" and f"outbuf/{b}" in z.files}
-            columns = {b: int(z[f"columns/{b}"]) for b in builds if b != "stock" and f"columns/{b}" in z.files}
+            races = {
+                b: int(z[f"races/{b}"]) for b in builds if b != "stock" and f"races/{b}" in z.files
+            }
+            windowed = {
+                b: int(z[f"windowed/{b}"])
+                for b in builds
+                if b != "stock" and f"windowed/{b}" in z.files
+            }
+            outbuf = {
+                b: int(z[f"outbuf/{b}"])
+                for b in builds
+                if b != "stock" and f"outbuf/{b}" in z.files
+            }
+            columns = {
+                b: int(z[f"columns/{b}"])
+                for b in builds
+                if b != "stock" and f"columns/{b}" in z.files
+            }
             # Counters an older cache file lacks are missing, not zero: the run is repeated.
-            folded = {b: int(z[f"folded/{b}"]) for b in builds if b != "stock" and f"folded/{b}" in z.files}
-            retargeted = {b: int(z[f"retargeted/{b}"]) for b in builds if b != "stock" and f"retargeted/{b}" in z.files}
+            folded = {
+                b: int(z[f"folded/{b}"])
+                for b in builds
+                if b != "stock" and f"folded/{b}" in z.files
+            }
+            retargeted = {
+                b: int(z[f"retargeted/{b}"])
+                for b in builds
+                if b != "stock" and f"retargeted/{b}" in z.files
+            }
             if len(folded) == len(retargeted) == len(applied):
-                return Outcome(outputs, applied, reused=True, races=races, windowed=windowed, outbuf=outbuf,
-                               columns=columns, folded=folded, retargeted=retargeted)
+                return Outcome(
+                    outputs,
+                    applied,
+                    reused=True,
+                    races=races,
+                    windowed=windowed,
+                    outbuf=outbuf,
+                    columns=columns,
+                    folded=folded,
+                    retargeted=retargeted,
+                )
     outcome = run_builds(prog, prog.call_args(data_seed), builds)
     arrays = {f"{b}/{i}": o for b, outs in outcome.outputs.items() for i, o in enumerate(outs)}
     arrays |= {f"applied/{b}": np.int64(n) for b, n in outcome.applied.items()}
@@ -294,14 +346,18 @@ def compare(prog: Prog, args: dict, outcome: Outcome) -> None:
                 continue
             build, got = name.removesuffix(POISONED), outs[i]
             what = f"{name} build, {out}"
-            stock = outcome.outputs.get("stock" + name[len(build):], [None] * (i + 1))[i]
+            stock = outcome.outputs.get("stock" + name[len(build) :], [None] * (i + 1))[i]
             if undefined:
                 if name.startswith("stock") or stock is None:
                     continue
                 if not np.array_equal(got, stock, equal_nan=True):
-                    idx = np.argwhere(~((got == stock) | (np.isnan(got) & np.isnan(stock))))[:5].tolist()
-                    raise Mismatch(f"{what}: racy output differs from stock's bits, at (cell, k) {idx}",
-                                   ("stock", build))
+                    idx = np.argwhere(~((got == stock) | (np.isnan(got) & np.isnan(stock))))[
+                        :5
+                    ].tolist()
+                    raise Mismatch(
+                        f"{what}: racy output differs from stock's bits, at (cell, k) {idx}",
+                        ("stock", build),
+                    )
                 continue
             outside = got[~inside]
             if not np.all(outside == SENTINEL):
@@ -309,7 +365,14 @@ def compare(prog: Prog, args: dict, outcome: Outcome) -> None:
                 raise Mismatch(f"{what}: written outside the domain, at (cell, k) {idx}", (build,))
             _close(got, ref[i], tol[i], inside, f"{what} vs numpy", (build,))
             if name != "stock" and "stock" in outcome.outputs:
-                _close(got, outcome.outputs["stock"][i], 2 * tol[i], inside, f"{what} vs stock", ("stock", build))
+                _close(
+                    got,
+                    outcome.outputs["stock"][i],
+                    2 * tol[i],
+                    inside,
+                    f"{what} vs stock",
+                    ("stock", build),
+                )
 
 
 def _stock_reads_poison(outcome: Outcome, i: int, want, atol, inside) -> bool:
@@ -319,7 +382,9 @@ def _stock_reads_poison(outcome: Outcome, i: int, want, atol, inside) -> bool:
         return False
 
     def close(got) -> bool:
-        return bool(np.all(~inside | (np.abs(got.astype(np.float64) - want.astype(np.float64)) <= atol)))
+        return bool(
+            np.all(~inside | (np.abs(got.astype(np.float64) - want.astype(np.float64)) <= atol))
+        )
 
     return close(clean[i]) and not close(poisoned[i])
 
@@ -363,7 +428,9 @@ def check(prog: Prog, data_seed: int, builds: tuple[str, ...]) -> Outcome:
     except BuildFailed as e:
         raise FuzzFailure(str(e), prog, data_seed, ((e.build,), "raised", e.raised)) from e
     except Mismatch as e:
-        raise FuzzFailure(str(e), prog, data_seed, (e.builds, "mismatch", str(e).split(":")[0])) from e
+        raise FuzzFailure(
+            str(e), prog, data_seed, (e.builds, "mismatch", str(e).split(":")[0])
+        ) from e
     return outcome
 
 
@@ -419,7 +486,9 @@ def check_program(prog: Prog, data_seed: int, stats: Stats) -> None:
             # builds, so the draw is skipped (and listed), not a failure that ends the run.
             stats.stock_failures.append((prog.key(), data_seed, str(e).splitlines()[0][:300]))
             if stats.log:
-                stats.log(f"stock itself fails (gt4py), skipped: prog_{prog.key()}: {str(e).splitlines()[0][:200]}")
+                stats.log(
+                    f"stock itself fails (gt4py), skipped: prog_{prog.key()}: {str(e).splitlines()[0][:200]}"
+                )
             reject()
         if stats.failure is None:
             stats.failure = e
@@ -481,7 +550,9 @@ def run_property(
         return
     first = stats.failure
     if stats.log:
-        stats.log(f"reducing the failing program ({first.prog.n_ops()} operations) for up to {reduce_seconds:.0f} s")
+        stats.log(
+            f"reducing the failing program ({first.prog.n_ops()} operations) for up to {reduce_seconds:.0f} s"
+        )
     prog, data_seed = reduce_failure(first, reduce_seconds, stats.log)
     try:
         check(prog, data_seed, first.signature[0])

@@ -25,6 +25,7 @@ from typing import Optional, Union
 import numpy as np
 from hypothesis import assume, strategies as st
 
+
 NC, NL = 5, 18  # input fields are Cell x K = NC x NL, 1-D fields NC
 PAD = 12  # K padding of the reference; a read beyond it is NaN (undefined): conservative
 SHIFTS = (1, -1, 2, -2, 3, -3, 0)  # vertical offsets, in the order they shrink
@@ -72,7 +73,9 @@ class Cond:
     def source(self) -> str:
         if self.runtime is None:
             return f"{self.dim} {self.op} {self.bound}"
-        off = f" + {self.bound}" if self.bound > 0 else f" - {-self.bound}" if self.bound < 0 else ""
+        off = (
+            f" + {self.bound}" if self.bound > 0 else f" - {-self.bound}" if self.bound < 0 else ""
+        )
         return f"{self.dim} {self.op} {self.runtime}{off}"
 
     def mask(self, k: np.ndarray, levels: dict) -> np.ndarray:
@@ -81,7 +84,9 @@ class Cond:
         if self.dim == "Cell":
             k = np.arange(NC)[:, None]
         b = self.bound + (levels[self.runtime] if self.runtime else 0)
-        return {"<": k < b, ">=": k >= b, "<=": k <= b, ">": k > b, "==": k == b, "!=": k != b}[self.op]
+        return {"<": k < b, ">=": k >= b, "<=": k <= b, ">": k > b, "==": k == b, "!=": k != b}[
+            self.op
+        ]
 
     def runtimes(self) -> set[str]:
         return {self.runtime} if self.runtime else set()
@@ -214,13 +219,22 @@ class Prog:
         body = []
         for n, e in self.locals:
             if isinstance(e, Pick):
-                body += [f"    if {e.flag}:", f"        {n} = {emit(e.lhs)}", "    else:", f"        {n} = {emit(e.rhs)}"]
+                body += [
+                    f"    if {e.flag}:",
+                    f"        {n} = {emit(e.lhs)}",
+                    "    else:",
+                    f"        {n} = {emit(e.rhs)}",
+                ]
             else:
                 body.append(f"    {n} = {emit(e)}")
         body.append("    return " + ", ".join(emit(e) for e in self.outputs))
         kd = ("k_start", "k_stop") if self.runtime_k_domain else self.k_domain
-        prog_params = params + [f"{o}: F" for o in outs] + extra_params + (
-            ["k_start: int32", "k_stop: int32"] if self.runtime_k_domain else [])
+        prog_params = (
+            params
+            + [f"{o}: F" for o in outs]
+            + extra_params
+            + (["k_start: int32", "k_stop: int32"] if self.runtime_k_domain else [])
+        )
         prog_params += [f"{z}: int32" for z, _ in self.zones if z not in cond_zones]
         if self.out_cells:
             cds = [f"Cell: ({a}, {b})" for a, b in self.out_cells]
@@ -235,8 +249,10 @@ class Prog:
             dom_arg = domains[0]
         statements = [f"    fop({', '.join(names)}, out={out_arg}, domain={dom_arg})"]
         if self.overwrite:
-            statements += [f"    reread(out0, out=outR, domain={{{cd}, K: ({kd[0]}, {kd[1]} - 1)}})",
-                           f"    again({self.fields[0]}, out=out0, domain={{{cd}, K: ({kd[0]}, {kd[1]})}})"]
+            statements += [
+                f"    reread(out0, out=outR, domain={{{cd}, K: ({kd[0]}, {kd[1]} - 1)}})",
+                f"    again({self.fields[0]}, out=out0, domain={{{cd}, K: ({kd[0]}, {kd[1]})}})",
+            ]
         return "\n".join(
             [
                 "import gt4py.next as gtx",
@@ -251,47 +267,59 @@ class Prog:
                 'C2C = gtx.FieldOffset("C2C", source=Cell, target=(Cell, C2CDim))',
                 "",
                 "",
-                *([
-                    "@gtx.scan_operator(axis=K, forward=True, init=0.0)",
-                    "def decay(state: float64, x: float64) -> float64:",
-                    "    return 0.5 * state + x",
-                    "",
-                    "",
-                    "@gtx.scan_operator(axis=K, forward=True, init=0.0)",
-                    "def decay2(state: float64, x: float64, y: float64) -> float64:",
-                    "    return 0.5 * state + x - 0.25 * y",
-                    "",
-                    "",
-                ] if self.uses_scan() else []),
-                *([
-                    "@gtx.scan_operator(axis=K, forward=False, init=0.0)",
-                    "def decay_down(state: float64, x: float64) -> float64:",
-                    "    return 0.5 * state + x",
-                    "",
-                    "",
-                    "@gtx.scan_operator(axis=K, forward=False, init=0.0)",
-                    "def decay2_down(state: float64, x: float64, y: float64) -> float64:",
-                    "    return 0.5 * state + x - 0.25 * y",
-                    "",
-                    "",
-                ] if any(not s.forward for s in self.scans()) else []),
+                *(
+                    [
+                        "@gtx.scan_operator(axis=K, forward=True, init=0.0)",
+                        "def decay(state: float64, x: float64) -> float64:",
+                        "    return 0.5 * state + x",
+                        "",
+                        "",
+                        "@gtx.scan_operator(axis=K, forward=True, init=0.0)",
+                        "def decay2(state: float64, x: float64, y: float64) -> float64:",
+                        "    return 0.5 * state + x - 0.25 * y",
+                        "",
+                        "",
+                    ]
+                    if self.uses_scan()
+                    else []
+                ),
+                *(
+                    [
+                        "@gtx.scan_operator(axis=K, forward=False, init=0.0)",
+                        "def decay_down(state: float64, x: float64) -> float64:",
+                        "    return 0.5 * state + x",
+                        "",
+                        "",
+                        "@gtx.scan_operator(axis=K, forward=False, init=0.0)",
+                        "def decay2_down(state: float64, x: float64, y: float64) -> float64:",
+                        "    return 0.5 * state + x - 0.25 * y",
+                        "",
+                        "",
+                    ]
+                    if any(not s.forward for s in self.scans())
+                    else []
+                ),
                 "@gtx.field_operator",
                 f"def fop({', '.join(params)}) -> {ret}:",
                 *body,
                 "",
                 "",
-                *([
-                    "@gtx.field_operator",
-                    "def reread(x: F) -> F:",
-                    f"    return x(K + 1) * {lit(2.0)}",
-                    "",
-                    "",
-                    "@gtx.field_operator",
-                    "def again(x: F) -> F:",
-                    f"    return x * {lit(3.0)}",
-                    "",
-                    "",
-                ] if self.overwrite else []),
+                *(
+                    [
+                        "@gtx.field_operator",
+                        "def reread(x: F) -> F:",
+                        f"    return x(K + 1) * {lit(2.0)}",
+                        "",
+                        "",
+                        "@gtx.field_operator",
+                        "def again(x: F) -> F:",
+                        f"    return x * {lit(3.0)}",
+                        "",
+                        "",
+                    ]
+                    if self.overwrite
+                    else []
+                ),
                 "@gtx.program",
                 f"def program({', '.join(prog_params)}):",
                 *statements,
@@ -314,23 +342,35 @@ class Prog:
             cells = [(zones[a], zones[b]) for a, b in self.out_cells]
         else:
             cells = [self.cell_domain] * len(self.outputs)
-        return [(c, self.k_domain) for c in cells] + ([(cells[0], (k0, k1 - 1))] if self.overwrite else [])
+        return [(c, self.k_domain) for c in cells] + (
+            [(cells[0], (k0, k1 - 1))] if self.overwrite else []
+        )
 
     def cond_zones(self) -> set[str]:
         """The zone arguments a `Cell` condition reads (arguments of the field operator)."""
         names = dict(self.zones)
-        return {n for e in [e for _, e in self.locals] + list(self.outputs) for n in _levels(e) if n in names}
+        return {
+            n
+            for e in [e for _, e in self.locals] + list(self.outputs)
+            for n in _levels(e)
+            if n in names
+        }
 
     def layout(self) -> str:
         """The zone bounds and how they are used, for the runner's log ("" without zones)."""
         if not self.zones:
             return ""
         used = "".join(["", " cell-concat"][bool(self.cond_zones())]) + (
-            " split-outputs" if len(set(self.out_cells)) > 1 else "")
+            " split-outputs" if len(set(self.out_cells)) > 1 else ""
+        )
         return "zones " + "/".join(str(v) for _, v in self.zones) + used
 
     def uses_neighbors(self) -> bool:
-        return any(r.nbr is not None for e in [e for _, e in self.locals] + list(self.outputs) for r in _read_nodes(e))
+        return any(
+            r.nbr is not None
+            for e in [e for _, e in self.locals] + list(self.outputs)
+            for r in _read_nodes(e)
+        )
 
     def uses_scan(self) -> bool:
         return bool(self.scans())
@@ -354,7 +394,11 @@ class Prog:
                 return count(e.lhs) + count(e.rhs)
             return 0
 
-        return sum(count(e) for _, e in self.locals) + sum(count(e) for e in self.outputs) + 2 * self.overwrite
+        return (
+            sum(count(e) for _, e in self.locals)
+            + sum(count(e) for e in self.outputs)
+            + 2 * self.overwrite
+        )
 
     def call_args(self, data_seed: int) -> dict:
         """Inputs as numpy arrays (fields, 1-D fields, scalars) and the int32 arguments."""
@@ -373,6 +417,7 @@ class Prog:
 
 # --- numpy reference ----------------------------------------------------------------------
 
+
 def _shift(x: np.ndarray, d: int) -> np.ndarray:
     """x(K + d) on the padded axis: element k reads k + d; NaN beyond the padding."""
     out = np.full_like(x, np.nan)
@@ -384,7 +429,9 @@ def _shift(x: np.ndarray, d: int) -> np.ndarray:
     return out
 
 
-def evaluate_numpy(prog: Prog, args: dict, magnitude: bool = False, scan_args: bool = False) -> list[np.ndarray]:
+def evaluate_numpy(
+    prog: Prog, args: dict, magnitude: bool = False, scan_args: bool = False
+) -> list[np.ndarray]:
     """The outputs on the whole NC x NL grid (NaN where undefined). With `magnitude`, the
     same tree over |inputs| with + and - both adding: a bound on every intermediate's size,
     hence on the rounding error of any evaluation order (`tolerance()`). A scan runs over
@@ -398,7 +445,9 @@ def evaluate_numpy(prog: Prog, args: dict, magnitude: bool = False, scan_args: b
         v[:, PAD : PAD + NL] = np.abs(args[f]) if magnitude else args[f]
         env[f] = v
     for c in prog.cells:
-        env[c] = np.repeat((np.abs(args[c]) if magnitude else args[c]).astype(dt)[:, None], NL + 2 * PAD, axis=1)
+        env[c] = np.repeat(
+            (np.abs(args[c]) if magnitude else args[c]).astype(dt)[:, None], NL + 2 * PAD, axis=1
+        )
     for s in prog.scalars:
         env[s] = np.full((NC, NL + 2 * PAD), abs(args[s]) if magnitude else args[s], dtype=dt)
     levels, flags = dict(prog.levels) | dict(prog.zones), dict(prog.flags)
@@ -424,10 +473,14 @@ def evaluate_numpy(prog: Prog, args: dict, magnitude: bool = False, scan_args: b
             out = np.full_like(x, np.nan)
             state = np.zeros(x.shape[0], dtype=dt)
             k0, k1 = prog.k_domain
-            for level in (range(k0, k1) if e.forward else range(k1 - 1, k0 - 1, -1)):
+            for level in range(k0, k1) if e.forward else range(k1 - 1, k0 - 1, -1):
                 state = dt(0.5) * state + x[:, PAD + level]
                 if y is not None:
-                    state = state + dt(0.25) * y[:, PAD + level] if magnitude else state - dt(0.25) * y[:, PAD + level]
+                    state = (
+                        state + dt(0.25) * y[:, PAD + level]
+                        if magnitude
+                        else state - dt(0.25) * y[:, PAD + level]
+                    )
                 out[:, PAD + level] = state
             return out
         return np.where(e.cond.mask(k, levels), ev(e.lhs), ev(e.rhs))
@@ -472,12 +525,19 @@ def longest_run(ok: np.ndarray) -> tuple[int, int]:
 
 # --- hypothesis strategy ------------------------------------------------------------------
 
+
 class _Gen:
     """Draws one program; every choice shrinks towards the simpler program (fewer inputs,
     leaves before operations, shift 0, the first name)."""
 
     def __init__(self, draw, fields, cells, scalars, levels):
-        self.draw, self.fields, self.cells, self.scalars, self.levels = draw, fields, cells, scalars, levels
+        self.draw, self.fields, self.cells, self.scalars, self.levels = (
+            draw,
+            fields,
+            cells,
+            scalars,
+            levels,
+        )
         self.locals: list[str] = []
 
     def shift(self) -> int:
@@ -500,7 +560,11 @@ class _Gen:
         return self.draw(st.integers(0, C2C_NEIGHBORS - 1))
 
     def leaf(self, need_field: bool) -> Expr:
-        kinds = ["field"] if need_field else ["field", "lit"] + ["cell"] * bool(self.cells) + ["scalar"] * bool(self.scalars)
+        kinds = (
+            ["field"]
+            if need_field
+            else ["field", "lit"] + ["cell"] * bool(self.cells) + ["scalar"] * bool(self.scalars)
+        )
         kind = self.draw(st.sampled_from(kinds))
         if kind == "field":
             return self.field_read()
@@ -517,7 +581,11 @@ class _Gen:
     def compare(self) -> Cond:
         op = self.draw(st.sampled_from(["<", ">=", "<=", ">", "==", "!="]))
         if self.levels and self.draw(st.booleans()):
-            return Cond(op, self.draw(st.integers(-2, 1)), self.draw(st.sampled_from([lv for lv, _ in self.levels])))
+            return Cond(
+                op,
+                self.draw(st.integers(-2, 1)),
+                self.draw(st.sampled_from([lv for lv, _ in self.levels])),
+            )
         return Cond(op, _mid_level(self.draw))
 
     def expr(self, depth: int, need_field: bool, top: bool = False) -> Expr:
@@ -556,7 +624,11 @@ class _Gen:
     def cell_expr(self) -> Expr:
         """A computed 1-D value (not a bare 1-D read, see `branch`)."""
         c = Read(self.draw(st.sampled_from(self.cells)))
-        return Bin(self.draw(st.sampled_from(["*", "+"])), c, self.leaf(False) if self.draw(st.booleans()) else Lit(2.0))
+        return Bin(
+            self.draw(st.sampled_from(["*", "+"])),
+            c,
+            self.leaf(False) if self.draw(st.booleans()) else Lit(2.0),
+        )
 
 
 def _mid_level(draw) -> int:
@@ -607,10 +679,16 @@ def programs(draw, max_locals: int = 3, max_depth: int = 3) -> Prog:
     for i in range(draw(st.integers(1, max_locals))):
         value = gen.expr(draw(st.integers(1, max_depth)), True, top=True)
         if flags and draw(st.booleans()):
-            value = Pick(flags[0][0], value, gen.expr(draw(st.integers(1, max_depth)), True, top=True))
+            value = Pick(
+                flags[0][0], value, gen.expr(draw(st.integers(1, max_depth)), True, top=True)
+            )
         local_defs.append((f"t{i}", value))
         gen.locals.append(f"t{i}")
-    first = Bin(draw(st.sampled_from(["+", "-", "*"])), Read(gen.locals[-1], gen.shift()), gen.expr(draw(st.integers(0, max_depth)), False))
+    first = Bin(
+        draw(st.sampled_from(["+", "-", "*"])),
+        Read(gen.locals[-1], gen.shift()),
+        gen.expr(draw(st.integers(0, max_depth)), False),
+    )
     if dtype == "float64" and draw(st.integers(0, 3)) == 0:
         # A column the scan reads level by level; or two: the last local at two levels
         # (gt4py passes one array the scan reads twice), another column beside it, or two
@@ -619,7 +697,10 @@ def programs(draw, max_locals: int = 3, max_depth: int = 3) -> Prog:
         if shape == 0:
             first = Scan(first)
         elif shape == 1:
-            first = Scan(Read(gen.locals[-1], gen.shift()), Read(gen.locals[-1], draw(st.sampled_from((0, 1, -1)))))
+            first = Scan(
+                Read(gen.locals[-1], gen.shift()),
+                Read(gen.locals[-1], draw(st.sampled_from((0, 1, -1)))),
+            )
         elif shape == 2:
             first = Scan(first, gen.field_read())
         else:
@@ -663,8 +744,14 @@ def programs(draw, max_locals: int = 3, max_depth: int = 3) -> Prog:
     overwrite = k1 - k0 >= 3 and draw(st.integers(0, 5)) == 0
     # Drawn last, so that the programs drawn before it are the ones drawn without it.
     static = draw(st.booleans())
-    prog = dataclasses.replace(prog, cell_domain=(c0, c1), k_domain=(k0, k1), runtime_k_domain=draw(st.booleans()),
-                               overwrite=overwrite, static=static)
+    prog = dataclasses.replace(
+        prog,
+        cell_domain=(c0, c1),
+        k_domain=(k0, k1),
+        runtime_k_domain=draw(st.booleans()),
+        overwrite=overwrite,
+        static=static,
+    )
     # The layout of Cell zones, drawn after everything above (so a choice sequence drawn
     # before it decodes to the same program, without zones): one program in two.
     prog = with_layout(draw, gen, prog)
@@ -689,7 +776,9 @@ def with_layout(draw, gen: "_Gen", prog: Prog) -> Prog:
     # bounds included (shrinking towards all bounds 0).
     bounds = sorted(draw(st.lists(st.integers(0, NC), min_size=len(ZONES), max_size=len(ZONES))))
     zones = tuple(zip(ZONES, bounds))
-    out_cells = tuple((draw(st.sampled_from(ZONE_STARTS)), draw(st.sampled_from(ZONE_ENDS))) for _ in prog.outputs)
+    out_cells = tuple(
+        (draw(st.sampled_from(ZONE_STARTS)), draw(st.sampled_from(ZONE_ENDS))) for _ in prog.outputs
+    )
     # A concat_where over Cell around a local's value or an output (not a Scan, which is
     # a whole output, nor a Pick, a whole local): the other branch reads only what the
     # slot may read (earlier locals).
@@ -701,7 +790,12 @@ def with_layout(draw, gen: "_Gen", prog: Prog) -> Prog:
         names = [n for n, _ in locals_]
         gen.locals = names[:i] if where == "locals" else names
         e = locals_[i][1] if where == "locals" else outputs[i]
-        cond = Cond(draw(st.sampled_from(["<", ">=", "==", "!="])), 0, draw(st.sampled_from(ZONES)), dim="Cell")
+        cond = Cond(
+            draw(st.sampled_from(["<", ">=", "==", "!="])),
+            0,
+            draw(st.sampled_from(ZONES)),
+            dim="Cell",
+        )
         if draw(st.integers(0, 3)) == 0:
             # A box: the zone on some levels. Not `|` (an L-shaped region): stock's own
             # MapSplitter asserts on it (gt4py 1.2.3, symbolic bounds:
@@ -714,8 +808,19 @@ def with_layout(draw, gen: "_Gen", prog: Prog) -> Prog:
         else:
             outputs = outputs[:i] + (wrapped,) + outputs[i + 1 :]
     # The inputs as drawn (pruning dropped those nothing read; the new branch may read them).
-    laid = prune(dataclasses.replace(prog, fields=gen.fields, cells=gen.cells, scalars=gen.scalars, levels=gen.levels,
-                                     locals=locals_, outputs=outputs, zones=zones, out_cells=out_cells))
+    laid = prune(
+        dataclasses.replace(
+            prog,
+            fields=gen.fields,
+            cells=gen.cells,
+            scalars=gen.scalars,
+            levels=gen.levels,
+            locals=locals_,
+            outputs=outputs,
+            zones=zones,
+            out_cells=out_cells,
+        )
+    )
     # The other branch may read a shifted local: the K domain must stay defined.
     k0, k1 = laid.k_domain
     assume(valid_levels(laid)[k0:k1].all())
@@ -748,7 +853,9 @@ def _cell_conds(prog: Prog) -> list[Cond]:
 def _cell_branches_nonempty(cond: Cond, prog: Prog) -> bool:
     """On the cells of every (non-empty) output, `cond` holds somewhere and fails somewhere."""
     mask = cond.mask(np.zeros((1, 1)), dict(prog.zones))[:, 0]
-    return all(mask[c0:c1].any() and not mask[c0:c1].all() for (c0, c1), _ in prog.out_domains() if c1 > c0)
+    return all(
+        mask[c0:c1].any() and not mask[c0:c1].all() for (c0, c1), _ in prog.out_domains() if c1 > c0
+    )
 
 
 def prune(prog: Prog) -> Prog:
@@ -852,9 +959,17 @@ def with_run_time_bound(draw, gen: "_Gen", prog: Prog) -> Prog:
                 reader = Scan(Read(t, 1), Read(t))
             else:
                 reader = Scan(Bin(op, Read(t, 0, nbr), Read(t)))
-    bounded = prune(dataclasses.replace(
-        prog, fields=gen.fields, cells=gen.cells, scalars=gen.scalars, levels=tuple(gen.levels) + ((name, value),),
-        locals=locals_, outputs=(reader,) + prog.outputs[1:]))
+    bounded = prune(
+        dataclasses.replace(
+            prog,
+            fields=gen.fields,
+            cells=gen.cells,
+            scalars=gen.scalars,
+            levels=tuple(gen.levels) + ((name, value),),
+            locals=locals_,
+            outputs=(reader,) + prog.outputs[1:],
+        )
+    )
     # The new reads (shifted, of shifted locals) may leave levels of the domain undefined:
     # the longest run of defined levels inside it.
     ok = valid_levels(bounded)
@@ -862,7 +977,9 @@ def with_run_time_bound(draw, gen: "_Gen", prog: Prog) -> Prog:
     ok[:k0] = ok[k1:] = False
     k0, k1 = longest_run(ok)
     assume(k1 - k0 >= 2)  # as `programs`: gt4py fails on one-level ranges
-    return dataclasses.replace(bounded, k_domain=(k0, k1), overwrite=bounded.overwrite and k1 - k0 >= 3)
+    return dataclasses.replace(
+        bounded, k_domain=(k0, k1), overwrite=bounded.overwrite and k1 - k0 >= 3
+    )
 
 
 def _computed_branch(gen: "_Gen", need_field: bool) -> Expr:
