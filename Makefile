@@ -23,7 +23,7 @@ CUDA_WHEELS := nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==1
 	nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85
 GPU_STAMP := $(VENV)/.gpu-tools-13.0.88
 
-.PHONY: venv venv-icon4py-pins test-icon4py-pins demo test test-fast fixtures bench bench-build bench-substep counts oracle calibrate fuzz census census-static census-compare clean gpu-tools gpu-check device-wheels device-dry-run
+.PHONY: venv venv-icon4py-pins test-icon4py-pins demo test test-fast lint fixtures bench bench-build bench-substep counts oracle calibrate fuzz census census-static census-compare clean gpu-tools gpu-check device-wheels device-dry-run
 
 venv: $(STAMP)
 
@@ -71,6 +71,20 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not compile" $(PYTEST_ARGS)
+
+# ruff (format and lint) and mypy as pyproject.toml configures them (gt4py's settings); the
+# lint extra (pinned ruff and mypy, pre-commit) goes into .venv on first use only, so make
+# test does not install it. pre-commit install runs the same checks on each commit.
+LINT_STAMP := $(VENV)/.lint-installed
+$(LINT_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e '.[lint]' 2>&1 | grep -v '^WARNING: Location' || true
+	$(VENV)/bin/ruff --version && $(VENV)/bin/mypy --version
+	@touch $(LINT_STAMP)
+
+lint: $(LINT_STAMP)
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 fixtures: $(STAMP)
 	$(PY) sdfg_fixtures/generate.py
