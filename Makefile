@@ -36,8 +36,9 @@ $(STAMP): pyproject.toml
 	# 1.2.1) goes in without its dependencies; make venv-icon4py-pins resolves icon4py's own.
 	$(PY) -m pip install -q --no-deps 'icon4py-common==0.4.1' 'icon4py-atmosphere-dycore==0.4.1' 'icon4py-atmosphere-diffusion==0.4.1' 2>&1 | grep -v '^WARNING: Location' || true
 	# What icon4py's modules import that gt4py does not bring (xarray: its metrics programs;
-	# serialbox4py: its grid package, for the simple test grid that explain/census lower on).
-	$(PY) -m pip install -q 'cattrs>=26.1.0' 'pyyaml>=6.0.3' 'xarray' 'serialbox4py>=2.6.2' 2>&1 | grep -v '^WARNING: Location' || true
+	# serialbox4py: its grid package, for the simple test grid that explain/census lower on;
+	# netCDF4: its grid manager, reading the grid file `gt4py-dace-xforms grid` writes).
+	$(PY) -m pip install -q 'cattrs>=26.1.0' 'pyyaml>=6.0.3' 'xarray' 'serialbox4py>=2.6.2' 'netCDF4' 2>&1 | grep -v '^WARNING: Location' || true
 	$(PY) -c 'import gt4py_dace_xforms, gt4py.next, dace, icon4py.model.atmosphere.dycore.stencils.compute_cell_diagnostics_for_dycore'
 	@touch $(STAMP)
 
@@ -53,7 +54,7 @@ $(PINS_STAMP): pyproject.toml
 	@test -x $(PINS_VENV)/bin/python || $(PYTHON312) -m venv $(PINS_VENV)
 	$(PINS_VENV)/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
 	set -o pipefail; $(PINS_VENV)/bin/python -m pip install -q 'icon4py-atmosphere-dycore==0.4.1' \
-		'icon4py-atmosphere-diffusion==0.4.1' 'xarray' -e '.[test]' 2>&1 | { grep -v '^WARNING: Location' || true; }
+		'icon4py-atmosphere-diffusion==0.4.1' 'xarray' 'netCDF4' -e '.[test]' 2>&1 | { grep -v '^WARNING: Location' || true; }
 	$(PINS_VENV)/bin/python -c 'import gt4py, icon4py.model.atmosphere.dycore.solve_nonhydro, gt4py_dace_xforms; print("gt4py", gt4py.__version__)'
 	@touch $(PINS_STAMP)
 
