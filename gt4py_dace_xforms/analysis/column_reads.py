@@ -84,7 +84,7 @@ def _index_problem(inner_edges, ndim: int) -> Union[list[dict[int, sympy.Expr]],
         if m.subset is None or len(m.subset) != ndim:
             return "a memlet of the array inside the nested SDFG has another rank"
         single = {}
-        for d, (b, end, step) in enumerate(m.subset.ndrange()):
+        for d, (b, end, _step) in enumerate(m.subset.ndrange()):
             if sympy.simplify(to_sympy(end) - to_sympy(b)) == 0:
                 single[d] = to_sympy(b)
         out.append(single)
@@ -102,6 +102,67 @@ def _param_plus_constant(index: sympy.Expr, params: set[str]) -> Optional[str]:
     if any(str(f) in params for f in rest.free_symbols):
         return None
     return str(named[0])
+
+
+def _inner_reads(node: dn.NestedSDFG, conn: str) -> Union[list, Decline]:
+    """Every inner edge (with its state) whose memlet refers to `conn` inside `node`'s
+    SDFG, or a Decline where the nested SDFG writes it, views it, passes it on to a deeper
+    nested SDFG, copies it with a memlet of other data, or does not read it."""
+    inner_sdfg = node.sdfg
+    inner: list = []
+    for st in inner_sdfg.all_states():
+        for acc in st.nodes():
+            if isinstance(acc, dn.NestedSDFG) and any(
+                e.data.data == conn for e in st.all_edges(acc)
+            ):
+                return Decline(f"nested SDFG '{node.label}' passes '{conn}' on to a nested SDFG")
+            if not isinstance(acc, dn.AccessNode) or acc.data != conn:
+                continue
+            if st.in_degree(acc) > 0:
+                return Decline(f"nested SDFG '{node.label}' writes '{conn}'")
+            for e in st.out_edges(acc):
+                other = e.dst
+                if isinstance(other, dn.AccessNode) and isinstance(
+                    inner_sdfg.arrays[other.data], dace_data.View
+                ):
+                    return Decline(f"nested SDFG '{node.label}' views '{conn}'")
+                for x in st.memlet_tree(e):
+                    if x.data.data != conn:
+                        return Decline(
+                            f"nested SDFG '{node.label}' copies '{conn}' with a memlet of other data"
+                        )
+                    inner.append((st, x))
+    if not inner:
+        return Decline(f"nested SDFG '{node.label}' does not read '{conn}'")
+    return inner
+
+
+def _column_in_dimension(
+    singles: list[dict[int, sympy.Expr]],
+    d: int,
+    defined: set[str],
+    mapping: dict,
+    params: set[str],
+    start: sympy.Expr,
+) -> Optional[tuple[str, sympy.Expr]]:
+    """The Map parameter and the outer index (the parameter plus a constant) every read
+    holds in dimension `d`, or None where a read has a range there, names a symbol defined
+    inside the nested SDFG or one the symbol mapping lacks, or where the reads disagree."""
+    if not all(d in s for s in singles):
+        return None
+    found: Optional[tuple[str, sympy.Expr]] = None
+    for s in singles:
+        x = s[d]
+        if {str(f) for f in x.free_symbols} & defined:
+            return None
+        if not all(str(f) in mapping for f in x.free_symbols):
+            return None
+        outer_index = sympy.expand(x.xreplace({f: mapping[str(f)] for f in x.free_symbols}) + start)
+        name = _param_plus_constant(outer_index, params)
+        if name is None or (found is not None and (name, outer_index) != found):
+            return None
+        found = (name, outer_index)
+    return found
 
 
 def column_read_plan(
@@ -134,31 +195,9 @@ def column_read_plan(
         )
     if conn in interstate_reads(inner_sdfg):
         return Decline(f"nested SDFG '{node.label}' reads '{conn}' on an interstate edge")
-    inner: list = []
-    for st in inner_sdfg.all_states():
-        for acc in st.nodes():
-            if isinstance(acc, dn.NestedSDFG) and any(
-                e.data.data == conn for e in st.all_edges(acc)
-            ):
-                return Decline(f"nested SDFG '{node.label}' passes '{conn}' on to a nested SDFG")
-            if not isinstance(acc, dn.AccessNode) or acc.data != conn:
-                continue
-            if st.in_degree(acc) > 0:
-                return Decline(f"nested SDFG '{node.label}' writes '{conn}'")
-            for e in st.out_edges(acc):
-                other = e.dst
-                if isinstance(other, dn.AccessNode) and isinstance(
-                    inner_sdfg.arrays[other.data], dace_data.View
-                ):
-                    return Decline(f"nested SDFG '{node.label}' views '{conn}'")
-                for x in st.memlet_tree(e):
-                    if x.data.data != conn:
-                        return Decline(
-                            f"nested SDFG '{node.label}' copies '{conn}' with a memlet of other data"
-                        )
-                    inner.append((st, x))
-    if not inner:
-        return Decline(f"nested SDFG '{node.label}' does not read '{conn}'")
+    inner = _inner_reads(node, conn)
+    if isinstance(inner, Decline):
+        return inner
     singles = _index_problem(inner, ndim)
     if isinstance(singles, str):
         return Decline(singles)
@@ -167,25 +206,7 @@ def column_read_plan(
     params = {str(p) for p in entry.map.params}
     starts = [to_sympy(b) for b, _, _ in subset.ndrange()]
     for d in range(ndim):
-        if not all(d in s for s in singles):
-            continue
-        found: Optional[tuple[str, sympy.Expr]] = None
-        for s in singles:
-            x = s[d]
-            if {str(f) for f in x.free_symbols} & defined:
-                found = None
-                break
-            if not all(str(f) in mapping for f in x.free_symbols):
-                found = None
-                break
-            outer_index = sympy.expand(
-                x.xreplace({f: mapping[str(f)] for f in x.free_symbols}) + starts[d]
-            )
-            name = _param_plus_constant(outer_index, params)
-            if name is None or (found is not None and (name, outer_index) != found):
-                found = None
-                break
-            found = (name, outer_index)
+        found = _column_in_dimension(singles, d, defined, mapping, params, starts[d])
         if found is not None:
             return ColumnReadPlan(edge, node, conn, d, found[0], tuple(inner), found[1])
     return Decline(

@@ -87,6 +87,62 @@ def defined_inside(nsdfg: dace.SDFG) -> set[str]:
     return names
 
 
+def _squeezed_dims(desc, sub, ndim: int) -> Union[tuple[int, ...], Decline]:
+    """The intermediate's dimensions the nested array lacks (none where it has them all),
+    or a Decline where the memlet does not fix exactly that many to one index."""
+    squeezed: tuple[int, ...] = ()
+    if len(desc.shape) < ndim:
+        # A column: the dimensions of size 1 are the ones the nested array lacks, and
+        # there must be exactly as many as it lacks (else which one is which is a guess).
+        squeezed = tuple(
+            d for d, size in enumerate(sub.size()) if canonical(to_sympy(size)) == canonical(1)
+        )
+        if len(squeezed) != ndim - len(desc.shape):
+            return Decline(
+                "nested read: the nested array lacks dimensions of the intermediate that the memlet "
+                "does not fix to one index"
+            )
+    return squeezed
+
+
+def _read_groups(
+    inner: dace.SDFG, conn: str, rank: int, squeezed: tuple[int, ...], ndim: int
+) -> Union[dict, Decline]:
+    """The nested SDFG's reads of `conn` (an array of `rank` dimensions) grouped by state
+    and index in the intermediate's `ndim` dimensions (the `squeezed` ones at 0), or a
+    Decline where it writes the array or reads it other than as a plain single element
+    in a top-level tasklet."""
+    groups: dict = {}
+    for st in inner.all_states():
+        scope = None
+        for acc in st.data_nodes():
+            if acc.data != conn:
+                continue
+            if st.in_degree(acc) > 0:
+                return Decline("nested read: the nested SDFG writes the array")
+            scope = scope or st.scope_dict()
+            for e in st.out_edges(acc):
+                if not isinstance(e.dst, dn.Tasklet) or scope[e.dst] is not None:
+                    return Decline(
+                        "nested read: the array is read by something other than a top-level tasklet"
+                    )
+                if e.data.wcr is not None or e.data.dynamic or not is_single_element(e.data.subset):
+                    return Decline(
+                        "nested read: a read inside the nested SDFG is not a plain single element"
+                    )
+                if e.data.data != conn or len(e.data.subset) != rank:
+                    return Decline(
+                        "nested read: a read inside the nested SDFG has an unexpected memlet"
+                    )
+                inner_index = iter(to_sympy(b) for b, _, _ in e.data.subset.ndrange())
+                index = tuple(
+                    sympy.Integer(0) if d in squeezed else next(inner_index) for d in range(ndim)
+                )
+                key = (st.label, *(canonical(x) for x in index))
+                groups.setdefault((id(st), key), (st, key, index, []))[3].append(e)
+    return groups
+
+
 def match_nested_reads(state, edge, ndim: int) -> Union[NestedRead, Decline]:
     """Describe the reads behind `edge` (consumer scope -> NestedSDFG), or decline."""
     node = edge.dst
@@ -106,18 +162,9 @@ def match_nested_reads(state, edge, ndim: int) -> Union[NestedRead, Decline]:
         return Decline(
             "nested read: the memlet into the nested SDFG has no subset of the intermediate"
         )
-    squeezed: tuple[int, ...] = ()
-    if len(desc.shape) < ndim:
-        # A column: the dimensions of size 1 are the ones the nested array lacks, and
-        # there must be exactly as many as it lacks (else which one is which is a guess).
-        squeezed = tuple(
-            d for d, size in enumerate(sub.size()) if canonical(to_sympy(size)) == canonical(1)
-        )
-        if len(squeezed) != ndim - len(desc.shape):
-            return Decline(
-                "nested read: the nested array lacks dimensions of the intermediate that the memlet "
-                "does not fix to one index"
-            )
+    squeezed = _squeezed_dims(desc, sub, ndim)
+    if isinstance(squeezed, Decline):
+        return squeezed
     offset = tuple(to_sympy(b) for b, _, _ in sub.ndrange())
     # The window's origin is an expression of the consumer's scope: the copy can use it
     # inside only if every symbol in it reaches the nested SDFG unchanged, or is a
@@ -139,34 +186,9 @@ def match_nested_reads(state, edge, ndim: int) -> Union[NestedRead, Decline]:
         )
     if conn in interstate_reads(inner):
         return Decline("nested read: the nested SDFG reads the array on an interstate edge")
-    groups: dict = {}
-    for st in inner.all_states():
-        scope = None
-        for acc in st.data_nodes():
-            if acc.data != conn:
-                continue
-            if st.in_degree(acc) > 0:
-                return Decline("nested read: the nested SDFG writes the array")
-            scope = scope or st.scope_dict()
-            for e in st.out_edges(acc):
-                if not isinstance(e.dst, dn.Tasklet) or scope[e.dst] is not None:
-                    return Decline(
-                        "nested read: the array is read by something other than a top-level tasklet"
-                    )
-                if e.data.wcr is not None or e.data.dynamic or not is_single_element(e.data.subset):
-                    return Decline(
-                        "nested read: a read inside the nested SDFG is not a plain single element"
-                    )
-                if e.data.data != conn or len(e.data.subset) != len(desc.shape):
-                    return Decline(
-                        "nested read: a read inside the nested SDFG has an unexpected memlet"
-                    )
-                inner_index = iter(to_sympy(b) for b, _, _ in e.data.subset.ndrange())
-                index = tuple(
-                    sympy.Integer(0) if d in squeezed else next(inner_index) for d in range(ndim)
-                )
-                key = (st.label,) + tuple(canonical(x) for x in index)
-                groups.setdefault((id(st), key), (st, key, index, []))[3].append(e)
+    groups = _read_groups(inner, conn, len(desc.shape), squeezed, ndim)
+    if isinstance(groups, Decline):
+        return groups
     if not groups:
         return Decline("nested read: the nested SDFG does not read the array")
     return NestedRead(

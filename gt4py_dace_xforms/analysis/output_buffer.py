@@ -634,6 +634,80 @@ def output_buffer_plan(sdfg: dace.SDFG, name: str) -> Union[OutputBufferPlan, De
     return Decline("no copy's target can be the buffer: " + "; ".join(reasons))
 
 
+def _target_problem(sdfg: dace.SDFG, name: str, desc, gname: str) -> Optional[str]:
+    """Why the copies' target `gname` cannot stand in for the buffer `name` (not an array;
+    another dtype, storage or rank; an index offset; read on an interstate edge), or None."""
+    gdesc = sdfg.arrays[gname]
+    if type(gdesc) is not dace_data.Array:
+        return f"'{gname}' is a {type(gdesc).__name__}, not an array"
+    if (
+        gdesc.dtype != desc.dtype
+        or gdesc.storage != desc.storage
+        or len(gdesc.shape) != len(desc.shape)
+    ):
+        return f"'{gname}' differs from '{name}' in dtype, storage or rank"
+    if (
+        any(dace.symbolic.pystr_to_symbolic(o) != 0 for o in (*desc.offset, *gdesc.offset))
+        or desc.start_offset
+        or gdesc.start_offset
+    ):
+        return f"'{name}' or '{gname}' has an index offset"
+    if {name, gname} & interstate_reads(sdfg):
+        return f"'{name}' or '{gname}' is read on an interstate edge or a condition"
+    return None
+
+
+def _buffer_edge(
+    sdfg: dace.SDFG, st, node, e, writes: bool, copied, echo_boxes: list, gdesc, name: str
+) -> Union[tuple[BufferEdge, list[NestedView]], Decline]:
+    """One access `e` of the buffer (a write where `writes`) as the plan keeps it, with the
+    nested SDFGs that see the buffer through it; a writer outside the copied box is
+    restricted to it (a copy) or split (a Map), else the access is declined."""
+    problem = _edge_problem(sdfg, st, node, e, writes, copied)
+    if echo_boxes and problem:
+        problem = _echo_problem(st, e, writes, copied, echo_boxes) or problem
+        problem = None if problem == "echo" else problem
+    restricted = split = None
+    if problem and writes and "outside the copied box" in problem:
+        if isinstance(e.src, dn.MapExit):
+            split = _map_split(sdfg, st, node, e, copied, name)
+        elif isinstance(e.src, dn.AccessNode):
+            restricted = _copy_restriction(sdfg, st, node, e, copied)
+        for r in (restricted, split):
+            if isinstance(r, str):
+                return Decline(f"{problem}, and cannot be restricted to it: {r}")
+        problem = None if (restricted or split) is not None else problem
+    if problem:
+        return Decline(problem)
+    restricted = cast(Optional[RetargetWriter], restricted)  # a str declined above
+    split = cast(Optional[SplitWriter], split)
+    views = _nested_views(sdfg, st, e, gdesc, name)
+    if isinstance(views, str):
+        return Decline(views)
+    if views and split is not None and len(split.pieces) > 1:
+        return Decline(
+            f"writer '{split.entry.map.label}' would be split, but a nested SDFG in it "
+            f"sees the buffer"
+        )
+    return BufferEdge(st, node, e, writes, restricted, split), views
+
+
+def _echo_overlap(
+    accesses: list[BufferEdge], echo_boxes: list, name: str, gname: str
+) -> Optional[str]:
+    """Why a writer of the buffer overlaps a box where the target is copied back into it
+    (an echo), or None."""
+    for a in accesses:
+        if a.writes:
+            wbox = _closed(box_of(a.edge.data.get_dst_subset(a.edge, a.state)))
+            if not all(boxes.disjoint(wbox, b) for b in echo_boxes):
+                return (
+                    f"'{getattr(a.edge.src, 'label', a.edge.src)}' writes '{name}' where "
+                    f"'{gname}' is copied into it"
+                )
+    return None
+
+
 def _plan(
     sdfg: dace.SDFG, name: str, desc, copies: list[WriteBackCopy]
 ) -> Union[OutputBufferPlan, Decline]:
@@ -644,23 +718,10 @@ def _plan(
         return Decline(merged)
     copied, shift = merged
     gname = copies[0].target.data
+    target = _target_problem(sdfg, name, desc, gname)
+    if target:
+        return Decline(target)
     gdesc = sdfg.arrays[gname]
-    if type(gdesc) is not dace_data.Array:
-        return Decline(f"'{gname}' is a {type(gdesc).__name__}, not an array")
-    if (
-        gdesc.dtype != desc.dtype
-        or gdesc.storage != desc.storage
-        or len(gdesc.shape) != len(desc.shape)
-    ):
-        return Decline(f"'{gname}' differs from '{name}' in dtype, storage or rank")
-    if (
-        any(dace.symbolic.pystr_to_symbolic(o) != 0 for o in (*desc.offset, *gdesc.offset))
-        or desc.start_offset
-        or gdesc.start_offset
-    ):
-        return Decline(f"'{name}' or '{gname}' has an index offset")
-    if {name, gname} & interstate_reads(sdfg):
-        return Decline(f"'{name}' or '{gname}' is read on an interstate edge or a condition")
 
     echoes = _echoes(sdfg, name, gname, copied, shift)
     if isinstance(echoes, str):
@@ -681,45 +742,16 @@ def _plan(
                 for e in edges:
                     if id(e) in copy_edges:
                         continue
-                    problem = _edge_problem(sdfg, st, node, e, writes, copied)
-                    if echo_boxes and problem:
-                        problem = _echo_problem(st, e, writes, copied, echo_boxes) or problem
-                        problem = None if problem == "echo" else problem
-                    restricted = split = None
-                    if problem and writes and "outside the copied box" in problem:
-                        if isinstance(e.src, dn.MapExit):
-                            split = _map_split(sdfg, st, node, e, copied, name)
-                        elif isinstance(e.src, dn.AccessNode):
-                            restricted = _copy_restriction(sdfg, st, node, e, copied)
-                        for r in (restricted, split):
-                            if isinstance(r, str):
-                                return Decline(f"{problem}, and cannot be restricted to it: {r}")
-                        problem = None if (restricted or split) is not None else problem
-                    if problem:
-                        return Decline(problem)
-                    restricted = cast(Optional[RetargetWriter], restricted)  # a str declined above
-                    split = cast(Optional[SplitWriter], split)
-                    views = _nested_views(sdfg, st, e, gdesc, name)
-                    if isinstance(views, str):
-                        return Decline(views)
-                    if views and split is not None and len(split.pieces) > 1:
-                        return Decline(
-                            f"writer '{split.entry.map.label}' would be split, but a nested SDFG in it "
-                            f"sees the buffer"
-                        )
-                    nested += views
-                    accesses.append(BufferEdge(st, node, e, writes, restricted, split))
+                    kept = _buffer_edge(sdfg, st, node, e, writes, copied, echo_boxes, gdesc, name)
+                    if isinstance(kept, Decline):
+                        return kept
+                    accesses.append(kept[0])
+                    nested += kept[1]
     if not any(a.writes for a in accesses):
         return Decline(f"'{name}' is never written")
-    if echo_boxes:
-        for a in accesses:
-            if a.writes:
-                wbox = _closed(box_of(a.edge.data.get_dst_subset(a.edge, a.state)))
-                if not all(boxes.disjoint(wbox, b) for b in echo_boxes):
-                    return Decline(
-                        f"'{getattr(a.edge.src, 'label', a.edge.src)}' writes '{name}' where "
-                        f"'{gname}' is copied into it"
-                    )
+    overlap = _echo_overlap(accesses, echo_boxes, name, gname) if echo_boxes else None
+    if overlap:
+        return Decline(overlap)
     problem = _lifetime_problem(sdfg, (accesses, copies), gname, echoes)
     if problem:
         return Decline(problem)
