@@ -9,6 +9,12 @@ and 2 vertices, every vertex 6 cells and 6 edges, with no pentagons and no missi
 neighbors, so V = C/2 and E = 3C/2. R2B4's 20480 cells give 30720 edges (as ICON's) but
 10240 vertices: the icosahedron's 10242 (its 12 pentagons) are not reachable by a torus.
 
+The row seam joins (i, ny) to (i, 0): a skewed torus, whose periods (nx, 0) and
+(ny/2, ny*sqrt(3)/2) are not at right angles. `rectangular=True` joins (i, ny) to
+(i + ny/2, 0) instead (ny even): the periods become (nx, 0) and (0, ny*sqrt(3)/2), the
+doubly periodic rectangle of ICON's planar torus (`GeometryType.TORUS`, whose rows of
+triangles alternate their offset), which `tools.gridfile` writes as an ICON grid file.
+
 **Locality.** Cells are numbered along a Morton (Z-order) curve over their (row, column)
 position, edges and vertices in the order the numbered cells first meet them, so that
 neighbors lie close in memory, as in ICON's grids.
@@ -78,7 +84,8 @@ class Grid:
     for interior), `halo` (dimension -> OWNED / HALO_1 / HALO_2 / BEYOND), `bounds`:
     icon4py's start and end index of every zone, named as icon4py's model names them
     (`start_cell_lateral_boundary_level_3`, `end_edge_halo_level_2`, ...), and `lattice`
-    (dimension -> each element's index in the lattice's own numbering, `_natural_tables`)."""
+    (dimension -> each element's index in the lattice's own numbering, `_natural_tables`),
+    `rectangular`: the row seam's twist (module docstring)."""
 
     nx: int
     ny: int
@@ -90,6 +97,7 @@ class Grid:
     halo: Mapping[str, np.ndarray]
     bounds: Mapping[str, int]
     lattice: Mapping[str, np.ndarray]
+    rectangular: bool = False
 
     @property
     def limited_area(self) -> bool:
@@ -109,18 +117,19 @@ def torus_shape(n_cells: int) -> tuple[int, int]:
     return n_vertices // ny, ny
 
 
-def _natural_tables(nx: int, ny: int) -> dict[str, np.ndarray]:
+def _natural_tables(nx: int, ny: int, shift: int = 0) -> dict[str, np.ndarray]:
     """C2V, C2E, E2V, E2C, V2C, V2E in the lattice's own numbering: vertex j*nx + i, cells
     2v (up) and 2v + 1 (down), edges 3v (horizontal), 3v + 1 (diagonal), 3v + 2 (vertical);
     C2E[:, k] joins C2V[:, k] and C2V[:, k + 1]; V2E and V2C run counterclockwise from east,
-    cell k between edges k and k + 1."""
+    cell k between edges k and k + 1. Crossing the row seam upwards moves `shift` columns
+    right ((i, ny) is (i + shift, 0))."""
     i: np.ndarray  # 2-D, then raveled
     j: np.ndarray
     i, j = np.meshgrid(np.arange(nx), np.arange(ny))
     i, j = i.ravel(), j.ravel()
 
     def v(di: int, dj: int) -> np.ndarray:
-        return ((j + dj) % ny) * nx + (i + di) % nx
+        return ((j + dj) % ny) * nx + (i + di + shift * ((j + dj) // ny)) % nx
 
     up, down = (lambda di, dj: 2 * v(di, dj)), (lambda di, dj: 2 * v(di, dj) + 1)
     h, d, vert = (
@@ -339,16 +348,26 @@ def _zone_bounds(dim: str, rows: np.ndarray, halo: np.ndarray) -> dict[str, int]
 
 
 @functools.lru_cache(maxsize=16)
-def generate(nx: int, ny: int, boundary: tuple[str, ...] = (), cut: tuple[str, ...] = ()) -> Grid:
+def generate(
+    nx: int,
+    ny: int,
+    boundary: tuple[str, ...] = (),
+    cut: tuple[str, ...] = (),
+    rectangular: bool = False,
+) -> Grid:
     """The torus of `nx` x `ny` vertices, a limited-area domain if `boundary` names seams,
     a decomposed rank if `cut` does (`SEAMS`), its elements ordered owned first (by zone,
-    then locality), then halo level 1, halo level 2, the rest; tables renumbered to match."""
+    then locality), then halo level 1, halo level 2, the rest; tables renumbered to match.
+    `rectangular`: ICON's planar torus (module docstring; ny even, no column seam, which
+    the twisted row seam would leave open)."""
     if nx < 4 or ny < 4:
         raise ValueError(f"a torus needs at least 4 x 4 vertices; got {nx} x {ny}")
     unknown = [s for s in boundary + cut if s not in SEAMS]
     if unknown or set(boundary) & set(cut):
         raise ValueError(f"boundary {boundary} and cut {cut}: each a distinct seam of {SEAMS}")
-    natural = _natural_tables(nx, ny)
+    if rectangular and (ny % 2 or "columns" in boundary + cut):
+        raise ValueError(f"a rectangular torus needs an even ny and no column seam; got {ny}")
+    natural = _natural_tables(nx, ny, ny // 2 if rectangular else 0)
     natural.update(_derived_tables(natural))
     rows = _refinement_rows(natural, _seam_vertices(nx, ny, boundary))
     halo = _halo_levels(natural, _seam_vertices(nx, ny, cut))
@@ -369,7 +388,9 @@ def generate(nx: int, ny: int, boundary: tuple[str, ...] = (), cut: tuple[str, .
     halo = {dim: halo[dim][orders[dim]] for dim in DIMS}
     bounds = {k: v for dim in DIMS for k, v in _zone_bounds(dim, rows[dim], halo[dim]).items()}
     sizes = {dim: len(orders[dim]) for dim in DIMS}
-    return Grid(nx, ny, tuple(boundary), tuple(cut), tables, sizes, rows, halo, bounds, orders)
+    return Grid(
+        nx, ny, tuple(boundary), tuple(cut), tables, sizes, rows, halo, bounds, orders, rectangular
+    )
 
 
 def connectivities(grid: Grid, offsets: Mapping[str, Any]) -> dict[str, Any]:
