@@ -639,6 +639,9 @@ def build_parser() -> argparse.ArgumentParser:
         "production run's rank)",
     )
     demo.set_defaults(func=cmd_demo)
+    from gt4py_dace_xforms.cli import grid as grid_cli
+
+    grid_cli.add_parser(sub)
     return parser
 
 
