@@ -81,7 +81,16 @@ def scalars_for(program_name: str, n: int, nlev: int) -> dict[str, Any]:
     half levels), lateral-boundary and nudging starts fall inside the horizontal
     domain so both sides of every `concat_where` on them are taken; switches select the
     branches icon4py's default configuration runs (and the extra-diffusion / IAU / limited
-    area paths, which add code)."""
+    area paths, which add code).
+
+    Args:
+        program_name: the census program's name.
+        n: elements per horizontal dimension.
+        nlev: model levels.
+
+    Returns:
+        parameter name -> value.
+    """
     from icon4py.model.atmosphere.diffusion.diffusion import TurbulenceShearForcingType
     from icon4py.model.atmosphere.dycore.dycore_states import (
         DivergenceDampingType,
@@ -135,7 +144,17 @@ def census_inputs(
     Floating-point fields are random in [0.5, 1.5); boolean fields random masks;
     integer fields random 0/1 (vertical offsets such as `ikoffset` stay in range), except
     the index fields `k_lev` / `e_lev` (the index itself) and `flat_idx_max` (a level).
-    ValueError for a scalar no value is known for."""
+    ValueError for a scalar no value is known for.
+
+    Args:
+        program: the gt4py program.
+        n_horizontal: elements per horizontal dimension.
+        n_levels: model levels.
+        seed: the random seed.
+
+    Returns:
+        `(kwargs, offset_provider)`.
+    """
     name = program.definition_stage.definition.__name__
     sizes = {d: n_horizontal for d in HORIZONTAL} | {"K": n_levels} | dict(ICOSAHEDRAL_NEIGHBORS)
     provider = offset_provider_for(program, sizes={d: n_horizontal for d in HORIZONTAL}, seed=seed)
@@ -159,7 +178,17 @@ def model_like_fields(
     model's: masks 70 % true, `k_lev` / `e_lev` the level index, `flat_idx_max` a level;
     with `level_offsets`, integer (.., K) fields (vertical offsets such as `ikoffset`) 0 on
     the lowest full level, where the programs read k + offset + 1 and a 1 would read past
-    the K + 1 levels. Returns `args`, changed in place."""
+    the K + 1 levels. Returns `args`, changed in place.
+
+    Args:
+        args: the program's arguments (`random_args`).
+        n_levels: model levels.
+        seed: the random seed.
+        level_offsets: make integer vertical-offset fields model-like too.
+
+    Returns:
+        a new dict of arguments.
+    """
     import gt4py.next as gtx
 
     rng = np.random.default_rng(seed + 1)
@@ -215,7 +244,18 @@ def diff_field(
     field: str, build: str, value: np.ndarray, reference: np.ndarray, *, exact: bool = False
 ) -> FieldDiff:
     """`value` against `reference` (NaN equals NaN at the same place; infinities must match).
-    `exact`: within tolerance only if bitwise equal (builds without FP contraction)."""
+    `exact`: within tolerance only if bitwise equal (builds without FP contraction).
+
+    Args:
+        field: the field's name.
+        build: the build's label.
+        value: the build's output.
+        reference: stock's output.
+        exact: require bitwise equality.
+
+    Returns:
+        the `FieldDiff`.
+    """
     if value.shape != reference.shape:
         return FieldDiff(field, build, False, False, float("inf"), float("inf"))
     bitwise = bool(np.array_equal(value, reference, equal_nan=value.dtype.kind == "f"))
@@ -263,10 +303,12 @@ class ProgramComparison:
 
     @property
     def short_name(self) -> str:
+        """The program's name without its module path."""
         return self.program.rpartition(":")[2]
 
     @property
     def errors(self) -> list[str]:
+        """The comparison's own error and each build's, as text."""
         found = [f"{self.error}"] if self.error else []
         return found + [f"{r.label}: {r.error}" for r in self.runs.values() if r.error]
 
@@ -283,16 +325,37 @@ class ProgramComparison:
 
     @property
     def bitwise(self) -> bool:
+        """Whether every build's every field is bitwise equal to stock's."""
         return self.equal and all(d.bitwise for d in self.diffs)
 
     def max_abs(self, build: str) -> float:
+        """The largest absolute difference of `build` from stock over all fields.
+
+        Args:
+            build: the build's label.
+
+        Returns:
+            the difference (0.0 where none).
+        """
         return max((d.max_abs for d in self.diffs if d.build == build), default=0.0)
 
     def max_rel(self, build: str) -> float:
+        """The largest relative difference of `build` from stock over all fields.
+
+        Args:
+            build: the build's label.
+
+        Returns:
+            the difference (0.0 where none).
+        """
         return max((d.max_rel for d in self.diffs if d.build == build), default=0.0)
 
     def differing(self) -> list[FieldDiff]:
-        """Fields that are not bitwise equal to stock."""
+        """Fields that are not bitwise equal to stock.
+
+        Returns:
+            the field differences, per build.
+        """
         return [d for d in self.diffs if not d.bitwise]
 
 
@@ -303,7 +366,11 @@ def _one_line(err: BaseException) -> str:
 
 def exact_cxxflags() -> str:
     """The C++ flags gt4py compiles CPU programs with (its `CXXFLAGS` if set, else the ones
-    its `set_dace_config` chooses), plus `NO_CONTRACTION`."""
+    its `set_dace_config` chooses), plus `NO_CONTRACTION`.
+
+    Returns:
+        the flags, one string.
+    """
     import dace
     from gt4py._core import definitions as core_defs
     from gt4py.next.program_processors.runners.dace.workflow import common as gtx_dace_common
@@ -352,7 +419,18 @@ def compare_program(
     """Compile `ref` stock, with the cost model and with everything sound, run each on
     fresh copies of the same inputs, compare every field with stock's (never raises:
     failures are recorded). `exact`: compile without floating-point contraction and
-    require bitwise equality (module doc)."""
+    require bitwise equality (module doc).
+
+    Args:
+        ref: the program.
+        n_horizontal: elements per horizontal dimension.
+        n_levels: model levels.
+        seed: the random seed.
+        exact: compile without FP contraction, require bitwise equality.
+
+    Returns:
+        the `ProgramComparison`.
+    """
     result = ProgramComparison(ref.spec, exact=exact)
     start = time.perf_counter()
     try:
@@ -418,7 +496,17 @@ def run_comparison(
     progress: Optional[Callable[[ProgramComparison], None]] = None,
     **kwargs: Any,
 ) -> list[ProgramComparison]:
-    """`compare_program` for every program, in `jobs` processes (results in input order)."""
+    """`compare_program` for every program, in `jobs` processes (results in input order).
+
+    Args:
+        refs: the programs.
+        jobs: processes in parallel.
+        progress: called with each result as it arrives.
+        kwargs: passed on to `compare_program`.
+
+    Returns:
+        the comparisons, in the order of `refs`.
+    """
     from gt4py_dace_xforms.tools.census import map_programs
 
     return map_programs(_compare_one, [(r, kwargs) for r in refs], jobs=jobs, progress=progress)
@@ -430,7 +518,14 @@ def _fmt(x: float) -> str:
 
 def table(results: list[ProgramComparison]) -> str:
     """Per program: equal to stock, largest differences, inlines and 2-D transients per
-    build, seconds per build; then every field that is not bitwise equal, and the errors."""
+    build, seconds per build; then every field that is not bitwise equal, and the errors.
+
+    Args:
+        results: the comparisons.
+
+    Returns:
+        the table's text.
+    """
     head = (
         "program",
         "equal",
@@ -488,6 +583,15 @@ def table(results: list[ProgramComparison]) -> str:
 
 
 def to_json(results: list[ProgramComparison], settings: Optional[Mapping[str, Any]] = None) -> str:
+    """The comparisons and the run's settings as JSON (`census --compare --json`).
+
+    Args:
+        results: the comparisons.
+        settings: the run's settings (sizes, seed, ...).
+
+    Returns:
+        the JSON text.
+    """
     rows = []
     for r in results:
         row = dataclasses.asdict(r)

@@ -70,6 +70,7 @@ class Counts:
 
     @property
     def instructions(self) -> int:
+        """Instructions executed (callgrind's `Ir`)."""
         return self.events["Ir"]
 
     @property
@@ -79,7 +80,11 @@ class Counts:
 
 
 def valgrind() -> Optional[str]:
-    """The valgrind binary, or None where it is not installed."""
+    """The valgrind binary, or None where it is not installed.
+
+    Returns:
+        the path, or None.
+    """
     from shutil import which
 
     return which("valgrind")
@@ -118,7 +123,20 @@ def capture_call(call: Callable[[], Any], folder: os.PathLike, buffers=()) -> li
 
     An array's extent comes from its descriptor where the symbols passed determine it;
     gt4py passes strides and range starts but not every shape symbol, so otherwise from
-    the one of `buffers` (the numpy arrays behind the call's fields) that holds it."""
+    the one of `buffers` (the numpy arrays behind the call's fields) that holds it.
+
+    Args:
+        call: the program call, without arguments.
+        folder: where the calls go.
+        buffers: the numpy arrays behind the call's fields.
+
+    Returns:
+        the folders, in call order.
+
+    Raises:
+        RuntimeError: where a call's C arguments cannot be named, or an array's extent is not known
+            (its buffer not passed).
+    """
     import dace
 
     root = pathlib.Path(folder)
@@ -189,12 +207,26 @@ def capture_call(call: Callable[[], Any], folder: os.PathLike, buffers=()) -> li
 
 def code_hash(sdfg: Any) -> str:
     """DaCe's hash of the compiled SDFG: two builds with the same hash generate the same
-    code, so their counts are the same and are replayed once (gt4py keeps no sources)."""
+    code, so their counts are the same and are replayed once (gt4py keeps no sources).
+
+    Args:
+        sdfg: the compiled SDFG.
+
+    Returns:
+        the hash.
+    """
     return sdfg.hash_sdfg()[:16]
 
 
 def last_level_bytes(cache: str) -> int:
-    """The simulated last level's size."""
+    """The simulated last level's size.
+
+    Args:
+        cache: the cache model's name (`CACHES`).
+
+    Returns:
+        the size in bytes.
+    """
     return CACHES[cache][2][0]
 
 
@@ -207,7 +239,19 @@ def _cache_flags(cache: str) -> list[str]:
 
 
 def count_call(folder: os.PathLike, cache: str = "cpu", timeout: float = 1800) -> Counts:
-    """Replay the call in `folder` (`capture_call`) under callgrind; its event totals."""
+    """Replay the call in `folder` (`capture_call`) under callgrind; its event totals.
+
+    Args:
+        folder: a folder `capture_call` wrote.
+        cache: the cache model's name.
+        timeout: seconds before the replay is stopped.
+
+    Returns:
+        the `Counts`.
+
+    Raises:
+        RuntimeError: where valgrind is missing or the replay fails.
+    """
     binary = valgrind()
     if binary is None:
         raise RuntimeError("counts: valgrind is not installed")
@@ -255,7 +299,17 @@ def count_call(folder: os.PathLike, cache: str = "cpu", timeout: float = 1800) -
 
 
 def parse_callgrind(text: str) -> Counts:
-    """The `events:` and `totals:` (or `summary:`) lines of a callgrind output file."""
+    """The `events:` and `totals:` (or `summary:`) lines of a callgrind output file.
+
+    Args:
+        text: the output file's text.
+
+    Returns:
+        the `Counts`.
+
+    Raises:
+        ValueError: where a line is missing.
+    """
     events = re.search(r"^events:\s*(.+)$", text, re.M)
     totals = re.search(r"^(?:totals|summary):\s*(.+)$", text, re.M)
     if not events or not totals:

@@ -10,6 +10,15 @@ import sys
 
 
 def main(folder: str) -> None:
+    """Load the library of the call captured in `folder` (`counts.capture_call`), initialize its
+    SDFG, call it once on the captured arrays and finalize it: what callgrind counts.
+
+    Args:
+        folder: the captured call's folder.
+
+    Raises:
+        SystemExit: where the SDFG's initialization fails.
+    """
     root = pathlib.Path(folder)
     spec = json.loads((root / "call.json").read_text())
     lib = ctypes.CDLL(

@@ -53,6 +53,8 @@ class CudaCheckError(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class CudaToolkit:
+    """The CUDA compiler the check uses, its headers, version and where it was found."""
+
     nvcc: pathlib.Path
     #: include directories holding `cuda_runtime.h` (and CCCL), for the host compiler
     includes: tuple[pathlib.Path, ...]
@@ -96,7 +98,14 @@ def _version(nvcc: pathlib.Path) -> str:
 
 
 def find_cuda_toolkit() -> Optional[CudaToolkit]:
-    """The nvcc to use and its headers, or None if there is none."""
+    """The nvcc to use and its headers, or None if there is none.
+
+    Returns:
+        the `CudaToolkit`, or None.
+
+    Raises:
+        CudaCheckError: where `GT4PY_DACE_XFORMS_NVCC` names no working nvcc.
+    """
     candidates: list[tuple[pathlib.Path, str]] = []
     if os.environ.get(NVCC_ENV):
         candidates.append((pathlib.Path(os.environ[NVCC_ENV]), f"${NVCC_ENV}"))
@@ -142,7 +151,17 @@ def translate(
     backend: Any, program: Any, args: Mapping[str, Any], offset_provider: Mapping[str, Any]
 ) -> dace.SDFG:
     """The SDFG `backend` hands to its compile step for `program(**args)`: its transforms,
-    then its translation step (the library's hooks run in there)."""
+    then its translation step (the library's hooks run in there).
+
+    Args:
+        backend: the gt4py backend.
+        program: the gt4py program.
+        args: the program's keyword arguments.
+        offset_provider: the offset provider.
+
+    Returns:
+        the SDFG.
+    """
     from gt4py_dace_xforms.integration import compat
 
     cta = _compile_time_args(program, args, offset_provider)
@@ -159,6 +178,9 @@ def translate(
 
 @dataclasses.dataclass(frozen=True)
 class GeneratedCode:
+    """The code DaCe generated for one SDFG: its folder, the files its CMake compiles, and the
+    compiler settings."""
+
     folder: pathlib.Path
     #: the files DaCe's CMake compiles, absolute
     files: tuple[pathlib.Path, ...]
@@ -171,16 +193,32 @@ class GeneratedCode:
 
     @property
     def cu_files(self) -> tuple[pathlib.Path, ...]:
+        """The generated CUDA (`.cu`) files."""
         return tuple(f for f in self.files if f.suffix == ".cu")
 
     def kernels(self) -> int:
-        """`__global__` functions in the `.cu` files."""
+        """`__global__` functions in the `.cu` files.
+
+        Returns:
+            the count.
+        """
         return sum(len(re.findall(r"__global__\s", f.read_text())) for f in self.cu_files)
 
 
 def generate(sdfg: dace.SDFG, folder: pathlib.Path) -> GeneratedCode:
     """Generate the code of a GPU SDFG (as `DaCeCompiler` would, without building it) into
-    `folder` (DaCe's program-folder layout)."""
+    `folder` (DaCe's program-folder layout).
+
+    Args:
+        sdfg: the GPU SDFG.
+        folder: the program folder.
+
+    Returns:
+        the `GeneratedCode`.
+
+    Raises:
+        CudaCheckError: where code generation fails.
+    """
     from dace.codegen import codegen, compiler, compiler_family
     from dace.codegen.targets import cuda as cuda_target
     from gt4py._core import definitions as core_defs
@@ -225,6 +263,9 @@ def generate(sdfg: dace.SDFG, folder: pathlib.Path) -> GeneratedCode:
 
 @dataclasses.dataclass(frozen=True)
 class ObjectResult:
+    """One generated file compiled to an object: the command, whether it succeeded, how long it
+    took, and the compiler's output."""
+
     source: pathlib.Path
     command: tuple[str, ...]
     ok: bool
@@ -236,6 +277,11 @@ class ObjectResult:
     output: str
 
     def summary(self) -> str:
+        """One line: the file, ok or FAILED, seconds (or cached), warning lines.
+
+        Returns:
+            the line.
+        """
         state = "ok" if self.ok else "FAILED"
         how = "cached" if self.cached else f"{self.seconds:.1f} s"
         return f"{self.source.name}: {state} ({how}, {self.warnings} warning lines)"
@@ -252,7 +298,18 @@ def object_command(
     out: pathlib.Path,
     arch: str = DEFAULT_ARCH,
 ) -> list[str]:
-    """The compile line for one generated file, after DaCe's `codegen/CMakeLists.txt`."""
+    """The compile line for one generated file, after DaCe's `codegen/CMakeLists.txt`.
+
+    Args:
+        code: the generated code.
+        source: the file to compile.
+        toolkit: the CUDA toolkit.
+        out: the object file.
+        arch: the GPU architecture (`sm_90`).
+
+    Returns:
+        the command, as arguments.
+    """
     common = [
         "-DWITH_CUDA",
         f'-DDACE_BINARY_DIR="{code.folder / "build"}"',
@@ -295,6 +352,19 @@ def compile_one(
     arch: str = DEFAULT_ARCH,
     cache_dir: Optional[pathlib.Path] = None,
 ) -> ObjectResult:
+    """Compile one generated file to an object (`object_command`), or take it from `cache_dir`
+    where the same source, command and compiler compiled it before.
+
+    Args:
+        code: the generated code.
+        source: the file to compile.
+        toolkit: the CUDA toolkit.
+        arch: the GPU architecture.
+        cache_dir: the object cache (None: no cache).
+
+    Returns:
+        the `ObjectResult`.
+    """
     out = code.folder / "build" / (source.name + ".o")
     out.parent.mkdir(parents=True, exist_ok=True)
     command = object_command(code, source, toolkit, out, arch)
@@ -327,7 +397,19 @@ def compile_objects(
     jobs: int = 1,
     cache_dir: Optional[pathlib.Path] = None,
 ) -> list[ObjectResult]:
-    """Compile the generated files (`cu_only`: the `.cu` ones) to objects, `jobs` at a time."""
+    """Compile the generated files (`cu_only`: the `.cu` ones) to objects, `jobs` at a time.
+
+    Args:
+        code: the generated code.
+        toolkit: the CUDA toolkit.
+        arch: the GPU architecture.
+        cu_only: compile the `.cu` files only.
+        jobs: compilations in parallel.
+        cache_dir: the object cache (None: no cache).
+
+    Returns:
+        one `ObjectResult` per file.
+    """
     files = code.cu_files if cu_only else code.files
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         return list(
@@ -359,7 +441,14 @@ def _kernel_name(mangled: str) -> str:
 
 
 def parse_ptxas(output: str) -> list[KernelResources]:
-    """The kernels of `nvcc -Xptxas=-v` output, in the order ptxas compiled them."""
+    """The kernels of `nvcc -Xptxas=-v` output, in the order ptxas compiled them.
+
+    Args:
+        output: the compiler's output.
+
+    Returns:
+        one `KernelResources` per kernel.
+    """
     found: list[KernelResources] = []
     name: Optional[str] = None
     frame: tuple[int, ...] = (0, 0, 0)
@@ -378,7 +467,19 @@ def kernel_resources(
     code: GeneratedCode, toolkit: CudaToolkit, *, arch: str = DEFAULT_ARCH
 ) -> list[KernelResources]:
     """Compile every generated `.cu` file with ptxas' verbose report (`-Xptxas=-v`) and
-    return each kernel's registers and local memory. Raises `CudaCheckError` if one fails."""
+    return each kernel's registers and local memory. Raises `CudaCheckError` if one fails.
+
+    Args:
+        code: the generated code.
+        toolkit: the CUDA toolkit.
+        arch: the GPU architecture.
+
+    Returns:
+        one `KernelResources` per kernel.
+
+    Raises:
+        CudaCheckError: where a file does not compile.
+    """
     kernels = []
     for source in code.cu_files:
         out = code.folder / "build" / (source.name + ".resources.o")
@@ -393,7 +494,15 @@ def kernel_resources(
 
 
 def failure_text(result: ObjectResult, lines: int = 30) -> str:
-    """The compiler's errors (its warnings left out), last `lines` lines, and the command."""
+    """The compiler's errors (its warnings left out), last `lines` lines, and the command.
+
+    Args:
+        result: the failed compilation.
+        lines: how many lines of errors to keep.
+
+    Returns:
+        the text.
+    """
     kept = [
         ln for ln in result.output.splitlines() if "error" in ln.lower() or "fatal" in ln.lower()
     ]
@@ -407,7 +516,14 @@ def failure_text(result: ObjectResult, lines: int = 30) -> str:
 
 def conditionals_in_kernels(sdfg: dace.SDFG) -> int:
     """`ConditionalBlock`s in nested SDFGs inside GPU-device Maps: lazy `concat_where`
-    selections that run inside a kernel."""
+    selections that run inside a kernel.
+
+    Args:
+        sdfg: the GPU SDFG.
+
+    Returns:
+        the count.
+    """
     from dace.sdfg import nodes as dn
     from dace.sdfg.state import ConditionalBlock
 

@@ -30,7 +30,17 @@ def unread_mask(
 ) -> np.ndarray | None:
     """Elements of `field` (a gt4py field passed as `name`) the program does not read: a
     boolean array, or `None` if `name` is not annotated. A dimension whose range is not
-    annotated, or whose bounds depend on a symbol not in `values`, is taken as read whole."""
+    annotated, or whose bounds depend on a symbol not in `values`, is taken as read whole.
+
+    Args:
+        sdfg: the annotated SDFG.
+        name: the field's parameter name.
+        field: the gt4py field.
+        values: symbol name -> value.
+
+    Returns:
+        the mask (True: not read), or None.
+    """
     desc = sdfg.arrays.get(name)
     ann = data_annotations.read(desc) if desc is not None else None
     if not ann or ann.get("kind") != "field":
@@ -61,7 +71,16 @@ def poison_unread(
 ) -> dict[str, Any]:
     """A copy of `args` (as passed to the program) in which every annotated field holds
     `value` outside the range the program reads of it (`unread_mask`); the program's
-    integer arguments give the symbols' values."""
+    integer arguments give the symbols' values.
+
+    Args:
+        sdfg: the annotated SDFG.
+        args: the program's arguments.
+        value: the value written where nothing is read.
+
+    Returns:
+        the arguments, poisoned fields copied.
+    """
     import gt4py.next as gtx
 
     values = {k: int(v) for k, v in args.items() if isinstance(v, (int, np.integer))}

@@ -62,7 +62,12 @@ def _is_field(v: Any) -> bool:
 
 
 def reset_fields(dst: Mapping[str, Any], src: Mapping[str, Any]) -> None:
-    """Copy every field of `src` into the field of the same name in `dst`, in place."""
+    """Copy every field of `src` into the field of the same name in `dst`, in place.
+
+    Args:
+        dst: name -> field to overwrite.
+        src: name -> field to copy from.
+    """
     for k, v in src.items():
         if _is_field(v):
             dst[k].ndarray[...] = v.ndarray
@@ -74,7 +79,15 @@ def round_order(labels: Sequence[str], r: int) -> list[str]:
     with two or three labels every label also directly follows every other equally often
     (for three, the six orders are all orders), where a rotation alone would always put the
     same build right after stock. (With more, a label follows only its neighbours in
-    `labels`.)"""
+    `labels`.)
+
+    Args:
+        labels: the builds' labels.
+        r: the round's index.
+
+    Returns:
+        the labels in that round's order.
+    """
     base = list(labels) if r % 2 == 0 else list(labels)[::-1]
     k = (r // 2) % len(base)
     return base[k:] + base[:k]
@@ -91,7 +104,17 @@ def time_rounds(
     (new buffers), which every build of the round gets, reset to `args` before its call
     (outputs are written in place), in the order `round_order` gives (balanced with `rounds`
     a multiple of twice the number of builds).
-    `sync` (e.g. a device synchronization) runs before and after each timed call."""
+    `sync` (e.g. a device synchronization) runs before and after each timed call.
+
+    Args:
+        calls: label -> the build's call, taking the arguments.
+        args: the program's keyword arguments.
+        rounds: how many rounds.
+        sync: called after each call (a device synchronize; None: nothing).
+
+    Returns:
+        label -> seconds per round.
+    """
     sync = sync or (lambda: None)
     times: dict[str, list[float]] = {k: [] for k in calls}
     for r in range(rounds):
@@ -122,6 +145,14 @@ class Interval:
     coverage: float
 
     def text(self, spec: str = ".3f") -> str:
+        """The interval as `median [lo..hi]`.
+
+        Args:
+            spec: the format of each number.
+
+        Returns:
+            the text.
+        """
         return f"{self.median:{spec}} [{self.lo:{spec}}..{self.hi:{spec}}]"
 
 
@@ -133,7 +164,18 @@ def _binomial_cdf_half(k: int, n: int) -> float:
 def median_interval(values: Sequence[float], confidence: float = 0.95) -> Interval:
     """`Interval` of `values`: the largest k (at least 1) whose interval
     [x_(k), x_(n+1-k)] covers the median with probability >= `confidence`; with too few
-    values for that, k = 1 (min..max) and its lower coverage."""
+    values for that, k = 1 (min..max) and its lower coverage.
+
+    Args:
+        values: the samples.
+        confidence: the coverage wanted.
+
+    Returns:
+        the `Interval`.
+
+    Raises:
+        ValueError: where `values` is empty.
+    """
     xs = sorted(values)
     n = len(xs)
     if n == 0:
@@ -155,10 +197,12 @@ class Timing:
 
     @property
     def ratios(self) -> list[float]:
+        """Per round, the build's seconds over the reference's."""
         return [t / r for t, r in zip(self.seconds, self.reference)]
 
     @property
     def median_ms(self) -> float:
+        """The build's median milliseconds per call."""
         return 1e3 * statistics.median(self.seconds)
 
     @property
@@ -183,17 +227,33 @@ MIN_FLOOR = 0.03
 
 def noise_floor(aa: Interval, minimum: float = MIN_FLOOR) -> float:
     """How far from 1 the A/A pair's interval reaches (a ratio that identical code can
-    show), and never less than `minimum` (see `MIN_FLOOR`)."""
+    show), and never less than `minimum` (see `MIN_FLOOR`).
+
+    Args:
+        aa: the A/A pair's interval.
+        minimum: the smallest floor.
+
+    Returns:
+        the floor, a fraction.
+    """
     return max(minimum, abs(aa.lo - 1.0), abs(aa.hi - 1.0))
 
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
+    """A build's ratio to stock judged against the A/A floor: faster, slower or no measurable
+    difference."""
+
     word: str  # FASTER, SLOWER or NO_DIFFERENCE
     ratio: Interval
     floor: float
 
     def text(self) -> str:
+        """The verdict, its interval and the floor as one phrase.
+
+        Returns:
+            the text.
+        """
         if self.word == NO_DIFFERENCE:
             return f"{NO_DIFFERENCE} ({self.ratio.text()} within the A/A floor of ±{100 * self.floor:.1f}%)"
         return f"{self.word}: {self.ratio.text()}x stock, outside the A/A floor of ±{100 * self.floor:.1f}%"
@@ -202,7 +262,15 @@ class Verdict:
 def verdict(ratio: Interval, aa: Interval) -> Verdict:
     """`ratio` (a build / stock) against the A/A pair (second stock / stock): faster when its
     whole interval lies below 1 - floor, slower when above 1 + floor, else no measurable
-    difference (in particular whenever the median lies inside the floor)."""
+    difference (in particular whenever the median lies inside the floor).
+
+    Args:
+        ratio: the build's ratio to stock.
+        aa: the A/A pair's ratio.
+
+    Returns:
+        the `Verdict`.
+    """
     floor = noise_floor(aa)
     if ratio.hi < 1.0 - floor:
         word = FASTER
@@ -225,7 +293,16 @@ def undecided(ratio: Interval, aa: Interval, wide: float = WIDE_FLOOR) -> bool:
     that stops there reports a coin toss; two runs disagreed on both kinds (the target at
     2 threads: 0.969 [0.896..1.032] within ±5.7 %, then 0.905 [0.875..0.943] beyond
     ±4.3 %; later 0.990 [0.899..1.029] within ±12.8 % from a noisy A/A pair, 1.036
-    [0.948..1.128], then 0.936 [0.896..0.959] beyond ±3.2 %)."""
+    [0.948..1.128], then 0.936 [0.896..0.959] beyond ±3.2 %).
+
+    Args:
+        ratio: the build's ratio to stock.
+        aa: the A/A pair's ratio.
+        wide: the floor beyond which an A/A pair counts as noisy.
+
+    Returns:
+        True where more rounds could change the verdict.
+    """
     floor = noise_floor(aa)
     if any(ratio.lo < edge < ratio.hi for edge in (1.0 - floor, 1.0 + floor)):
         return True
@@ -252,7 +329,7 @@ _pinned: list[str] = []
 def _mallopt() -> Callable[[int, int], int]:
     try:
         libc = ctypes.CDLL(None)
-        libc.gnu_get_libc_version  # only glibc has it (musl, macOS: AttributeError)
+        _ = libc.gnu_get_libc_version  # only glibc has it (musl, macOS: AttributeError)
         mallopt = libc.mallopt
     except (OSError, AttributeError):
         raise RuntimeError(
@@ -263,7 +340,17 @@ def _mallopt() -> Callable[[int, int], int]:
 
 
 def regime_page_bytes(regime: str) -> int:
-    """The `fresh_page_bytes` the cost model is told under `regime` (`pin_allocator`)."""
+    """The `fresh_page_bytes` the cost model is told under `regime` (`pin_allocator`).
+
+    Args:
+        regime: the allocator regime (`ALLOCATORS`).
+
+    Returns:
+        the bytes.
+
+    Raises:
+        ValueError: an unknown regime.
+    """
     if regime not in ALLOCATORS:
         raise ValueError(
             f"unknown allocator regime {regime!r}; choose from {', '.join(ALLOCATORS)}"
@@ -283,7 +370,19 @@ def pin_allocator(regime: str) -> str:
     nothing; another one raises. The CPU cost model is told which arrays get fresh pages
     (`policy.allocator.set_fresh_page_bytes`: 128 KiB under `fresh`, 32 MiB otherwise), so
     that a library build made after the pin decides for the regime it is timed in.
-    Returns the regime."""
+    Returns the regime.
+
+    Args:
+        regime: the allocator regime (`ALLOCATORS`).
+
+    Returns:
+        the regime pinned.
+
+    Raises:
+        ValueError: an unknown regime.
+        RuntimeError: where another regime is pinned in this process, the C library is not glibc or
+            mallopt refuses the settings.
+    """
     if regime not in ALLOCATORS:
         raise ValueError(
             f"unknown allocator regime {regime!r}; choose from {', '.join(ALLOCATORS)}"
@@ -316,7 +415,17 @@ def reallocation_faults_per_mib(mib: int = 16) -> float:
     """Minor page faults per MiB when a block of `mib` MiB is allocated, written and freed,
     then allocated and written again: about 256 (every 4 KiB page) where freed blocks go
     back to the kernel (`fresh`), about 0 where they are reused (`reuse`). What the bench
-    records to show that a pin took."""
+    records to show that a pin took.
+
+    Args:
+        mib: the block's size in MiB.
+
+    Returns:
+        the faults per MiB.
+
+    Raises:
+        MemoryError: where the block cannot be allocated.
+    """
     import resource
 
     libc = ctypes.CDLL(None)
@@ -352,7 +461,19 @@ def may_extend(
     `batch`). A round limit alone spends the same rounds on a 0.4 s call as on a 40 ms
     one; a 7 % effect on the edge of a ±3-5 % floor needs more than 36 rounds to settle
     (`three_level`, two runs: 0.926 [0.874..0.959] beyond ±3.0 %, 0.925 [0.878..0.967]
-    within ±5.0 %), and the cheap programs can afford them."""
+    within ±5.0 %), and the cheap programs can afford them.
+
+    Args:
+        done: rounds run.
+        batch: rounds added at a time.
+        max_rounds: rounds allowed regardless of time.
+        spent_s: seconds its timing has used.
+        budget_s: seconds allowed beyond `max_rounds`.
+        cap_rounds: the most rounds (None: 20 x `batch`).
+
+    Returns:
+        True where it gets another batch.
+    """
     after = done + batch
     if not _within_cap(after, batch, cap_rounds):
         return False
@@ -385,7 +506,18 @@ def short_span(
 ) -> bool:
     """Whether a decided configuration that has run `done` rounds in `spent_s` seconds
     still gets another `batch`: while its rounds span less than `min_span_s` (see
-    `MIN_SPAN_S`), never past `cap_rounds` (default 20 x `batch`, as `may_extend`)."""
+    `MIN_SPAN_S`), never past `cap_rounds` (default 20 x `batch`, as `may_extend`).
+
+    Args:
+        done: rounds run.
+        batch: rounds added at a time.
+        spent_s: seconds its rounds span.
+        min_span_s: the shortest span wanted.
+        cap_rounds: the most rounds (None: 20 x `batch`).
+
+    Returns:
+        True where it gets another batch.
+    """
     return _within_cap(done + batch, batch, cap_rounds) and spent_s < min_span_s
 
 
@@ -394,7 +526,14 @@ def short_span(
 
 def compiled_sdfgs(call: Callable[[], Any]) -> list:
     """The DaCe compiled SDFGs (`dace.codegen.compiled_sdfg.CompiledSDFG`) that `call`
-    runs, in the order of their first call (recorded through DaCe's compiled-SDFG call hook)."""
+    runs, in the order of their first call (recorded through DaCe's compiled-SDFG call hook).
+
+    Args:
+        call: the program call, without arguments.
+
+    Returns:
+        the compiled SDFGs.
+    """
     import dace
 
     seen: list = []
@@ -415,7 +554,11 @@ def replace_persistent(handles: Sequence[Any]) -> None:
     it untimed). A process otherwise keeps one placement of a build's persistent transients
     for good: `apply_diffusion_to_vn`'s inlined build (`PERSISTENT`, 1 thread) ran
     0.856-0.952x stock from one process to the next, intervals of single runs excluding
-    each other, while its A/A pair stayed within 0.984-1.011."""
+    each other, while its A/A pair stayed within 0.984-1.011.
+
+    Args:
+        handles: compiled SDFGs (`compiled_sdfgs`).
+    """
     for h in handles:
         h.finalize()
 
@@ -426,7 +569,11 @@ _OPENMP_NAMES = ("libgomp", "libomp", "libiomp5")
 
 
 def loaded_openmp() -> Optional[str]:
-    """Path of the OpenMP runtime loaded into this process (by a compiled program), or None."""
+    """Path of the OpenMP runtime loaded into this process (by a compiled program), or None.
+
+    Returns:
+        the path, or None.
+    """
     try:
         with open("/proc/self/maps") as f:
             paths = {line.split()[-1] for line in f if "/" in line}
@@ -441,7 +588,17 @@ def loaded_openmp() -> Optional[str]:
 def omp_threads(n: int) -> int:
     """Set the OpenMP thread count of the programs already loaded (the calling thread's
     `omp_set_num_threads`); returns `omp_get_max_threads()` afterwards. Raises when no
-    OpenMP runtime is loaded yet or the setting did not take."""
+    OpenMP runtime is loaded yet or the setting did not take.
+
+    Args:
+        n: the thread count.
+
+    Returns:
+        `omp_get_max_threads()` after setting it.
+
+    Raises:
+        RuntimeError: where no OpenMP runtime is loaded, or the setting did not take.
+    """
     path = loaded_openmp()
     if path is None:
         raise RuntimeError(
