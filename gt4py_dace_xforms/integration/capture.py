@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any, Final, Literal, Mapping, Optional, Sequence, Union
 
 import dace
 from gt4py.next import backend as gtx_backend
@@ -34,7 +34,7 @@ from gt4py_dace_xforms.integration.lowering import record_annotations
 
 #: Stage names accepted by `lower_and_capture()` besides the `GT4PyAutoOptHook` members.
 LOWERED = "lowered"  # translator output with `auto_optimize=False` (= run_dace_cpu_noopt)
-OPTIMIZED = "optimized"  # full translator output with `auto_optimize=True` (= run_dace_cpu)
+OPTIMIZED: Final = "optimized"  # full translator output with `auto_optimize=True` (= run_dace_cpu)
 
 #: The hooks that are called with the SDFG as only argument (the others are callbacks).
 STAGE_HOOKS = (
@@ -45,6 +45,8 @@ STAGE_HOOKS = (
 )
 
 Stage = Union[GT4PyAutoOptHook, str]
+#: What `capture_stages()` takes: a stage hook's n-th call, or the translator's output.
+Capture = Union[tuple[Stage, int], Literal["optimized"]]
 
 
 class _CaptureDone(Exception):
@@ -52,7 +54,14 @@ class _CaptureDone(Exception):
 
 
 def program_arg_types(program: Any) -> tuple[ts.TypeSpec, ...]:
-    """The declared parameter types of a (non-generic) `gtx.program`, in order."""
+    """The declared parameter types of a (non-generic) `gtx.program`, in order.
+
+    Args:
+        program: a `gtx.program` (not generic).
+
+    Returns:
+        one `ts.TypeSpec` per parameter.
+    """
     ftype = program.past_stage.past_node.type.definition
     return (*ftype.pos_only_args, *ftype.pos_or_kw_args.values())
 
@@ -76,6 +85,19 @@ def compile_time_args(
     `static_args`: scalar parameters compiled as constants, name -> value, as
     `program.compile(name=[value], ...)` (icon4py's `setup_program`) passes them; None
     or empty: no static arguments, as for a default-configured program.
+
+    Args:
+        args: positional values or `ts.TypeSpec`s (None: the declared types).
+        offset_provider: the offset provider (None: empty).
+        kwargs: keyword values or `ts.TypeSpec`s.
+        program: the program whose declared types fill in for `args=None`.
+        static_args: scalar parameters compiled as constants, name -> value.
+
+    Returns:
+        the `CompileTimeArgs` the JIT path would build.
+
+    Raises:
+        ValueError: where `args` is None and `program` is not given.
     """
     if args is None:
         if program is None:
@@ -97,7 +119,18 @@ def compile_time_args(
 def static_arg_contexts(program: Any, static_args: Mapping[str, Any]) -> dict:
     """The `argument_descriptor_contexts` of a compilation with `static_args` (name ->
     scalar), each value cast to its parameter's declared type; ValueError naming a
-    parameter that is not a scalar parameter of `program`."""
+    parameter that is not a scalar parameter of `program`.
+
+    Args:
+        program: the `gtx.program` being compiled.
+        static_args: name -> scalar value.
+
+    Returns:
+        the contexts gt4py's static-argument compilation takes.
+
+    Raises:
+        ValueError: a name that is not a scalar parameter of `program`.
+    """
     if program is None:
         raise ValueError("static arguments need the program (for its parameter types)")
     ftype = program.past_stage.past_node.type.definition
@@ -115,7 +148,15 @@ def static_arg_contexts(program: Any, static_args: Mapping[str, Any]) -> dict:
 
 def scalar_value(ptype: ts.ScalarType, value: Any) -> Any:
     """`value` (a Python number, numpy scalar or enum member) as the numpy scalar of
-    `ptype`, what gt4py's static-argument check compares against the declared type."""
+    `ptype`, what gt4py's static-argument check compares against the declared type.
+
+    Args:
+        ptype: the parameter's declared scalar type.
+        value: the Python or numpy value.
+
+    Returns:
+        `value` as the numpy scalar of `ptype`.
+    """
     import enum
 
     import numpy as np
@@ -133,7 +174,18 @@ def lower_to_gtir(
     static_args: Optional[Mapping[str, Any]] = None,
 ) -> stages.CompilableProgramDef:
     """Run the backend frontend transforms (DSL -> GTIR); `.data` is the `itir.Program`.
-    `static_args`: scalar parameters that become constants (`compile_time_args`)."""
+    `static_args`: scalar parameters that become constants (`compile_time_args`).
+
+    Args:
+        program: a `gtx.program` or `gtx.field_operator`.
+        args: positional values or `ts.TypeSpec`s (None: the declared types).
+        offset_provider: the offset provider.
+        kwargs: keyword values or `ts.TypeSpec`s.
+        static_args: scalar parameters compiled as constants.
+
+    Returns:
+        the compilable program definition (GTIR and its compile-time arguments).
+    """
     cta = compile_time_args(
         args, offset_provider, kwargs=kwargs, program=program, static_args=static_args
     )
@@ -158,7 +210,7 @@ def _resolve_stage(stage: Stage) -> Union[GT4PyAutoOptHook, str]:
 
 def capture_stages(
     program: Any,
-    captures: Sequence[Union[tuple[Stage, int], str]],
+    captures: Sequence[Capture],
     args: Optional[Sequence[Any]] = None,
     offset_provider: Optional[Mapping[str, Any]] = None,
     *,
@@ -178,13 +230,31 @@ def capture_stages(
     backends do. `static_args`: scalar parameters compiled as constants (name -> value),
     as icon4py's `setup_program` compiles them. Captures the optimizer never reached are
     missing from the result.
+
+    Args:
+        program: a `gtx.program` or `gtx.field_operator`.
+        captures: `(hook, n)` pairs (hooks or their names) and/or `OPTIMIZED`.
+        args: positional values or `ts.TypeSpec`s (None: the declared types).
+        offset_provider: the offset provider.
+        kwargs: keyword values or `ts.TypeSpec`s.
+        gpu: lower for the GPU.
+        optimization_hooks: hooks that run after each capture, as in `gt_auto_optimize`.
+        annotate: lower with the library's GTIR annotations.
+        static_args: scalar parameters compiled as constants (name -> value).
+
+    Returns:
+        `(hook, n)` (and `OPTIMIZED`) -> a deep copy of the SDFG there.
+
+    Raises:
+        ValueError: a capture that is not a stage hook or `OPTIMIZED`.
     """
     final = OPTIMIZED in captures
-    wanted = {(_resolve_stage(h), n) for h, n in (c for c in captures if c != OPTIMIZED)}
-    if any(not isinstance(h, GT4PyAutoOptHook) for h, _ in wanted):
+    resolved = {(_resolve_stage(h), n) for h, n in (c for c in captures if c != OPTIMIZED)}
+    if any(not isinstance(h, GT4PyAutoOptHook) for h, _ in resolved):
         raise ValueError(
             "capture_stages takes stage hooks and OPTIMIZED; use lower_and_capture for 'lowered'"
         )
+    wanted = {(h, n) for h, n in resolved if isinstance(h, GT4PyAutoOptHook)}  # all of them
     hooks = dict(optimization_hooks or {})
     taken: dict[Any, dace.SDFG] = {}
     calls: dict[GT4PyAutoOptHook, int] = {}
@@ -259,6 +329,9 @@ def lower_and_capture(
 
     Raises:
         LookupError: The hook was called fewer than `call` times.
+
+    Returns:
+        a deep copy of the SDFG at `stage`.
     """
     resolved = _resolve_stage(stage)
     compilable = lower_to_gtir(

@@ -46,11 +46,20 @@ LOWER_NAME = (
 
 
 def lowering_entry() -> Callable:
-    """The lowering function gt4py's translator calls now."""
+    """The lowering function gt4py's translator calls now.
+
+    Returns:
+        gt4py's current lowering entry (`LOWER_NAME` in `runners.dace.lowering`).
+    """
     return getattr(gtx_lowering, LOWER_NAME)
 
 
 def set_lowering_entry(fn: Callable) -> None:
+    """Replace gt4py's lowering entry (`LOWER_NAME`) by `fn`.
+
+    Args:
+        fn: the new lowering function, with gt4py's signature for that name.
+    """
     setattr(gtx_lowering, LOWER_NAME, fn)
 
 
@@ -58,23 +67,34 @@ _TRANSLATORS: Optional[dict] = getattr(gtir_to_sdfg, "_BUILTIN_TRANSLATORS", Non
 
 
 def concat_where_translator() -> Callable:
-    """The function gt4py's lowering calls for a `concat_where` now."""
+    """The function gt4py's lowering calls for a `concat_where` now.
+
+    Returns:
+        gt4py's current `concat_where` translator.
+    """
     if _TRANSLATORS is not None:
         return _TRANSLATORS["concat_where"]
     return gtir_to_sdfg_concat_where.translate_concat_where
 
 
 def set_concat_where_translator(fn: Callable) -> None:
+    """Replace gt4py's `concat_where` translator by `fn`, where this gt4py version looks it up.
+
+    Args:
+        fn: the new translator, with gt4py's translator signature.
+    """
     if _TRANSLATORS is not None:
         _TRANSLATORS["concat_where"] = fn
     else:
         gtir_to_sdfg_concat_where.translate_concat_where = fn
 
 
+ConcreteProgramDef: type[gtx_stages.ConcreteProgramDef]
 if hasattr(gtx_stages, "ConcreteProgramDef"):
     ConcreteProgramDef = gtx_stages.ConcreteProgramDef
 else:
-    from gt4py.next.otf import definitions as _definitions
+    # gt4py 1.2.1 only: mypy checks against 1.2.3, whose `otf` has no `definitions`.
+    from gt4py.next.otf import definitions as _definitions  # type: ignore[attr-defined]
 
     ConcreteProgramDef = _definitions.ConcreteProgramDef
 
@@ -104,7 +124,7 @@ else:
                 else core_defs.DeviceType.CPU
             )
 
-    def make_dace_translator(  # type: ignore[no-redef]
+    def make_dace_translator(
         cfg: DaCeConfig,
         /,
         *,
@@ -134,7 +154,9 @@ else:
             **options,
         )
 
-    def make_dace_toolchain(  # type: ignore[no-redef]
+    # 1.2.3's signature less `bindings` and `compilation`, which the package never passes
+    # (mypy checks against 1.2.3 and wants a conditional definition's signature identical).
+    def make_dace_toolchain(  # type: ignore[misc]
         cfg: Optional[DaCeConfig] = None,
         /,
         *,
@@ -144,7 +166,8 @@ else:
         """1.2.3's `make_dace_toolchain` (same name, cached translation) on 1.2.1's factory."""
         if cfg is None:
             cfg = DaCeConfig()
-        return gtx_backend.DaCeBackendFactory(
+        # gt4py 1.2.1 only: mypy checks against 1.2.3, which has no `DaCeBackendFactory`.
+        return gtx_backend.DaCeBackendFactory(  # type: ignore[attr-defined]
             gpu=cfg.gpu,
             auto_optimize=cfg.auto_optimize,
             name_postfix=("_opt" if cfg.auto_optimize else "") + name_postfix,

@@ -40,20 +40,45 @@ class LibraryFailureWarning(RuntimeWarning):
 
 
 def strict() -> bool:
-    """Whether failures propagate (`GT4PY_DACE_XFORMS_STRICT` set to 1/true/yes)."""
+    """Whether failures propagate (`GT4PY_DACE_XFORMS_STRICT` set to 1/true/yes).
+
+    Returns:
+        True where `GT4PY_DACE_XFORMS_STRICT` is 1, true or yes.
+    """
     return os.environ.get(STRICT_ENV, "").strip().lower() in ("1", "true", "yes")
 
 
 def has_failed(sdfg: dace.SDFG) -> bool:
+    """Whether a library pass failed on `sdfg` before (`mark_failed`): the library leaves it to
+    gt4py from then on.
+
+    Args:
+        sdfg: the SDFG.
+
+    Returns:
+        True once `sdfg` is marked failed.
+    """
     return sdfg in _FAILED
 
 
 def mark_failed(sdfg: dace.SDFG) -> None:
+    """Mark `sdfg` as one the library failed on, so its later stages leave it alone.
+
+    Args:
+        sdfg: the SDFG.
+    """
     _FAILED.add(sdfg)
 
 
 def snapshot(sdfg: dace.SDFG) -> dace.SDFG:
-    """An independent copy of `sdfg` to restore from (`restore_in_place`)."""
+    """An independent copy of `sdfg` to restore from (`restore_in_place`).
+
+    Args:
+        sdfg: the SDFG about to be changed.
+
+    Returns:
+        a deep copy of `sdfg`.
+    """
     return copy.deepcopy(sdfg)
 
 
@@ -62,7 +87,15 @@ def restore_in_place(sdfg: dace.SDFG, saved: dace.SDFG) -> None:
 
     Copied as `SDFG.__deepcopy__` copies, with `saved` itself mapped to `sdfg`, so every
     state, region and nested SDFG that pointed to `saved` points to `sdfg`; `saved` stays
-    usable. Only for a top-level SDFG (a hook's argument)."""
+    usable. Only for a top-level SDFG (a hook's argument).
+
+    Args:
+        sdfg: the top-level SDFG to restore (a hook's argument).
+        saved: the `snapshot` taken before the change.
+
+    Raises:
+        ValueError: where `sdfg` is a nested SDFG.
+    """
     if sdfg.parent_sdfg is not None:
         raise ValueError(f"restore_in_place: '{sdfg.name}' is a nested SDFG")
     memo = {id(saved): sdfg}
@@ -80,7 +113,16 @@ LATER_STAGE = "gt4py's gt_auto_optimize (after the library's rewrites)"
 
 def failure_message(sdfg: dace.SDFG, exc: BaseException, stage: Optional[str] = None) -> str:
     """The warning's text: the program, the stage (None: the library's own pass), the
-    exception and where it was raised."""
+    exception and where it was raised.
+
+    Args:
+        sdfg: the SDFG the failure happened on.
+        exc: the exception.
+        stage: the stage (None: the library's own pass).
+
+    Returns:
+        the one-paragraph message.
+    """
     where = traceback.extract_tb(exc.__traceback__)
     origin = f" at {os.path.basename(where[-1].filename)}:{where[-1].lineno}" if where else ""
     what = (
@@ -96,7 +138,16 @@ def failure_message(sdfg: dace.SDFG, exc: BaseException, stage: Optional[str] = 
 
 
 def warn_failure(sdfg: dace.SDFG, exc: BaseException, stage: Optional[str] = None) -> str:
-    """Warn once (`LibraryFailureWarning`); returns the message, for the report."""
+    """Warn once (`LibraryFailureWarning`); returns the message, for the report.
+
+    Args:
+        sdfg: the SDFG the failure happened on.
+        exc: the exception.
+        stage: the stage (None: the library's own pass).
+
+    Returns:
+        the message (`failure_message`).
+    """
     message = failure_message(sdfg, exc, stage)
     warnings.warn(message, LibraryFailureWarning, stacklevel=3)
     return message
@@ -108,7 +159,16 @@ def guarded(
     """Run `rewrite` (which changes `sdfg`) under the fail-safe: if it raises, `sdfg` is
     restored to what it was, marked failed (left to gt4py from then on), one
     `LibraryFailureWarning` is given (naming `stage`, None: the library's pass), and the
-    message is returned; None if it succeeded. Under `strict()` the exception goes through."""
+    message is returned; None if it succeeded. Under `strict()` the exception goes through.
+
+    Args:
+        sdfg: the SDFG `rewrite` changes.
+        rewrite: the change, called without arguments.
+        stage: the stage named in the warning (None: the library's pass).
+
+    Returns:
+        the failure message, or None where `rewrite` succeeded.
+    """
     saved = None if strict() else snapshot(sdfg)
     try:
         rewrite()

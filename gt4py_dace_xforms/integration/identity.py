@@ -22,7 +22,11 @@ _PACKAGE = pathlib.Path(__file__).resolve().parent.parent
 
 @functools.cache
 def source_digest() -> str:
-    """12 hex digits of SHA-256 over the package's Python sources (path and bytes)."""
+    """12 hex digits of SHA-256 over the package's Python sources (path and bytes).
+
+    Returns:
+        the digest, 12 hex digits.
+    """
     h = hashlib.sha256()
     for path in sorted(_PACKAGE.rglob("*.py")):
         h.update(path.relative_to(_PACKAGE).as_posix().encode() + b"\0")
@@ -31,11 +35,22 @@ def source_digest() -> str:
 
 
 def build_identity() -> str:
-    """`<version>+<source digest>`, e.g. `0.2.0+3f1c2a9b0d4e`."""
+    """`<version>+<source digest>`, e.g. `0.2.0+3f1c2a9b0d4e`.
+
+    Returns:
+        the version and the source digest.
+    """
     return f"{__version__}+{source_digest()}"
 
 
 def digest(*parts: object) -> str:
     """16 hex digits of SHA-256 over the `repr` of `parts` (settings made of plain data,
-    dataclasses and enums, whose `repr` is stable across processes)."""
+    dataclasses and enums, whose `repr` is stable across processes).
+
+    Args:
+        parts: the settings to identify.
+
+    Returns:
+        the digest, 16 hex digits.
+    """
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]

@@ -83,7 +83,7 @@ def _unknown_sizes(offset_provider_type) -> dict[str, gtir.Expr]:
     `field_coverage` drops them (nothing is claimed about a neighbor-read dimension)."""
     import gt4py.next.common as gtx_common
 
-    sizes = {}
+    sizes: dict[str, gtir.Expr] = {}
     for conn in (offset_provider_type or {}).values():
         if isinstance(conn, gtx_common.NeighborConnectivityType):
             sizes[conn.codomain.value] = gtir.SymRef(id=_UNKNOWN + conn.codomain.value)
@@ -96,7 +96,16 @@ _UNKNOWN = "__gx_neighbor_size_"
 def field_coverage(ir: gtir.Program, offset_provider_type) -> dict[str, dict[str, tuple[Any, Any]]]:
     """Per program field and dimension name, the hull of the ranges the program reads it on.
 
-    A read through a neighbor table adds nothing to its target dimension (unknown)."""
+    A read through a neighbor table adds nothing to its target dimension (unknown).
+
+    Args:
+        ir: the GTIR program.
+        offset_provider_type: the program's offset provider types (None: no neighbor tables).
+
+    Returns:
+        field name -> dimension name -> `(start, stop)` as printed expressions (a `Min`/`Max` over
+            several ranges); fields or dimensions with no known range are left out.
+    """
     params = {str(p.id) for p in ir.params}
     sizes = _unknown_sizes(offset_provider_type)
     covered: dict[str, dict[str, list]] = {}
@@ -128,10 +137,10 @@ def field_coverage(ir: gtir.Program, offset_provider_type) -> dict[str, dict[str
             # Fields are contiguous, so a field read on several ranges covers their hull;
             # one range not known (a neighbor read, an expression we cannot print) just
             # contributes nothing.
-            known = [(_sym(s), _sym(e)) for s, e in ranges]
+            printed = [(_sym(s), _sym(e)) for s, e in ranges]
             known = [
                 (s, e)
-                for s, e in known
+                for s, e in printed
                 if s is not None and e is not None and _UNKNOWN not in s + e
             ]
             if not known:
@@ -256,7 +265,16 @@ def _branch_reads(node, mask, sdfg: dace.SDFG, offset_provider_type) -> list[dic
 
 
 def annotating_lower_program_to_sdfg(ir, offset_provider_type, column_axis=None):
-    """`lower_program_to_sdfg` plus the annotations described in this module."""
+    """`lower_program_to_sdfg` plus the annotations described in this module.
+
+    Args:
+        ir: the GTIR program, as gt4py's lowering takes it.
+        offset_provider_type: the program's offset provider types.
+        column_axis: the vertical dimension, as gt4py's lowering takes it.
+
+    Returns:
+        the SDFG gt4py's lowering returns, with the annotations attached.
+    """
     original = compat.concat_where_translator()
     with _LOCK:
         compat.set_concat_where_translator(_ConcatRecorder(original))

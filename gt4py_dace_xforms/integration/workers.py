@@ -20,14 +20,22 @@ from gt4py_dace_xforms.integration import failsafe
 
 
 def forwarded_categories() -> tuple[type[Warning], ...]:
-    """The warning categories a worker hands back: the library's own."""
+    """The warning categories a worker hands back: the library's own.
+
+    Returns:
+        the library's warning categories.
+    """
     from gt4py_dace_xforms.integration.hooks import UnorderedAccessWarning
 
     return (failsafe.LibraryFailureWarning, UnorderedAccessWarning)
 
 
 def in_worker() -> bool:
-    """Whether this is a child process (a gt4py build worker, or any other)."""
+    """Whether this is a child process (a gt4py build worker, or any other).
+
+    Returns:
+        True in a child process.
+    """
     return multiprocessing.parent_process() is not None
 
 
@@ -45,6 +53,12 @@ class FromWorker:
         return arrived, (self.artifact, self.warned, self.records)
 
     def load(self) -> Any:
+        """Unwrap in the parent process: give the worker's warnings, hand its records on
+        (`arrived`).
+
+        Returns:
+            the build's artifact, as gt4py expects it.
+        """
         return arrived(self.artifact, self.warned, self.records).load()
 
 
@@ -54,7 +68,16 @@ RECORD_SINKS: list[Callable[[list], None]] = []
 
 def arrived(artifact: Any, warned: list, records: list) -> Any:
     """In the process that asked for the build: the worker's warnings are given here and its
-    records go to `RECORD_SINKS`; gt4py gets its artifact."""
+    records go to `RECORD_SINKS`; gt4py gets its artifact.
+
+    Args:
+        artifact: the worker's build artifact.
+        warned: the warnings the worker collected.
+        records: the reports' records the worker collected.
+
+    Returns:
+        `artifact`.
+    """
     for sink in RECORD_SINKS:
         sink(records)
     for category, message in warned:
@@ -65,7 +88,15 @@ def arrived(artifact: Any, warned: list, records: list) -> Any:
 def run_collecting(
     run: Callable[[], Any], records: Optional[Callable[[], list]] = None
 ) -> FromWorker:
-    """Run `run()` (a build), collecting the library's warnings, and wrap its artifact."""
+    """Run `run()` (a build), collecting the library's warnings, and wrap its artifact.
+
+    Args:
+        run: the build, called without arguments.
+        records: returns the records the build added (None: none).
+
+    Returns:
+        the artifact with the warnings and records, to cross the process boundary.
+    """
     categories = forwarded_categories()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", categories)
@@ -95,7 +126,14 @@ class ForwardingExecutor:
 
 
 def forwarding(backend: Any) -> Any:
-    """`backend` with its executor wrapped in a `ForwardingExecutor`."""
+    """`backend` with its executor wrapped in a `ForwardingExecutor`.
+
+    Args:
+        backend: a gt4py backend.
+
+    Returns:
+        a copy of `backend` whose executor forwards the workers' warnings and records.
+    """
     return dataclasses.replace(backend, executor=ForwardingExecutor(backend.executor))
 
 
