@@ -494,6 +494,11 @@ def _columns(head: tuple, lines: list[tuple]) -> list[str]:
     ]
 
 
+def _mb(r: dict, k: str) -> str:
+    """Row `r`'s byte count `k` in MiB, "-" where the row has none."""
+    return _fmt(r.get(k) and r[k] / 2**20, ".1f") if k in r else "-"
+
+
 def table(rows: list[dict]) -> str:
     """What was built (the first memory mode's builds): inlining, transients, optimization
     time, agreement with stock."""
@@ -502,13 +507,12 @@ def table(rows: list[dict]) -> str:
     )  # fmt: skip
     lines = []
     for r in rows:
-        mb = lambda k: _fmt(r.get(k) and r[k] / 2**20, ".1f") if k in r else "-"  # noqa: E731
         lines.append(
             (
                 r["program"],
                 f"{r.get('inline_applied', '-')}/{r.get('inline_copies', '-')}",
                 f"{r.get('transients_stock', '-')}/{r.get('transients_inlined', '-')}",
-                f"{mb('transient_bytes_stock')}/{mb('transient_bytes_inlined')}"
+                f"{_mb(r, 'transient_bytes_stock')}/{_mb(r, 'transient_bytes_inlined')}"
                 + ("" if r.get("transient_bytes_exact", True) else "*"),
                 f"{_fmt(r.get('opt_s_stock'), '.1f')}/{_fmt(r.get('opt_s_inlined'), '.1f')}",
                 _fmt(r.get("opt_ratio"), ".3f"),
@@ -551,7 +555,7 @@ def timing_table(rows: list[dict]) -> str:
             f"{t['median_ms']['inlined']:.3f}",
             _iv(t["ratio"]["inlined"]),
             t["verdict"],
-        )  # fmt: skip
+        )
         for prog, mode, t in configs(rows)
     ]
     if not lines:
@@ -562,7 +566,7 @@ def timing_table(rows: list[dict]) -> str:
         f" interval for it]; floor: how far from 1 the A/A interval reaches, at least ±{100 * MIN_FLOOR:g}%;"
         " faster/slower only when the whole interval lies beyond the floor"
     )
-    return "\n".join(_columns(head, lines) + [note])
+    return "\n".join([*_columns(head, lines), note])
 
 
 def goals(rows: list[dict]) -> list[tuple[str, bool | None, str]]:

@@ -92,7 +92,7 @@ class Counting:
                 out.append(obj)
         from gt4py_dace_xforms.integration import hooks
 
-        return out + [hooks.InlineHook, hooks.SweepPairHook, hooks.CopyHook, hooks.SplitGuard]
+        return [*out, hooks.InlineHook, hooks.SweepPairHook, hooks.CopyHook, hooks.SplitGuard]
 
     def _timed(self, key: str, fn):
         """`fn`, counted and timed under `key`."""
@@ -171,7 +171,7 @@ def translate(label: str, site: Any, inputs: tuple[dict, dict], tag: str) -> dic
     from gt4py_dace_xforms.integration.lowering import record_annotations
 
     program = site.call.ref.load()
-    args, offsets = inputs
+    _args, offsets = inputs
     compilable = lower_to_gtir(program, None, offsets, static_args=site.static)
     step = translator(label, site.name, tag)
     acc: list[float] = []

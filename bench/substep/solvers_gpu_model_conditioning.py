@@ -42,7 +42,7 @@ for s in sb.sites_for(
             offsets,
         )
 
-    def call(label, a):
+    def call(label, a, runs=runs, offsets=offsets, outs=outs):
         a = copy_args(a)
         runs[label](**a, offset_provider=offsets)
         return {k: a[k].asnumpy() for k in outs}

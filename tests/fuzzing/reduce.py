@@ -83,12 +83,12 @@ def _cond_dims(c) -> set[str]:
 def _subtrees(e: Expr, path=()) -> Iterator[tuple[tuple, Expr]]:
     yield path, e
     if isinstance(e, Scan):
-        yield from _subtrees(e.arg, path + ("arg",))
+        yield from _subtrees(e.arg, (*path, "arg"))
         if e.arg2 is not None:
-            yield from _subtrees(e.arg2, path + ("arg2",))
+            yield from _subtrees(e.arg2, (*path, "arg2"))
     if isinstance(e, (Bin, Where, Pick)):
-        yield from _subtrees(e.lhs, path + ("lhs",))
-        yield from _subtrees(e.rhs, path + ("rhs",))
+        yield from _subtrees(e.lhs, (*path, "lhs"))
+        yield from _subtrees(e.rhs, (*path, "rhs"))
 
 
 def _replace(e: Expr, path: tuple, new) -> Expr:
@@ -121,7 +121,7 @@ def _edits(prog: Prog, data_seed: int) -> Iterator[tuple[Prog, int]]:
     # Replace a local by an input: every read of it becomes a read of the first field.
     for name, _ in prog.locals:
 
-        def swap(e):
+        def swap(e, name=name):
             if isinstance(e, Read) and e.name == name:
                 return Read(prog.fields[0], e.shift, e.nbr)
             if isinstance(e, (Bin, Where, Pick)):
@@ -149,9 +149,9 @@ def _edits(prog: Prog, data_seed: int) -> Iterator[tuple[Prog, int]]:
         if where == "locals":
             name = prog.locals[i][0]
             return dataclasses.replace(
-                prog, locals=prog.locals[:i] + ((name, expr),) + prog.locals[i + 1 :]
+                prog, locals=(*prog.locals[:i], (name, expr), *prog.locals[i + 1 :])
             )
-        return dataclasses.replace(prog, outputs=prog.outputs[:i] + (expr,) + prog.outputs[i + 1 :])
+        return dataclasses.replace(prog, outputs=(*prog.outputs[:i], expr, *prog.outputs[i + 1 :]))
 
     def root(slot) -> Expr:
         return prog.locals[slot[1]][1] if slot[0] == "locals" else prog.outputs[slot[1]]

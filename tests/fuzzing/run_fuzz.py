@@ -104,7 +104,9 @@ def main() -> int:
         n_batch += 1
         try:
             run_property(
-                lambda f: seed(base_seed + n_batch - 1)(profile(f)),
+                lambda f, n_batch=n_batch, profile=profile: seed(base_seed + n_batch - 1)(
+                    profile(f)
+                ),
                 stats,
                 reduce_seconds,
                 out_of_time,

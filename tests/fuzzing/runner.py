@@ -217,7 +217,7 @@ def run_builds(prog: Prog, args: dict, builds: tuple[str, ...]) -> Outcome:
     annotated = next((b.sdfg for n, b in made.items() if n != "stock"), None)
     if annotated is None:
         return outcome
-    for name, build in made.items():
+    for name in made:
         a = poison_unread(annotated, _as_gt4py(prog, args))
         try:
             runs[name](**a, offset_provider=provider)

@@ -513,7 +513,7 @@ def valid_levels(prog: Prog) -> np.ndarray:
 
 def longest_run(ok: np.ndarray) -> tuple[int, int]:
     best, start = (0, 0), None
-    for i, v in enumerate(list(ok) + [False]):
+    for i, v in enumerate([*ok, False]):
         if v and start is None:
             start = i
         elif not v and start is not None:
@@ -804,9 +804,9 @@ def with_layout(draw, gen: "_Gen", prog: Prog) -> Prog:
         other = gen.branch(1, False)
         wrapped = Where(cond, e, other) if draw(st.booleans()) else Where(cond, other, e)
         if where == "locals":
-            locals_ = locals_[:i] + ((locals_[i][0], wrapped),) + locals_[i + 1 :]
+            locals_ = (*locals_[:i], (locals_[i][0], wrapped), *locals_[i + 1 :])
         else:
-            outputs = outputs[:i] + (wrapped,) + outputs[i + 1 :]
+            outputs = (*outputs[:i], wrapped, *outputs[i + 1 :])
     # The inputs as drawn (pruning dropped those nothing read; the new branch may read them).
     laid = prune(
         dataclasses.replace(
@@ -945,7 +945,7 @@ def with_run_time_bound(draw, gen: "_Gen", prog: Prog) -> Prog:
         field_left = draw(st.booleans())
         lhs, rhs = _computed_branch(gen, field_left), _computed_branch(gen, not field_left)
         t = f"t{1 + max((int(n[1:]) for n in names), default=-1)}"
-        locals_ = locals_ + ((t, Where(cond, lhs, rhs)),)
+        locals_ = (*locals_, (t, Where(cond, lhs, rhs)))
         if shape == "neighbor":
             reader = Bin(op, Read(t, draw(st.sampled_from((0, 1, -1))), nbr), Read(t))
         elif shape == "vertical":
@@ -965,9 +965,9 @@ def with_run_time_bound(draw, gen: "_Gen", prog: Prog) -> Prog:
             fields=gen.fields,
             cells=gen.cells,
             scalars=gen.scalars,
-            levels=tuple(gen.levels) + ((name, value),),
+            levels=(*gen.levels, (name, value)),
             locals=locals_,
-            outputs=(reader,) + prog.outputs[1:],
+            outputs=(reader, *prog.outputs[1:]),
         )
     )
     # The new reads (shifted, of shifted locals) may leave levels of the domain undefined:
