@@ -27,6 +27,8 @@ SEEDS = (0, 12345)
 
 @dataclasses.dataclass
 class ProgramDeterminism:
+    """One program's final-SDFG hash per seed (`check_program`), or the error that stopped it."""
+
     program: str
     hashes: dict[int, str] = dataclasses.field(
         default_factory=dict
@@ -36,16 +38,26 @@ class ProgramDeterminism:
 
     @property
     def deterministic(self) -> bool:
+        """Whether every seed gave the same hash (and nothing failed)."""
         return self.error is None and len(set(self.hashes.values())) == 1
 
     @property
     def short_name(self) -> str:
+        """The program's name without its module path."""
         return self.program.rpartition(":")[2]
 
 
 def hash_of(spec: str, grid=None) -> str:
     """`hash_sdfg()` of the final SDFG of `spec` (`MODULE:PROGRAM`) under the default
-    backend's hooks, lowered without compiling."""
+    backend's hooks, lowered without compiling.
+
+    Args:
+        spec: the program, `MODULE:PROGRAM`.
+        grid: the grid (a `tools.grid.Grid`; None: a generated one).
+
+    Returns:
+        the SDFG's hash.
+    """
     from gt4py_dace_xforms.integration.capture import OPTIMIZED, capture_stages
     from gt4py_dace_xforms.integration.hooks import optimization_hooks
     from gt4py_dace_xforms.tools.programs import load_program, offset_provider_for
@@ -61,7 +73,16 @@ def hash_of(spec: str, grid=None) -> str:
 
 
 def check_program(ref, seeds: Sequence[int] = SEEDS, timeout: float = 1800) -> ProgramDeterminism:
-    """Hash `ref` in one subprocess per seed (never raises: a failure goes to `error`)."""
+    """Hash `ref` in one subprocess per seed (never raises: a failure goes to `error`).
+
+    Args:
+        ref: the program (`programs.ProgramRef`).
+        seeds: the hash seeds (`PYTHONHASHSEED`), one process each.
+        timeout: seconds per process.
+
+    Returns:
+        the `ProgramDeterminism`.
+    """
     result = ProgramDeterminism(ref.spec)
     start = time.perf_counter()
     for seed in seeds:
@@ -88,6 +109,14 @@ def check_program(ref, seeds: Sequence[int] = SEEDS, timeout: float = 1800) -> P
 
 
 def table(results: list[ProgramDeterminism]) -> str:
+    """One line per program: deterministic or not (or its error), the first seed's hash, seconds.
+
+    Args:
+        results: the checks.
+
+    Returns:
+        the table's text.
+    """
     lines = ["program  deterministic  hash (first seed)  s"]
     for r in results:
         verdict = (
@@ -109,6 +138,14 @@ def table(results: list[ProgramDeterminism]) -> str:
 
 
 def to_json(results: list[ProgramDeterminism]) -> str:
+    """The checks as JSON.
+
+    Args:
+        results: the checks.
+
+    Returns:
+        the JSON text.
+    """
     return json.dumps(
         [dict(dataclasses.asdict(r), deterministic=r.deterministic) for r in results], indent=2
     )

@@ -64,7 +64,14 @@ class ConcatRow:
 
 
 def concat_nodes(sdfg: dace.SDFG) -> list[tuple[dace.SDFGState, dn.AccessNode]]:
-    """Every top-level transient AccessNode written by several edges in its state."""
+    """Every top-level transient AccessNode written by several edges in its state.
+
+    Args:
+        sdfg: the SDFG.
+
+    Returns:
+        `(state, AccessNode)` per concat node.
+    """
     found = []
     for state in sdfg.states():
         scope = state.scope_dict()
@@ -125,7 +132,15 @@ def _row_from_verdict(sdfg, program: str, node: str, readers: int, v: EagerVerdi
 
 
 def eager_rows(sdfg: dace.SDFG, program: str = "") -> list[ConcatRow]:
-    """One row per concat node of `sdfg` (see the module docstring). Never mutates."""
+    """One row per concat node of `sdfg` (see the module docstring). Never mutates.
+
+    Args:
+        sdfg: the SDFG at the first `TopLevelDataFlowStep`.
+        program: the program's name, for the rows.
+
+    Returns:
+        the rows.
+    """
     readers: dict[str, list] = collections.defaultdict(list)
     for state, node, consumer in find_candidates(sdfg):
         readers[node.data].append((state, node, consumer))
@@ -154,6 +169,9 @@ def eager_rows(sdfg: dace.SDFG, program: str = "") -> list[ConcatRow]:
 
 @dataclasses.dataclass
 class ProgramEager:
+    """One program's concat nodes with their eager verdicts (`eager_program`), or the error that
+    stopped it."""
+
     program: str
     rows: list[ConcatRow] = dataclasses.field(default_factory=list)
     seconds: float = 0.0
@@ -162,7 +180,15 @@ class ProgramEager:
 
 def eager_program(ref, *, grid: Any = None) -> ProgramEager:
     """Lower `ref` (a `programs.ProgramRef`) to the first `TopLevelDataFlowStep` and take
-    its rows (never raises: a failure is recorded in `error`)."""
+    its rows (never raises: a failure is recorded in `error`).
+
+    Args:
+        ref: the program.
+        grid: the grid (a `tools.grid.Grid`; None: a generated one).
+
+    Returns:
+        the `ProgramEager`.
+    """
     from gt4py_dace_xforms.integration.capture import capture_stages
     from gt4py_dace_xforms.tools.census import _STEP
     from gt4py_dace_xforms.tools.programs import offset_provider_for
@@ -198,12 +224,28 @@ _ORDER = (
 
 
 def totals(results: list[ProgramEager]) -> dict[str, int]:
+    """How many concat nodes got each verdict, in the table's order (verdicts no node got left
+    out).
+
+    Args:
+        results: the programs.
+
+    Returns:
+        verdict -> count.
+    """
     counts = collections.Counter(r.verdict for p in results for r in p.rows)
     return {k: counts[k] for k in _ORDER if counts[k]}
 
 
 def table(results: list[ProgramEager]) -> str:
-    """A markdown table, one row per concat node, then the totals by verdict."""
+    """A markdown table, one row per concat node, then the totals by verdict.
+
+    Args:
+        results: the programs.
+
+    Returns:
+        the table's text.
+    """
     cols = (
         "program",
         "node",
@@ -252,6 +294,14 @@ def table(results: list[ProgramEager]) -> str:
 
 
 def to_json(results: list[ProgramEager]) -> str:
+    """The programs' rows and totals as JSON.
+
+    Args:
+        results: the programs.
+
+    Returns:
+        the JSON text.
+    """
     return json.dumps(
         {"programs": [dataclasses.asdict(p) for p in results], "total": totals(results)}, indent=2
     )

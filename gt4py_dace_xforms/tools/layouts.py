@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 from typing import Any, Mapping, Union
 
 from gt4py_dace_xforms.tools import grid as grid_mod
@@ -80,6 +81,11 @@ class Layout:
     cut: tuple[str, ...]
 
     def grid(self) -> grid_mod.Grid:
+        """The generated torus of this layout (`grid.generate`).
+
+        Returns:
+            the grid.
+        """
         return grid_mod.generate(self.nx, self.ny, self.boundary, self.cut)
 
 
@@ -96,7 +102,18 @@ def _zone_source(bound: str) -> str:
 
 @functools.lru_cache(maxsize=16)
 def layout(name: str, n_cells: int = R2B4_CELLS) -> Layout:
-    """The layout `name` (`LAYOUTS`) on a generated torus of `n_cells` cells."""
+    """The layout `name` (`LAYOUTS`) on a generated torus of `n_cells` cells.
+
+    Args:
+        name: the layout's name.
+        n_cells: cells of the torus.
+
+    Returns:
+        the `Layout`.
+
+    Raises:
+        ValueError: an unknown name, or a cell count the layout cannot take.
+    """
     if name not in LAYOUTS:
         raise ValueError(f"unknown layout {name!r}: one of {sorted(LAYOUTS)}")
     boundary, cut = LAYOUTS[name]
@@ -121,14 +138,15 @@ def _disorder(values: Mapping[str, int], sizes: Mapping[str, int]) -> str:
     for dim in ("cell", "edge", "vertex"):
         zones = sorted(k for k in values if k.startswith(f"start_{dim}_lateral_boundary"))
         zones.sort(key=lambda k: int(k.rpartition("_")[2]) if k[-1].isdigit() else 1)
-        chain = zones + [
+        chain = [
+            *zones,
             f"start_{dim}_nudging",
             f"start_{dim}_interior",
             f"end_{dim}_local",
             f"end_{dim}_halo",
             f"end_{dim}_halo_level_2",
         ]
-        pairs = [(a, b) for a, b in zip(chain, chain[1:]) if a in values and b in values]
+        pairs = [(a, b) for a, b in itertools.pairwise(chain) if a in values and b in values]
         bad = next(((a, b) for a, b in pairs if values[a] > values[b]), None)
         if bad:
             return f"{bad[0]} = {values[bad[0]]} > {bad[1]} = {values[bad[1]]} (a zone is empty)"
@@ -136,19 +154,42 @@ def _disorder(values: Mapping[str, int], sizes: Mapping[str, int]) -> str:
 
 
 def resolve(spec: Union[str, Layout], n_cells: int = R2B4_CELLS) -> Layout:
-    """A `Layout` from itself or its name."""
+    """A `Layout` from itself or its name.
+
+    Args:
+        spec: a `Layout` or a layout name.
+        n_cells: cells, for a name.
+
+    Returns:
+        the `Layout`.
+    """
     return spec if isinstance(spec, Layout) else layout(spec, n_cells)
 
 
 def all_layouts(n_cells: int = R2B4_CELLS) -> list[Layout]:
-    """Every named layout at `n_cells` cells, in `LAYOUTS` order."""
+    """Every named layout at `n_cells` cells, in `LAYOUTS` order.
+
+    Args:
+        n_cells: cells of the torus.
+
+    Returns:
+        the layouts.
+    """
     return [layout(name, n_cells) for name in LAYOUTS]
 
 
 def apply(args: Mapping[str, Any], spec: Union[str, Layout]) -> dict:
     """`args` (a program call's keyword arguments) with every scalar that names a zone bound
     of the layout set to its value, and `limited_area` to the layout's; the rest as given
-    (each value keeps its type: `np.int32` stays `np.int32`)."""
+    (each value keeps its type: `np.int32` stays `np.int32`).
+
+    Args:
+        args: the call's keyword arguments.
+        spec: a `Layout` or a layout name.
+
+    Returns:
+        a new dict of arguments.
+    """
     lay = resolve(spec)
     out = dict(args)
     for name, value in args.items():

@@ -40,15 +40,31 @@ class ProgramRef:
 
     @property
     def spec(self) -> str:
+        """The program as `MODULE:NAME`."""
         return f"{self.module}:{self.name}"
 
     def load(self) -> Any:
+        """Import the program (`load_program`).
+
+        Returns:
+            the `gtx.program`.
+        """
         return load_program(self.spec)
 
 
 def load_program(spec: str) -> Any:
     """The `gtx.program` named by `MODULE:NAME`; ValueError with a one-line message if
-    the module cannot be imported or the name is no gt4py program."""
+    the module cannot be imported or the name is no gt4py program.
+
+    Args:
+        spec: `MODULE:NAME`.
+
+    Returns:
+        the program.
+
+    Raises:
+        ValueError: where the module does not import or the name is no gt4py program.
+    """
     module, sep, name = spec.partition(":")
     if not sep or not module or not name:
         raise ValueError(f"{spec!r}: expected MODULE:PROGRAM")
@@ -76,7 +92,14 @@ def load_program(spec: str) -> Any:
 
 def program_outputs(program: Any) -> tuple[str, ...]:
     """The parameters a program writes: every `out=` of its calls (tuples and slices
-    included), in order, each once."""
+    included), in order, each once.
+
+    Args:
+        program: the `gtx.program`.
+
+    Returns:
+        the parameter names.
+    """
     from gt4py.next.ffront import program_ast as past
 
     def names(expr) -> list[str]:
@@ -95,7 +118,14 @@ def program_outputs(program: Any) -> tuple[str, ...]:
 
 def discover(packages: Iterable[str] = ICON4PY_PACKAGES) -> list[ProgramRef]:
     """Every `gtx.program` defined (not just imported) in the modules of `packages`;
-    packages that are not installed are skipped."""
+    packages that are not installed are skipped.
+
+    Args:
+        packages: the packages to search.
+
+    Returns:
+        the programs found.
+    """
     refs: set[ProgramRef] = set()
     for package in packages:
         try:
@@ -120,7 +150,14 @@ def discover(packages: Iterable[str] = ICON4PY_PACKAGES) -> list[ProgramRef]:
 
 
 def features(program: Any) -> dict[str, bool]:
-    """What of interest the program's GTIR contains."""
+    """What of interest the program's GTIR contains.
+
+    Args:
+        program: the `gtx.program`.
+
+    Returns:
+        feature name -> present.
+    """
     concat = vshift = False
     for node in eve.walk_values(program.gtir):
         if isinstance(node, itir.SymRef) and node.id == "concat_where":
@@ -131,13 +168,27 @@ def features(program: Any) -> dict[str, bool]:
 
 
 def relevant(program: Any) -> bool:
-    """Uses `concat_where` or shifts along a vertical dimension."""
+    """Uses `concat_where` or shifts along a vertical dimension.
+
+    Args:
+        program: the `gtx.program`.
+
+    Returns:
+        True where it does either.
+    """
     return any(features(program).values())
 
 
 def census_programs(concat_only: bool = False) -> list[ProgramRef]:
     """The programs the census covers: every discovered program that is `relevant`, or
-    (`concat_only`) those that use `concat_where`."""
+    (`concat_only`) those that use `concat_where`.
+
+    Args:
+        concat_only: only the programs that use `concat_where`.
+
+    Returns:
+        the programs.
+    """
     refs = [r for r in discover() if relevant(r.load())]
     if concat_only:
         refs = [r for r in refs if features(r.load())["concat_where"]]
@@ -145,7 +196,14 @@ def census_programs(concat_only: bool = False) -> list[ProgramRef]:
 
 
 def used_offsets(program: Any) -> list[str]:
-    """Names of the horizontal offsets (connectivities) the program's GTIR shifts by."""
+    """Names of the horizontal offsets (connectivities) the program's GTIR shifts by.
+
+    Args:
+        program: the `gtx.program`.
+
+    Returns:
+        the offsets' names.
+    """
     names = {n.value for n in eve.walk_values(program.gtir).if_isinstance(itir.OffsetLiteral)}
     return sorted(
         str(n) for n in names if isinstance(n, str)
@@ -203,7 +261,21 @@ def offset_provider_for(
     given; otherwise random, in-range tables with icosahedral neighbor counts over
     `sizes` (elements per horizontal dimension name, default `SMALL_GRID`; lowering looks
     only at the tables' types), drawn with `seed` (an int or a numpy Generator).
-    ValueError naming the offsets that cannot be provided."""
+    ValueError naming the offsets that cannot be provided.
+
+    Args:
+        program: the `gtx.program`.
+        grid: the grid, or a mapping name -> connectivity (None: random tables).
+        sizes: dimension name -> size, for random tables.
+        seed: the random seed, for random tables.
+
+    Returns:
+        offset name -> connectivity.
+
+    Raises:
+        ValueError: where `grid` has no connectivity for an offset the program uses, or an
+            offset has no table rule.
+    """
     import gt4py.next as gtx
     import numpy as np
 
@@ -252,7 +324,20 @@ def random_args(
     -> size; `extent(param, dim, size)` may change it per parameter, e.g. half levels);
     float scalars random unless given in `scalars`; integer and boolean scalars from
     `scalars` (ValueError naming those missing: they are sizes, indices or switches
-    that no random value fits)."""
+    that no random value fits).
+
+    Args:
+        program: the `gtx.program`.
+        sizes: dimension name -> size.
+        seed: the random seed.
+        scalars: values for scalar parameters (others random).
+        extent: `extent(param, dim, size)`: a field's extent in a dimension (None: `size`).
+        low: the lowest random value.
+        high: the bound random values stay below.
+
+    Returns:
+        parameter name -> value.
+    """
     import gt4py.next as gtx
     import numpy as np
     from gt4py.next.type_system import type_specifications as ts
@@ -300,7 +385,14 @@ def random_args(
 
 def copy_args(args: Mapping[str, Any]) -> dict[str, Any]:
     """Fresh copies of every field (programs write their outputs in place), on the device
-    the field lies on (numpy or cupy buffers)."""
+    the field lies on (numpy or cupy buffers).
+
+    Args:
+        args: the program's keyword arguments.
+
+    Returns:
+        a new dict, fields copied.
+    """
     import gt4py.next as gtx
 
     return {

@@ -19,7 +19,11 @@ def quiet_third_party() -> Iterator[None]:
     take their filters from `PYTHONWARNINGS` when they start: there DaCe's and gt4py's
     UserWarnings and DeprecationWarnings are ignored (the library's own warnings come back
     from the workers all the same, `integration.workers`). (Only inside the demo: importing
-    the package changes no filter.)"""
+    the package changes no filter.)
+
+    Yields:
+        nothing: the warnings are filtered inside the `with` block.
+    """
     before = os.environ.get("PYTHONWARNINGS")
     os.environ["PYTHONWARNINGS"] = "ignore::UserWarning,ignore::DeprecationWarning"
     restart_build_workers()  # workers started before would keep their filters

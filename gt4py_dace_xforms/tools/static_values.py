@@ -119,7 +119,23 @@ def model_values(
     horizontal dimension ("Cell" or "Edge"), for the generic `horizontal_end`; a name
     that says cell or edge decides itself. `layout` (a name or `Layout`): its horizontal
     bounds and `limited_area`, on a grid of `n_cells` cells (`n_edges` follows from it).
-    ValueError names what no rule covers."""
+    ValueError names what no rule covers.
+
+    Args:
+        program_name: the icon4py program's name.
+        params: name -> the kind of its type.
+        n_cells: cells of the grid.
+        n_edges: edges of the grid.
+        n_levels: model levels.
+        horizontal: the program's horizontal dimension.
+        layout: a `tools.layouts` name or `Layout` (None: the global one-rank values).
+
+    Returns:
+        name -> value.
+
+    Raises:
+        ValueError: a parameter no rule gives a value.
+    """
     if layout is not None:
         from gt4py_dace_xforms.tools.layouts import resolve
 
@@ -161,7 +177,16 @@ def program_static_values(
 ) -> dict[str, Any]:
     """`model_values` for a `gtx.program`: its integer and boolean scalar parameters; its
     horizontal dimension is that of its first output on cells or edges. `layout`: a
-    `tools.layouts` name or `Layout` (None: the global one-rank values)."""
+    `tools.layouts` name or `Layout` (None: the global one-rank values).
+
+    Args:
+        program: the `gtx.program`.
+        layout: a `tools.layouts` name or `Layout` (None: the global one-rank values).
+        sizes: `n_cells`, `n_edges`, `n_levels`, as `model_values` takes them.
+
+    Returns:
+        name -> value.
+    """
     from gt4py.next.type_system import type_specifications as ts
 
     from gt4py_dace_xforms.tools.programs import program_outputs
@@ -187,7 +212,19 @@ def static_offset_provider(
 ) -> dict[str, Any]:
     """Neighbor tables for the offsets `program` uses, sized as the grid its static values
     describe: random and in range over `GRID` (drawn with `seed`), or with a `layout` (a
-    name or `Layout`) the generated grid's, in that layout's ordering."""
+    name or `Layout`) the generated grid's, in that layout's ordering.
+
+    Args:
+        program: the `gtx.program`.
+        seed: the random seed.
+        layout: a `tools.layouts` name or `Layout` (None: the global one-rank values).
+
+    Returns:
+        offset name -> connectivity.
+
+    Raises:
+        ValueError: where a FieldOffset the program uses is not visible to it.
+    """
     from gt4py_dace_xforms.tools.programs import _field_offsets, offset_provider_for, used_offsets
 
     if layout is None:

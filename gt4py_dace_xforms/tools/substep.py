@@ -63,9 +63,19 @@ class SubstepCall:
 
     @property
     def name(self) -> str:
+        """The called program's name."""
         return self.ref.name
 
     def runs(self, *, limited_area: bool, lprep_adv: bool = False) -> bool:
+        """Whether the call is made under this configuration (its `when`).
+
+        Args:
+            limited_area: a limited-area run.
+            lprep_adv: icon4py's `lprep_adv` set.
+
+        Returns:
+            True where the call is made.
+        """
         return {
             "": True,
             "limited_area": limited_area,
@@ -73,13 +83,30 @@ class SubstepCall:
         }[self.when]
 
     def calls(self, substep: str) -> int:
-        """Calls in the `substep` ("first" or "later")."""
+        """Calls in the `substep` ("first" or "later").
+
+        Args:
+            substep: "first" or "later".
+
+        Returns:
+            the number of calls.
+
+        Raises:
+            ValueError: another substep.
+        """
         if substep not in ("first", "later"):
             raise ValueError(f"substep must be 'first' or 'later', not {substep!r}")
         return self.first if substep == "first" else self.later
 
     def switch_values(self, substep: str) -> dict[str, Any]:
-        """The switches of this call in `substep`, with `at_first_substep` set by it."""
+        """The switches of this call in `substep`, with `at_first_substep` set by it.
+
+        Args:
+            substep: "first" or "later".
+
+        Returns:
+            switch name -> value.
+        """
         values = dict(self.switches)
         values["at_first_substep"] = substep == "first"
         return values
@@ -89,7 +116,17 @@ class SubstepCall:
     ) -> dict[str, Any]:
         """Every static argument of this call as the model binds it on `layout` (a
         `tools.layouts.Layout`): `tools.static_values`' per-parameter rules, the call
-        site's `horizontal_start` / `horizontal_end`, and the switches of `substep`."""
+        site's `horizontal_start` / `horizontal_end`, and the switches of `substep`.
+
+        Args:
+            substep: "first" or "later".
+            layout: the `Layout`.
+            n_levels: model levels.
+            program: the loaded program (None: loaded here).
+
+        Returns:
+            name -> value.
+        """
         from gt4py_dace_xforms.tools.static_values import program_static_values
 
         program = program if program is not None else self.ref.load()
@@ -321,7 +358,19 @@ def substep_calls(
     *, limited_area: bool, lprep_adv: bool = False, programs: Collection[str] | None = None
 ) -> list[SubstepCall]:
     """The calls a substep makes under this configuration, in order; `programs` (names)
-    keeps only those (ValueError naming any that no call has)."""
+    keeps only those (ValueError naming any that no call has).
+
+    Args:
+        limited_area: a limited-area run.
+        lprep_adv: icon4py's `lprep_adv` set.
+        programs: program names to keep (None: all).
+
+    Returns:
+        the calls.
+
+    Raises:
+        ValueError: a name no call has.
+    """
     calls = [c for c in SUBSTEP if c.runs(limited_area=limited_area, lprep_adv=lprep_adv)]
     if programs:
         wanted = set(programs)
