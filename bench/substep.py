@@ -493,7 +493,16 @@ def time_regime(opts: argparse.Namespace, regime: str) -> dict:
         batch = 2 * len(LABELS)
         seconds = {key: {label: [] for label in LABELS} for key in calls}
 
-        def one_round(r: int, keys) -> None:
+        # this mode's builds and samples bound now (the loop rebinds the names for the next mode)
+        def one_round(
+            r: int,
+            keys,
+            mode=mode,
+            batch=batch,
+            handles=handles,
+            calls=calls,
+            seconds=seconds,
+        ) -> None:
             if mode == "persistent" and r and r % batch == 0:
                 # every batch on newly allocated persistent transients, touched by an untimed call
                 for key in keys:
@@ -518,7 +527,7 @@ def time_regime(opts: argparse.Namespace, regime: str) -> dict:
                     f"{regime} [{mode}]: round {r + 1}/{opts.rounds} ({time.perf_counter() - t0:.0f} s)"
                 )
         extended = _extend_undecided(
-            opts, seconds, one_round, batch, lambda msg: log(f"{regime} [{mode}]: {msg}")
+            opts, seconds, one_round, batch, lambda msg, mode=mode: log(f"{regime} [{mode}]: {msg}")
         )
         span = time.perf_counter() - t0
         rows = []
@@ -628,7 +637,7 @@ def count_regime(opts: argparse.Namespace, regime: str) -> dict:
             a = copy_args(args)  # the captured call's fields: their extents (`counts.capture_call`)
             buffers = [v.ndarray for v in [*a.values(), *offsets.values()] if hasattr(v, "ndarray")]
             folders = counts.capture_call(
-                lambda: run(**a, offset_provider=offsets),
+                lambda run=run, a=a, offsets=offsets: run(**a, offset_provider=offsets),
                 work / s.key.replace("[", "_").replace("]", "") / label,
                 buffers,
             )
@@ -654,7 +663,7 @@ def count_regime(opts: argparse.Namespace, regime: str) -> dict:
         rows.append(row)
         _write_partial(rows, pathlib.Path(f"{opts.child}.partial"))
     for row in rows:
-        for label, entry in row["builds"].items():
+        for entry in row["builds"].values():
             entry.update(entry.pop("job").result())
             entry["figures"] = count_figures(entry)
         log(

@@ -157,6 +157,8 @@ class InlineCandidate:
 
     @property
     def copies(self) -> int:
+        """How many copies of the producer inlining makes: one per read group, indirect read and
+        nested read group."""
         return len(self.groups) + len(self.indirect) + sum(len(n.groups) for n in self.nested)
 
 
@@ -164,7 +166,17 @@ AnalysisResult = Union[InlineCandidate, Decline]
 
 
 def consumer_read_edges(state: SDFGState, intermediate: dn.AccessNode, consumer: dn.MapEntry):
-    """The edges inside `consumer` that read `intermediate`, and the outer edges feeding them."""
+    """The edges inside `consumer` that read `intermediate`, and the outer edges feeding them.
+
+    Args:
+        state: the state.
+        intermediate: the intermediate's AccessNode.
+        consumer: the consumer Map's entry.
+
+    Returns:
+        `(outer, reads)`: the edges from `intermediate` into `consumer` and the inner edges they
+            feed (None where one enters without an `IN_` connector).
+    """
     outer = [e for e in state.out_edges(intermediate) if e.dst is consumer]
     reads = []
     for oe in outer:
@@ -193,6 +205,15 @@ def analyse_candidate(
     An internal error on a graph the analysis did not anticipate is a decline too
     ("analysis failed: ..."): `gt_inline_fusion` runs inside gt4py's optimizer, where an
     exception would abort the user's compilation.
+
+    Args:
+        sdfg: the SDFG.
+        state: the consumer's state.
+        intermediate: the intermediate's AccessNode.
+        consumer: the consumer Map's entry.
+
+    Returns:
+        the `InlineCandidate`, or a `Decline` with the reason.
     """
     try:
         return _analyse_candidate(sdfg, state, intermediate, consumer)
@@ -862,6 +883,12 @@ def find_candidates(sdfg: dace.SDFG) -> Iterator[tuple[dace.SDFGState, dn.Access
     Within a state, intermediates come in topological order: an upstream intermediate is
     inlined into its consumer before that consumer is itself inlined downstream, so a
     chain `A -> t1 -> B -> t2 -> C` can disappear whole.
+
+    Args:
+        sdfg: the SDFG.
+
+    Yields:
+        `(state, intermediate, consumer)` triples.
     """
     for state in sdfg.states():
         scope = state.scope_dict()

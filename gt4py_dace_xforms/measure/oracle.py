@@ -55,6 +55,14 @@ REGRET_GOAL = 1.03
 
 
 def only_label(names: frozenset[str]) -> str:
+    """The label of the variant that inlines exactly `names`.
+
+    Args:
+        names: the intermediates.
+
+    Returns:
+        `only:` and the names, sorted, joined by `+`.
+    """
     return "only:" + "+".join(sorted(names))
 
 
@@ -84,7 +92,16 @@ def greedy_search(
     drawn from the singles that helped alone (ratio < 1; one that does not help alone is
     not tried in a combination), and keeps the fastest if it beats the kept set. Stops when
     nothing beats it, the pool is empty or after `max_steps` steps. Returns the set (empty:
-    stock is best) and the steps."""
+    stock is best) and the steps.
+
+    Args:
+        singles: intermediate -> its single variant's median ratio to stock.
+        measure: times sets of intermediates: set -> median ratio to stock.
+        max_steps: the most steps.
+
+    Returns:
+        the best set and the steps taken.
+    """
     pool = sorted((n for n, r in singles.items() if r < 1.0), key=lambda n: (singles[n], n))
     steps: list[GreedyStep] = []
     if not pool:
@@ -111,7 +128,14 @@ def greedy_search(
 
 def predicted_sets(sdfg: Any) -> dict[str, frozenset[str]]:
     """The intermediates `model` and `sound` inline on `sdfg` (the SDFG at the first
-    `TopLevelDataFlowStep`), each pass on its own copy."""
+    `TopLevelDataFlowStep`), each pass on its own copy.
+
+    Args:
+        sdfg: the SDFG at the first `TopLevelDataFlowStep`.
+
+    Returns:
+        `model` and `sound` -> the intermediates they inline.
+    """
     from gt4py_dace_xforms.transformations.inline_fusion_pass import gt_inline_fusion
 
     out = {}
@@ -138,6 +162,7 @@ class Variant:
 
     @property
     def label(self) -> str:
+        """The variant's first label (the others are aliases)."""
         return self.labels[0]
 
 
@@ -163,7 +188,16 @@ class Oracle:
         self, label: str, policy: Optional[InlinePolicy], predicted: Optional[frozenset[str]] = None
     ) -> Variant:
         """Compile (first call) the variant `label`, unless a variant with the same
-        `predicted` set exists: then `label` becomes an alias of it."""
+        `predicted` set exists: then `label` becomes an alias of it.
+
+        Args:
+            label: the variant's label.
+            policy: the inline policy it builds with (None: stock).
+            predicted: the intermediates it inlines (None: not known).
+
+        Returns:
+            the variant (an existing one where `label` is an alias).
+        """
         if predicted is not None and predicted in self._by_set:
             v = self._by_set[predicted]
             v.labels.append(label)
@@ -197,7 +231,16 @@ class Oracle:
     def time(
         self, labels: Sequence[str], threads: int, rounds: int
     ) -> dict[str, tuple[float, ...]]:
-        """Seconds per round of each distinct build among `labels` (+ stock), at `threads`."""
+        """Seconds per round of each distinct build among `labels` (+ stock), at `threads`.
+
+        Args:
+            labels: the variants to time.
+            threads: the OpenMP thread count.
+            rounds: how many rounds.
+
+        Returns:
+            label -> seconds per round.
+        """
         builds: dict[str, Variant] = {}
         for label in [STOCK, *labels]:
             v = self.variants[label]
@@ -246,6 +289,9 @@ class ThreadResult:
 
 @dataclasses.dataclass
 class OracleResult:
+    """An oracle run: the program, the predicted sets, every variant with its timings and the
+    greedy search's steps."""
+
     program: str
     sizes: dict
     predicted: dict[str, list[str]]
@@ -255,6 +301,12 @@ class OracleResult:
     malloc: str = "glibc"
 
     def table(self) -> str:
+        """The run as a text table: predictions, each variant's ratio per thread count, the
+        search's steps.
+
+        Returns:
+            the table's text.
+        """
         lines = [
             f"oracle: {self.program}, sizes {self.sizes}, allocator {self.malloc}, wall {self.wall_s:.0f} s"
         ]
@@ -281,6 +333,11 @@ class OracleResult:
         return "\n".join(lines)
 
     def to_json(self) -> dict:
+        """The run as plain data, for the bench's run files.
+
+        Returns:
+            the JSON-ready dict.
+        """
         return {
             "program": self.program, "sizes": self.sizes, "predicted": self.predicted, "wall_s": self.wall_s,
             "malloc": self.malloc,
@@ -329,7 +386,25 @@ def run_oracle(
     """Build and time the variants of `program` (module doc). `first_step_sdfg`: the SDFG
     at the first `TopLevelDataFlowStep`, for predicting decision sets. Builds beyond
     `max_builds` (stock and A/A included) are not made: the greedy search stops there.
-    `malloc`: the allocator regime every timing runs under (`timing.pin_allocator`)."""
+    `malloc`: the allocator regime every timing runs under (`timing.pin_allocator`).
+
+    Args:
+        program: the gt4py program.
+        args: the program's keyword arguments.
+        offset_provider: the offset provider.
+        first_step_sdfg: the SDFG at the first `TopLevelDataFlowStep`.
+        name: the program's name, for the result.
+        sizes: the sizes it runs at, for the result.
+        threads: the thread counts timed.
+        rounds: rounds of the final timing.
+        search_rounds: rounds per step of the greedy search.
+        max_builds: the most builds, stock and A/A included.
+        malloc: the allocator regime, for the result.
+        log: progress lines go here.
+
+    Returns:
+        the `OracleResult`.
+    """
     t_start = time.perf_counter()
     pin_allocator(malloc)
     predicted = predicted_sets(first_step_sdfg)
@@ -368,7 +443,7 @@ def run_oracle(
             s: med[only_label(frozenset([s]))] for s in singles if only_label(frozenset([s])) in med
         }
 
-        def measure(sets: Sequence[frozenset[str]]) -> dict[frozenset[str], float]:
+        def measure(sets: Sequence[frozenset[str]], n: int = n) -> dict[frozenset[str], float]:
             labels = {s: ensure(s) for s in sets}
             ok = [
                 lab for lab in labels.values() if lab is not None and not o.variants[lab].mismatch

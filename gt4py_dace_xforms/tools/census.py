@@ -31,7 +31,7 @@ from gt4py_dace_xforms.analysis.candidate import analyse_candidate
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.analysis.races import unordered_accesses
 from gt4py_dace_xforms.analysis.window import analyse_window
-from gt4py_dace_xforms.integration.capture import OPTIMIZED, capture_stages
+from gt4py_dace_xforms.integration.capture import OPTIMIZED, Capture, capture_stages
 from gt4py_dace_xforms.integration.hooks import optimization_hooks
 from gt4py_dace_xforms.policy import CostModel, InlinePolicy, InlineWhereSound
 from gt4py_dace_xforms.tools.compare import two_d_transients
@@ -94,12 +94,20 @@ class ProgramCensus:
 
     @property
     def short_name(self) -> str:
+        """The program's name without its module path."""
         return self.program.rpartition(":")[2]
 
 
 def reason_class(reason: str) -> str:
     """A decline reason with its data names, symbols and numbers abstracted, so that
-    equal causes count together."""
+    equal causes count together.
+
+    Args:
+        reason: the decline reason.
+
+    Returns:
+        the abstracted reason.
+    """
     text = re.sub(r"'[^']*'", "X", reason)
     text = re.sub(r"\[[^\]]*\]", "[..]", text)
     text = re.sub(r"\([^()]*\)$", "", text).strip()
@@ -140,7 +148,20 @@ def census_program(
     the integer and boolean parameters as static arguments, as icon4py's model run
     compiles them (`tools.static_values`: a global grid on one node, 80 levels; without
     `grid`, neighbor tables of that grid's sizes), or (`layout`, a `tools.layouts` name)
-    with that layout's bounds and its generated grid's tables."""
+    with that layout's bounds and its generated grid's tables.
+
+    Args:
+        ref: the program.
+        grid: the grid for its offsets (None: a generated one).
+        cost_model: the inline policy (None: the CPU cost model).
+        transients: also count 2-D transients stock, with the policy and with everything sound.
+        final: also count them at the end of `gt_auto_optimize`.
+        static: lower with static arguments, as a model run compiles them.
+        layout: the layout of the static arguments (None: global one-rank values).
+
+    Returns:
+        the `ProgramCensus`.
+    """
     result = ProgramCensus(ref.spec, layout=(layout or "") if static else "")
     start = time.perf_counter()
     try:
@@ -160,7 +181,7 @@ def census_program(
         else:
             provider = offset_provider_for(program, grid)
         static_args = result.static or None
-        extra = ([_POST] + ([OPTIMIZED] if final else [])) if transients else []
+        extra: list[Capture] = ([_POST, OPTIMIZED] if final else [_POST]) if transients else []
         taken = capture_stages(
             program, [_STEP, *extra], offset_provider=provider, static_args=static_args
         )
@@ -249,7 +270,17 @@ def map_programs(
     progress: Optional[Callable[[T], None]] = None,
 ) -> list[T]:
     """`fn` on every item of `work`, in `jobs` forked processes (results in input order;
-    `progress` sees each result as it comes). Shared by the census and its comparison run."""
+    `progress` sees each result as it comes). Shared by the census and its comparison run.
+
+    Args:
+        fn: the function, of one item.
+        work: the items.
+        jobs: processes in parallel.
+        progress: called with each result as it arrives.
+
+    Returns:
+        the results, in the order of `work`.
+    """
     results: list[T] = []
     if jobs <= 1:
         for w in work:
@@ -277,13 +308,33 @@ def run_census(
     layout: Optional[str] = None,
     progress: Optional[Callable[[ProgramCensus], None]] = None,
 ) -> list[ProgramCensus]:
-    """`census_program` for every program, in `jobs` processes (results in input order)."""
+    """`census_program` for every program, in `jobs` processes (results in input order).
+
+    Args:
+        refs: the programs.
+        jobs: processes in parallel.
+        transients: as `census_program`.
+        final: as `census_program`.
+        static: as `census_program`.
+        layout: as `census_program`.
+        progress: called with each result as it arrives.
+
+    Returns:
+        the censuses, in the order of `refs`.
+    """
     work = [(r, transients, final, static, layout) for r in refs]
     return map_programs(_census_one, work, jobs=jobs, progress=progress)
 
 
 def totals(results: list[ProgramCensus]) -> ProgramCensus:
-    """The column sums, and the decline histograms merged, over programs without error."""
+    """The column sums, and the decline histograms merged, over programs without error.
+
+    Args:
+        results: the censuses.
+
+    Returns:
+        a `ProgramCensus` holding the sums.
+    """
     total = ProgramCensus("TOTAL")
     declines: collections.Counter = collections.Counter()
     model: collections.Counter = collections.Counter()
@@ -324,7 +375,14 @@ def totals(results: list[ProgramCensus]) -> ProgramCensus:
 
 
 def table(results: list[ProgramCensus]) -> str:
-    """The per-program table, the totals, and the decline histograms."""
+    """The per-program table, the totals, and the decline histograms.
+
+    Args:
+        results: the censuses.
+
+    Returns:
+        the table's text.
+    """
     head = (
         "program",
         "cand",
@@ -341,7 +399,7 @@ def table(results: list[ProgramCensus]) -> str:
         "s",
     )
     rows: list[tuple[Union[str, int], ...]] = []
-    for r in results + [totals(results)]:
+    for r in [*results, totals(results)]:
         if r.error:
             rows.append(
                 (
@@ -427,7 +485,14 @@ def table(results: list[ProgramCensus]) -> str:
 
 
 def static_heading(layout: str) -> str:
-    """The heading line of a static run's arguments: which layout they are for."""
+    """The heading line of a static run's arguments: which layout they are for.
+
+    Args:
+        layout: the layout's name.
+
+    Returns:
+        the line.
+    """
     if not layout:
         return (
             "static arguments (tools/static_values.py: a global grid on one node, 80 levels; "
@@ -440,5 +505,13 @@ def static_heading(layout: str) -> str:
 
 
 def to_json(results: list[ProgramCensus]) -> str:
+    """The censuses and their totals as JSON (`census --json`).
+
+    Args:
+        results: the censuses.
+
+    Returns:
+        the JSON text.
+    """
     rows = [dataclasses.asdict(r) for r in results]
     return json.dumps({"programs": rows, "total": dataclasses.asdict(totals(results))}, indent=2)

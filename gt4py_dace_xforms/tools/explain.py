@@ -56,6 +56,7 @@ class Temporary:
 
     @property
     def status(self) -> str:
+        """ "kept", "removed" or "library only": what the library's build does with the temporary."""
         if not self.stock:
             return "library only"
         return "kept" if self.library else "removed"
@@ -126,7 +127,14 @@ class Temporary:
 
 def final_decisions(report: InlineReport) -> list[InlineRecord]:
     """The last record per (intermediate, consumer) over all calls of the pass (gt4py calls
-    it once per round of its top-level stage; later calls repeat earlier declines)."""
+    it once per round of its top-level stage; later calls repeat earlier declines).
+
+    Args:
+        report: the inline pass's report.
+
+    Returns:
+        the records.
+    """
     last: dict[tuple[str, str], InlineRecord] = {}
     for r in report.records:
         if r.applied or not last.get((r.intermediate, r.consumer), r).applied:
@@ -136,6 +144,9 @@ def final_decisions(report: InlineReport) -> list[InlineRecord]:
 
 @dataclasses.dataclass
 class Explanation:
+    """What `explain` found for one program: every 2-D temporary stock and the library keep, with
+    the reasons, the report and the SDFGs before and after."""
+
     program: str
     target: str
     offsets: list[str]
@@ -151,6 +162,11 @@ class Explanation:
     layout: str = ""  # the named layout (tools/layouts.py) they come from, if one
 
     def text(self) -> str:
+        """The explanation as text: the temporaries, kept or removed and why, and the counts.
+
+        Returns:
+            the text.
+        """
         c = self.counts
         grid = f"offsets {', '.join(self.offsets)}" if self.offsets else "no neighbor offsets"
         lines = [f"{self.program} ({self.target}, {grid}), lowered without compiling"]
@@ -176,7 +192,7 @@ class Explanation:
         rows = [(t.name, t.status, t.why) for t in self.temporaries]
         if rows:
             head = ("temporary", "library", "why")
-            widths = [max(len(r[i]) for r in rows + [head]) for i in range(2)]
+            widths = [max(len(r[i]) for r in [*rows, head]) for i in range(2)]
             fmt = "  ".join(f"{{:<{w}}}" for w in widths) + "  {}"
             lines += [fmt.format(*head), fmt.format(*("-" * w for w in widths), "---")]
             lines += [fmt.format(*r) for r in rows]
@@ -207,7 +223,17 @@ class Explanation:
 
 def resolve_grid(spec: Optional[str]) -> Any:
     """`--offset-provider`: "simple" (icon4py's simple test grid) or `MODULE:NAME` naming
-    a grid (with `.connectivities`), a mapping, or a function returning one."""
+    a grid (with `.connectivities`), a mapping, or a function returning one.
+
+    Args:
+        spec: "simple", `MODULE:NAME` or None.
+
+    Returns:
+        the grid, or None.
+
+    Raises:
+        ValueError: a spec that names no grid.
+    """
     if spec is None:
         return None
     if spec == "simple":
@@ -236,7 +262,18 @@ def resolve_grid(spec: Optional[str]) -> Any:
 
 def offset_provider(program: Any, grid: Any) -> dict[str, Any]:
     """Tables for the offsets `program` uses, from `grid`; a ValueError saying what to pass
-    when it needs one and `grid` is None."""
+    when it needs one and `grid` is None.
+
+    Args:
+        program: the `gtx.program`.
+        grid: the grid (None: none).
+
+    Returns:
+        offset name -> connectivity.
+
+    Raises:
+        ValueError: where the program needs tables and `grid` is None.
+    """
     needed = programs.used_offsets(program)
     if needed and grid is None:
         raise ValueError(
@@ -280,6 +317,20 @@ def explain(
     model's); None: the symbolic build.
     ValueError (one line) for a bad program name, a missing grid or connectivity;
     `ProgramError` (a ValueError) if gt4py's frontend rejects the program.
+
+    Args:
+        program: a `gtx.program` or "MODULE:NAME".
+        target: "cpu" or "gpu".
+        grid: the grid for its offsets.
+        cost_model: the inline policy (None: the target's cost model).
+        static_args: scalar parameters compiled as constants.
+
+    Returns:
+        the `Explanation`.
+
+    Raises:
+        ValueError: an unknown target.
+        ProgramError: where gt4py rejects the program.
     """
     if target not in ("cpu", "gpu"):
         raise ValueError(f"target must be 'cpu' or 'gpu', not {target!r}")
@@ -381,7 +432,15 @@ def explain(
 def write_sdfgs(expl: Explanation, prefix: str) -> list[str]:
     """`PREFIX.before.sdfg` (where the library's pass first runs in gt_auto_optimize: open
     it in the viewer and apply InlineFuser by hand) and `PREFIX.after.sdfg` (the same after
-    the pass). Returns the paths written."""
+    the pass). Returns the paths written.
+
+    Args:
+        expl: the explanation.
+        prefix: the files' path prefix.
+
+    Returns:
+        the paths written.
+    """
     written = []
     for label, sdfg in (("before", expl.before), ("after", expl.after)):
         if sdfg is None:
