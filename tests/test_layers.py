@@ -131,3 +131,71 @@ def test_no_function_in_analysis_over_80_lines():
                 if n > 80:
                     long.append(f"{path.name}:{node.name} ({n} lines)")
     assert not long, long
+
+
+#: Modules the API renames (issue 62, item 3) and other work in progress are still
+#: rewriting: their docstrings are checked, but a missing section there makes the test
+#: xfail instead of fail. Empty it once they carry their sections.
+_DOCSTRINGS_PENDING = (
+    "analysis/compulsory.py",
+    "tools/compare.py",
+    "tools/grid.py",
+    "tools/gridfile.py",
+    "transformations/",
+    "policy/",
+    "cli/",
+    "integration/hooks.py",
+    "integration/backends.py",
+    "integration/install.py",
+    "report.py",
+    "backends.py",
+)
+
+
+def _docstring_problems(path: pathlib.Path) -> list[str]:
+    """Google-style docstrings on a module's public functions, classes and public methods
+    of public classes: a docstring; `Args:` where the function takes a parameter besides
+    `self`/`cls`; `Returns:` (or `Yields:`) where its return annotation is not None (a
+    property's is its value, not a return)."""
+
+    def check(fn, qual: str) -> list[str]:
+        doc = ast.get_docstring(fn)
+        if not doc:
+            return [f"{qual}: no docstring"]
+        a = fn.args
+        params = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg) if x]
+        out = []
+        if set(params) - {"self", "cls"} and "Args:" not in doc:
+            out.append(f"{qual}: no Args:")
+        prop = any(
+            getattr(d, "id", getattr(d, "attr", None)) in ("property", "cached_property", "setter")
+            for d in fn.decorator_list
+        )
+        returns = fn.returns is not None and not (
+            isinstance(fn.returns, ast.Constant) and fn.returns.value is None
+        )
+        if returns and not prop and "Returns:" not in doc and "Yields:" not in doc:
+            out.append(f"{qual}: no Returns:")
+        return out
+
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    problems = []
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, functions) and not node.name.startswith("_"):
+            problems += check(node, node.name)
+        elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+            if not ast.get_docstring(node):
+                problems.append(f"{node.name}: no docstring")
+            for m in node.body:
+                if isinstance(m, functions) and not m.name.startswith("_"):
+                    problems += check(m, f"{node.name}.{m.name}")
+    return [f"{path.relative_to(PKG)}:{p}" for p in problems]
+
+
+def test_public_functions_and_classes_have_google_style_docstrings():
+    problems = [p for path in sorted(PKG.rglob("*.py")) for p in _docstring_problems(path)]
+    pending = [p for p in problems if p.startswith(_DOCSTRINGS_PENDING)]
+    done = [p for p in problems if p not in pending]
+    assert not done, done
+    if pending:
+        pytest.xfail(f"item 3 agent's files pending ({len(pending)} missing sections)")
