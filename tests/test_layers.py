@@ -137,7 +137,6 @@ def test_no_function_in_analysis_over_80_lines():
 #: rewriting: their docstrings are checked, but a missing section there makes the test
 #: xfail instead of fail. Empty it once they carry their sections.
 _DOCSTRINGS_PENDING = (
-    "analysis/compulsory.py",
     "tools/compare.py",
     "tools/grid.py",
     "tools/gridfile.py",

@@ -86,10 +86,12 @@ class ArrayFootprint:
 
     @property
     def read_bytes(self) -> int:
+        """The read region's bytes."""
         return _elements(self.read) * self.itemsize
 
     @property
     def written_bytes(self) -> int:
+        """The written region's bytes."""
         return _elements(self.written) * self.itemsize
 
     @property
@@ -116,10 +118,12 @@ class Compulsory:
 
     @property
     def read_bytes(self) -> int:
+        """The read regions' bytes, over the arrays."""
         return sum(a.read_bytes for a in self.arrays.values())
 
     @property
     def written_bytes(self) -> int:
+        """The written regions' bytes, over the arrays."""
         return sum(a.written_bytes for a in self.arrays.values())
 
     @property
@@ -134,10 +138,16 @@ class Compulsory:
 
     @property
     def notes(self) -> list[str]:
+        """Every array's notes, as `name: note`."""
         return [f"{a.name}: {n}" for a in self.arrays.values() for n in a.notes]
 
     def as_dict(self) -> dict[str, Any]:
-        """The totals and the per-array figures, for JSON."""
+        """The totals and the per-array figures, for JSON.
+
+        Returns:
+            `bytes`, `read_bytes`, `written_bytes`, `fill_bytes`, and per array its
+            boxes, item size, bytes and notes.
+        """
         return {
             "bytes": self.bytes,
             "read_bytes": self.read_bytes,
@@ -180,8 +190,16 @@ def _join(a: Optional[IntBox], b: IntBox) -> IntBox:
 
 def size_symbols(sdfg: dace.SDFG, sizes: Mapping[str, int]) -> dict[str, int]:
     """gt4py's per-argument origin and end symbols of `sdfg` valued by the rule of the
-    module docstring: `__<arg>_<Dim>_range_0` 0, `__<arg>_<Dim>_range_1` `sizes[Dim]`
-    (those whose dimension `sizes` lacks are left out)."""
+    module docstring.
+
+    Args:
+        sdfg: the program.
+        sizes: the grid's extent per dimension name (`Cell`, `Edge`, `Vertex`, `K`...).
+
+    Returns:
+        `__<arg>_<Dim>_range_0` -> 0 and `__<arg>_<Dim>_range_1` -> `sizes[Dim]` (those
+        whose dimension `sizes` lacks are left out).
+    """
     names = set(map(str, sdfg.free_symbols)) | set(map(str, sdfg.symbols))
     for desc in sdfg.arrays.values():
         for s in desc.shape:
