@@ -15,6 +15,15 @@ KEY = "gt4py_dace_xforms"  # the same key `integration.lowering` writes
 
 
 def read(desc: dace.data.Data) -> Optional[dict]:
+    """The library's annotation stored on a data descriptor (JSON under `KEY` in its `location`),
+    or None where it has none or it does not parse.
+
+    Args:
+        desc: the data descriptor.
+
+    Returns:
+        the annotation, or None.
+    """
     text = getattr(desc, "location", {}).get(KEY)
     if not text:
         return None
@@ -29,6 +38,13 @@ def concat_annotation(sdfg: dace.SDFG, data: str) -> Optional[dict]:
 
     gt4py's passes may split or re-base a concat array; an annotation made for another
     shape says nothing about this one and is ignored.
+
+    Args:
+        sdfg: the SDFG.
+        data: the concat array's name.
+
+    Returns:
+        the annotation, or None.
     """
     desc = sdfg.arrays.get(data)
     ann = read(desc) if desc is not None else None
@@ -53,7 +69,16 @@ def concat_branches(ann: dict, branches) -> Optional[list[Optional[dict]]]:
     """Per analysed branch (`analysis.concat.Branch`), the annotated branch it belongs
     to: the one whose selected range holds its region along the concat dimension
     (gt4py may split one branch into several writers); `None` where that is not provable
-    for exactly one (an empty region is held by every range)."""
+    for exactly one (an empty region is held by every range).
+
+    Args:
+        ann: the concat annotation (`concat_annotation`).
+        branches: the analysed branches.
+
+    Returns:
+        one annotated branch (or None) per analysed branch, or None where the annotation names no
+            branches or dimension, or a branch lacks that dimension.
+    """
     d = ann.get("dim")
     annotated = ann.get("branches", [])
     if not isinstance(d, int) or not annotated:
@@ -81,7 +106,16 @@ def concat_branches(ann: dict, branches) -> Optional[list[Optional[dict]]]:
 def branch_reads(info: Optional[dict], field: Optional[dict], name: str) -> Optional[list]:
     """What gt4py's domain inference says the annotated branch `info` reads of the
     program field `name` in the dimension `field` (from `field_dim`) describes
-    (`[lo, hi)`, program indices), if recorded."""
+    (`[lo, hi)`, program indices), if recorded.
+
+    Args:
+        info: the annotated branch (None: not annotated).
+        field: the field's annotation in that dimension (`field_dim`).
+        name: the program field's name.
+
+    Returns:
+        the recorded `[lo, hi)` ranges, or None.
+    """
     if not info or not field:
         return None
     return info.get("reads", {}).get(name, {}).get(field.get("name"))
@@ -89,7 +123,16 @@ def branch_reads(info: Optional[dict], field: Optional[dict], name: str) -> Opti
 
 def field_dim(sdfg: dace.SDFG, name: str, dim: int) -> Optional[dict]:
     """The field annotation of program data `name` in dimension `dim`:
-    `{"covers": [lo, hi] | None, "origin": o, "name": dimension name}`, if annotated."""
+    `{"covers": [lo, hi] | None, "origin": o, "name": dimension name}`, if annotated.
+
+    Args:
+        sdfg: the SDFG.
+        name: the program data's name.
+        dim: the dimension's index.
+
+    Returns:
+        the dimension's annotation, or None.
+    """
     desc = sdfg.arrays.get(name)
     ann = read(desc) if desc is not None else None
     if not ann or ann.get("kind") != "field" or desc.transient:
@@ -106,7 +149,15 @@ def field_dim(sdfg: dace.SDFG, name: str, dim: int) -> Optional[dict]:
 
 def field_facts(sdfg: dace.SDFG, names: Iterable[str]) -> list[sympy.Expr]:
     """Facts (expressions >= 0) stating that each annotated program field covers what the
-    program reads of it: per dimension `lo - origin >= 0` and `origin + size - hi >= 0`."""
+    program reads of it: per dimension `lo - origin >= 0` and `origin + size - hi >= 0`.
+
+    Args:
+        sdfg: the SDFG.
+        names: the program data to state facts for.
+
+    Returns:
+        the facts, for the provers' `facts`.
+    """
     facts: list[sympy.Expr] = []
     for name in names:
         desc = sdfg.arrays.get(name)

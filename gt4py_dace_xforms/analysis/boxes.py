@@ -56,17 +56,41 @@ _MAX_CELLS = 200_000
 
 
 def as_box(box) -> Box:
+    """`box` (pairs of bounds in any form `to_sympy` takes) as a `Box` of expanded sympy
+    expressions.
+
+    Args:
+        box: inclusive `(lo, hi)` pairs, one per dimension.
+
+    Returns:
+        the box.
+    """
     return tuple((sympy.expand(to_sympy(lo)), sympy.expand(to_sympy(hi))) for lo, hi in box)
 
 
 def from_subset(subset) -> Box:
-    """The box of a DaCe subset (inclusive bounds, unit steps assumed by the caller)."""
+    """The box of a DaCe subset (inclusive bounds, unit steps assumed by the caller).
+
+    Args:
+        subset: a DaCe subset (`Range` or `Indices`).
+
+    Returns:
+        the box.
+    """
     return tuple(
         (sympy.expand(to_sympy(b)), sympy.expand(to_sympy(e))) for b, e, _ in subset.ndrange()
     )
 
 
 def show(box: Box) -> str:
+    """`box` as text: `[lo, hi] x [lo, hi]`.
+
+    Args:
+        box: the box.
+
+    Returns:
+        the text.
+    """
     return " x ".join(f"[{lo}, {hi}]" for lo, hi in box)
 
 
@@ -76,17 +100,42 @@ def _le(a, b, facts=()) -> bool:
 
 
 def is_literal(*boxes: Box) -> bool:
+    """Whether every bound of every box is an integer literal.
+
+    Args:
+        boxes: the boxes.
+
+    Returns:
+        True where no bound names a symbol.
+    """
     return all(x.is_Integer for box in boxes for iv in box for x in iv)
 
 
 def empty(box: Box, facts=()) -> bool:
-    """Some interval of `box` is provably empty."""
+    """Some interval of `box` is provably empty.
+
+    Args:
+        box: the box.
+        facts: expressions known to be >= 0 (what the SDFG's symbols are known to satisfy).
+
+    Returns:
+        True where an interval is proven empty.
+    """
     return any(_le(hi + 1, lo, facts) for lo, hi in box)
 
 
 def contains(outer: BoxLike, inner: BoxLike, facts=()) -> bool:
     """Every point of `inner` lies in `outer` (an empty `inner` only where the bounds say
-    so: as gt4py's regions, an interval is compared by its bounds)."""
+    so: as gt4py's regions, an interval is compared by its bounds).
+
+    Args:
+        outer: the containing box.
+        inner: the contained box.
+        facts: expressions known to be >= 0 (what the SDFG's symbols are known to satisfy).
+
+    Returns:
+        True where proven.
+    """
     return all(
         _le(olo, ilo, facts) and _le(ihi, ohi, facts)
         for (olo, ohi), (ilo, ihi) in zip(outer, inner)
@@ -95,7 +144,16 @@ def contains(outer: BoxLike, inner: BoxLike, facts=()) -> bool:
 
 def disjoint(a: Box, b: Box, facts=()) -> bool:
     """No point lies in both: for every value of the symbols some dimension separates
-    them, or one of them is empty (which dimension may depend on the symbols)."""
+    them, or one of them is empty (which dimension may depend on the symbols).
+
+    Args:
+        a: a box.
+        b: another box of the same rank.
+        facts: expressions known to be >= 0 (what the SDFG's symbols are known to satisfy).
+
+    Returns:
+        True where proven.
+    """
     alternatives = []
     for (alo, ahi), (blo, bhi) in zip(a, b):
         alternatives += [[blo - ahi - 1], [alo - bhi - 1], [alo - ahi - 1], [blo - bhi - 1]]
@@ -105,14 +163,31 @@ def disjoint(a: Box, b: Box, facts=()) -> bool:
 
 
 def meet(a: Box, b: Box) -> Optional[Box]:
-    """The intersection of two literal boxes, `None` if it is empty."""
+    """The intersection of two literal boxes, `None` if it is empty.
+
+    Args:
+        a: a literal box.
+        b: another literal box.
+
+    Returns:
+        the intersection, or None.
+    """
     out = tuple((max(alo, blo), min(ahi, bhi)) for (alo, ahi), (blo, bhi) in zip(a, b))
     return None if any(hi < lo for lo, hi in out) else out
 
 
 def prove_disjoint(pieces: Sequence[Box], facts=(), what: str = "pieces") -> Optional[str]:
     """Why the pieces are not pairwise disjoint (an overlap shown by literal bounds, or
-    one not excluded), or `None`."""
+    one not excluded), or `None`.
+
+    Args:
+        pieces: the boxes.
+        facts: expressions known to be >= 0 (what the SDFG's symbols are known to satisfy).
+        what: what the pieces are, for the reason's text.
+
+    Returns:
+        the reason they are not shown disjoint, or None where they are.
+    """
     for (i, a), (j, b) in itertools.combinations(enumerate(pieces), 2):
         if disjoint(a, b, facts):
             continue
@@ -133,11 +208,22 @@ class Cover:
 
     @property
     def proven(self) -> bool:
+        """Whether the cover is proven (no reason against it)."""
         return self.reason is None
 
 
 def prove_cover(read: BoxLike, pieces: Sequence[Box], facts=(), what: str = "pieces") -> Cover:
-    """Every point of `read` lies in some piece (see the module docstring)."""
+    """Every point of `read` lies in some piece (see the module docstring).
+
+    Args:
+        read: the box to cover.
+        pieces: the covering boxes.
+        facts: expressions known to be >= 0 (what the SDFG's symbols are known to satisfy).
+        what: what the pieces are, for the reason's text.
+
+    Returns:
+        the `Cover`: proven, or the reason and the part not shown covered.
+    """
     read, pieces = as_box(read), [as_box(p) for p in pieces]
     select = tuple(
         d for d in range(len(read)) if not all(contains((p[d],), (read[d],), facts) for p in pieces)
@@ -165,7 +251,7 @@ def _literal_gap(read: Box, pieces: Sequence[Box]) -> Optional[Box]:
     cuts = []
     for d, (lo, hi) in enumerate(read):
         points = sorted({lo, hi + 1} | {x for m in live for x in (m[d][0], m[d][1] + 1)})
-        cuts.append(list(zip(points, points[1:])))
+        cuts.append(list(itertools.pairwise(points)))
     if sum(1 for _ in itertools.islice(itertools.product(*cuts), _MAX_CELLS + 1)) > _MAX_CELLS:
         return read  # too many cells to check: report the whole read as not shown covered
     for cell in itertools.product(*cuts):
@@ -220,7 +306,7 @@ def _chain_along(read, ids, pieces, dims, d, facts, memo) -> bool:
         [
             lo - chain[0][0],
             chain[-1][1] - hi,
-            *(prev[1] + 1 - nxt[0] for prev, nxt in zip(chain, chain[1:])),
+            *(prev[1] + 1 - nxt[0] for prev, nxt in itertools.pairwise(chain)),
         ]
         for chain in itertools.islice(chains, _MAX_CHAINS)
     ]
@@ -229,7 +315,16 @@ def _chain_along(read, ids, pieces, dims, d, facts, memo) -> bool:
 
 def box_test(box: Box, dims: Sequence[int], index: Sequence[str]) -> str:
     """A Python/C condition true where `index` (names per dimension) lies in `box` along
-    `dims`; `"True"` without dimensions."""
+    `dims`; `"True"` without dimensions.
+
+    Args:
+        box: the box.
+        dims: the dimensions to test.
+        index: the index name per dimension.
+
+    Returns:
+        the condition's text.
+    """
     from dace import symbolic as dace_sym
 
     parts = [
@@ -241,7 +336,15 @@ def box_test(box: Box, dims: Sequence[int], index: Sequence[str]) -> str:
 
 def bounding_box(pieces: Sequence[Box], facts=()) -> Optional[Box]:
     """The smallest box holding every piece, where in each dimension one piece's bounds
-    are provably the extremes; `None` otherwise."""
+    are provably the extremes; `None` otherwise.
+
+    Args:
+        pieces: the boxes, of one rank.
+        facts: expressions known to be >= 0 (what the SDFG's symbols are known to satisfy).
+
+    Returns:
+        the bounding box, or None.
+    """
     out = []
     for d in range(len(pieces[0])):
         los, his = [p[d][0] for p in pieces], [p[d][1] for p in pieces]
@@ -256,7 +359,16 @@ def bounding_box(pieces: Sequence[Box], facts=()) -> Optional[Box]:
 def prove_tiling(
     pieces: Sequence[Box], facts=(), what: str = "pieces"
 ) -> tuple[Optional[Box], Optional[str]]:
-    """The box the pieces tile (disjoint, covering their bounding box), or why not."""
+    """The box the pieces tile (disjoint, covering their bounding box), or why not.
+
+    Args:
+        pieces: the boxes.
+        facts: expressions known to be >= 0 (what the SDFG's symbols are known to satisfy).
+        what: what the pieces are, for the reason's text.
+
+    Returns:
+        `(box, None)` where the pieces tile `box`, else `(None, reason)`.
+    """
     pieces = [as_box(p) for p in pieces]
     whole = bounding_box(pieces, facts)
     if whole is None:

@@ -30,6 +30,13 @@ def copy_dims(dst_sizes: Sequence, src_sizes: Sequence) -> Optional[tuple[Option
     provably equal extent, every other destination dimension provably of extent 1 (an
     element there has one index, so which extent-1 dimension is dropped does not change
     what is read). None if no such matching is provable.
+
+    Args:
+        dst_sizes: the destination's extents.
+        src_sizes: the source's extents.
+
+    Returns:
+        the source dimension per destination dimension, or None where no mapping is proven.
     """
     dst = [to_sympy(x) for x in dst_sizes]
     src = [to_sympy(x) for x in src_sizes]
@@ -48,14 +55,29 @@ def copy_dims(dst_sizes: Sequence, src_sizes: Sequence) -> Optional[tuple[Option
 
 
 def is_broadcast(mapping: Sequence[Optional[int]]) -> bool:
-    """The copy drops destination dimensions (its source has fewer)."""
+    """The copy drops destination dimensions (its source has fewer).
+
+    Args:
+        mapping: the result of `copy_dims`.
+
+    Returns:
+        True where a destination dimension has no source dimension.
+    """
     return any(m is None for m in mapping)
 
 
 def gt4py_replacement_fails(sdfg, cand) -> bool:
     """A branch of `cand`'s concat node copies from data of lower rank than the node:
     gt4py 1.2.3's concat_where replacement raises on such a node, so it must not be left
-    to it (cost models decline copy-fed concat nodes otherwise)."""
+    to it (cost models decline copy-fed concat nodes otherwise).
+
+    Args:
+        sdfg: the SDFG.
+        cand: the inline candidate with a concat node.
+
+    Returns:
+        True where gt4py's replacement would raise on the node.
+    """
     if cand.concat is None:
         return False
     rank = len(sdfg.arrays[cand.intermediate.data].shape)

@@ -203,7 +203,7 @@ def analyse_candidate(
     dataflow reads is not written elsewhere in the state.
 
     An internal error on a graph the analysis did not anticipate is a decline too
-    ("analysis failed: ..."): `gt_inline_fusion` runs inside gt4py's optimizer, where an
+    ("analysis failed: ..."): `gt_inline_intermediates` runs inside gt4py's optimizer, where an
     exception would abort the user's compilation.
 
     Args:

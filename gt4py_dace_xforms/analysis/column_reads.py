@@ -169,7 +169,16 @@ def column_read_plan(
     sdfg: dace.SDFG, state: dace.SDFGState, edge
 ) -> Union[ColumnReadPlan, Decline]:
     """The plan for passing only the Map iteration's column through `edge`, or a Decline
-    saying why not (see the module docstring)."""
+    saying why not (see the module docstring).
+
+    Args:
+        sdfg: the SDFG.
+        state: the state holding `edge`.
+        edge: the edge from a Map entry into a nested SDFG's input connector.
+
+    Returns:
+        the `ColumnReadPlan`, or a `Decline` with the reason.
+    """
     node, conn = edge.dst, edge.dst_conn
     if not isinstance(node, dn.NestedSDFG) or conn is None or not isinstance(edge.src, dn.MapEntry):
         return Decline("not an edge from a Map entry into a nested SDFG")

@@ -35,6 +35,14 @@ INDEX_SYMBOL = "__concat_idx_{}"
 
 
 def index_symbol(dim: int) -> sympy.Symbol:
+    """The symbol standing for the index of dimension `dim` of a concat node (`INDEX_SYMBOL`).
+
+    Args:
+        dim: the dimension.
+
+    Returns:
+        the symbol.
+    """
     return dace.symbolic.symbol(INDEX_SYMBOL.format(dim))
 
 
@@ -64,6 +72,8 @@ class Branch:
     @property
     def inputs(self) -> tuple[SliceInput, ...]:
         # a read branch (no slice) has its source
+        """What the branch reads: its slice's inputs, or, for a branch that copies from data,
+        that source."""
         return self.slice.inputs if self.slice is not None else (cast(SliceInput, self.source),)
 
 
@@ -71,6 +81,9 @@ class Branch:
 class ConcatAnalysis:
     #: The branches a copy evaluates: every writer of the node, or, once the reads are
     #: known, only those whose region some read reaches (`only_branches_read`).
+    """A concat node's branches (its writers on provably disjoint regions), as `analyse_concat`
+    finds them."""
+
     branches: tuple[Branch, ...]
     #: The dimensions tested at run time to select a branch (set once the reads are known).
     split_dims: tuple[int, ...] = ()
@@ -111,7 +124,17 @@ def _param_at(prod: ProducerSlice, index_of_dim) -> tuple[tuple[str, sympy.Expr]
 
 
 def analyse_branch(sdfg, state, edge, users) -> Union[Branch, Decline]:
-    """Describe the writer behind one edge into a concat node."""
+    """Describe the writer behind one edge into a concat node.
+
+    Args:
+        sdfg: the SDFG.
+        state: the state.
+        edge: an edge into the concat node.
+        users: data name -> the `(state, AccessNode)` pairs that access it (`access_nodes_by_data`).
+
+    Returns:
+        the `Branch`, or a `Decline` with the reason.
+    """
     ndim = len(sdfg.arrays[edge.dst.data].shape)
     if edge.data.wcr is not None:
         return Decline("concat branch writes with a WCR")
@@ -188,7 +211,17 @@ def _follow_copy(sdfg, state, source: dn.AccessNode, read, users) -> Optional[Pr
 
 
 def analyse_concat(sdfg, state, intermediate, users) -> Union[ConcatAnalysis, Decline]:
-    """All branches of a concat node, with a proof that their regions are disjoint."""
+    """All branches of a concat node, with a proof that their regions are disjoint.
+
+    Args:
+        sdfg: the SDFG.
+        state: the state.
+        intermediate: the concat node (an AccessNode).
+        users: data name -> the `(state, AccessNode)` pairs that access it (`access_nodes_by_data`).
+
+    Returns:
+        the `ConcatAnalysis`, or a `Decline` with the reason.
+    """
     branches = []
     for edge in state.in_edges(intermediate):
         br = analyse_branch(sdfg, state, edge, users)
@@ -208,7 +241,16 @@ def prove_union_covers(
     (`boxes.prove_cover`: any number of dimensions split, regions empty for some values).
 
     Returns `(None, dims)` on success, `dims` being the dimensions whose test selects the
-    branch at run time (empty if every region holds every read), or `(reason, ())`."""
+    branch at run time (empty if every region holds every read), or `(reason, ())`.
+
+    Args:
+        concat: the concat node's analysis.
+        read_box: the read's box (inclusive bounds per dimension).
+        facts: expressions known to be >= 0 (what the SDFG's symbols are known to satisfy).
+
+    Returns:
+        `(None, dims)` where proven, else `(reason, ())`.
+    """
     cover = boxes.prove_cover(
         read_box, [b.region for b in concat.branches], facts, what="concat regions"
     )
@@ -228,7 +270,16 @@ def only_branches_read(concat: ConcatAnalysis, read_boxes, facts=()) -> ConcatAn
     (`analyse_concat`, `prove_union_covers`), and in every dimension outside
     `split_dims` each region spans the reads (`boxes.prove_cover`), so each read index
     lies in exactly one kept branch and the box tests along `split_dims` still select it.
-    `writers` keeps every writer, in the node's order."""
+    `writers` keeps every writer, in the node's order.
+
+    Args:
+        concat: the concat node's analysis.
+        read_boxes: the boxes the consumer reads.
+        facts: expressions known to be >= 0 (what the SDFG's symbols are known to satisfy).
+
+    Returns:
+        the analysis restricted to the branches some read reaches.
+    """
     if not read_boxes:
         return concat
     read = tuple(
@@ -242,7 +293,15 @@ def only_branches_read(concat: ConcatAnalysis, read_boxes, facts=()) -> ConcatAn
 
 
 def read_box(terms: list[IndexTerm], cranges) -> list[tuple[sympy.Expr, sympy.Expr]]:
-    """Per dimension, the lowest and highest index a read takes over the consumer Map."""
+    """Per dimension, the lowest and highest index a read takes over the consumer Map.
+
+    Args:
+        terms: the read's index per dimension.
+        cranges: the consumer Map's parameter ranges.
+
+    Returns:
+        `(lo, hi)` per dimension.
+    """
     box = []
     for t in terms:
         if t.param is None:
@@ -297,13 +356,18 @@ class EagerVerdict:
 
     @property
     def sound(self) -> bool:
+        """Whether eager evaluation is proven safe (no reason against it)."""
         return self.reason is None
 
     def witness(self) -> Optional[dict]:
         """Symbol values under which eager evaluation reads this access out of bounds
         although every fact holds: then eager is not merely unproven but wrong for those
         arguments. `None` if the search finds none (`find_witness`; it is not run by the
-        analysis itself, only by reports)."""
+        analysis itself, only by reports).
+
+        Returns:
+            symbol values, or None.
+        """
         return None if self.margin is None else find_witness(self.margin, self.facts)
 
 
@@ -317,6 +381,17 @@ def eager_verdict(sdfg, state, data: str, concat: ConcatAnalysis, boxes, facts) 
     carried from GTIR (`analysis.annotations`); without them this is not provable.
     Branches must be simple: tasklets and scalars reading single elements. Pure; never
     raises on a graph it does not understand (that is a verdict with a reason).
+
+    Args:
+        sdfg: the SDFG.
+        state: the state.
+        data: the concat node's data.
+        concat: its analysis.
+        boxes: the read boxes of the intermediate.
+        facts: expressions known to be >= 0 (what the SDFG's symbols are known to satisfy).
+
+    Returns:
+        the `EagerVerdict`: sound, or the reason and the accesses not proven.
     """
     from gt4py_dace_xforms.analysis import annotations
 
@@ -383,7 +458,17 @@ def find_witness(expr, facts, samples: int = 3000, seed: int = 0) -> Optional[di
     A symbol that only one fact bounds, with coefficient +-1 (a field's range start or
     end: `covers_lo - origin >= 0`), is set to its tightest value, the field exactly as
     large as the program reads; the other symbols are drawn at random from small values,
-    nonnegative ones first (seeded, deterministic)."""
+    nonnegative ones first (seeded, deterministic).
+
+    Args:
+        expr: the expression to make negative.
+        facts: the expressions to keep `>= 0`.
+        samples: how many random points to try.
+        seed: the random seed.
+
+    Returns:
+        symbol name -> value, or None.
+    """
     expr = to_sympy(expr)
     facts = [sympy.expand(to_sympy(f)) for f in facts]
     symbols = sorted(expr.free_symbols.union(*(f.free_symbols for f in facts)), key=str)

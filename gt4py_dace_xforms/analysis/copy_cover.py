@@ -25,7 +25,15 @@ from gt4py_dace_xforms.analysis.symbolic import prove_any, to_sympy
 def copy_covers_array(subset, shape: Sequence) -> bool:
     """True if `subset` (a dace `Range`, inclusive ends) is all of an array of `shape`,
     or the array is empty, for every value of the symbols. False when not proven
-    (including non-unit strides, tiles and a rank mismatch)."""
+    (including non-unit strides, tiles and a rank mismatch).
+
+    Args:
+        subset: the copy's subset.
+        shape: the array's shape.
+
+    Returns:
+        True where proven.
+    """
     ranges = list(getattr(subset, "ranges", ()))
     if len(ranges) != len(shape) or any(getattr(subset, "tile_sizes", [1] * len(ranges))[d] != 1
                                         for d in range(len(ranges))):  # fmt: skip
@@ -39,6 +47,6 @@ def copy_covers_array(subset, shape: Sequence) -> bool:
             first, last = to_sympy(first), to_sympy(last)
             exact += [first, -first, last - extent + 1, extent - 1 - last]
         empty = [[-extent] for extent in extents]
-        return prove_any(empty + [exact])
+        return prove_any([*empty, exact])
     except Exception:  # noqa: BLE001  # an expression sympy cannot take is "not proven"
         return False

@@ -71,6 +71,7 @@ class CopyReadersPlan:
 
     @property
     def names(self) -> tuple[str, str]:
+        """The copy's source and destination data, in that order."""
         return self.src.data, self.dst.data
 
 
@@ -78,7 +79,17 @@ def copy_into_readers_plan(
     sdfg: dace.SDFG, state: dace.SDFGState, src: dn.AccessNode, dst: dn.AccessNode
 ) -> Union[CopyReadersPlan, Decline]:
     """The plan for the copy `src -> dst` in `state`, or why it cannot be made (see the
-    module docstring)."""
+    module docstring).
+
+    Args:
+        sdfg: the SDFG.
+        state: the copy's state.
+        src: the copy's source AccessNode.
+        dst: the copy's destination AccessNode.
+
+    Returns:
+        the `CopyReadersPlan`, or a `Decline` with the reason.
+    """
     name, target = src.data, dst.data
     what = f"copy {name} -> {target}"
     edges = [e for e in state.out_edges(src) if e.dst is dst]

@@ -16,7 +16,15 @@ from dace.sdfg.state import ConditionalBlock, ControlFlowRegion, LoopRegion, SDF
 
 
 def top_block(sdfg: dace.SDFG, state: SDFGState):
-    """The block of the SDFG's top-level control-flow graph that contains `state`."""
+    """The block of the SDFG's top-level control-flow graph that contains `state`.
+
+    Args:
+        sdfg: the SDFG.
+        state: a state of it, at any depth.
+
+    Returns:
+        the top-level block.
+    """
     block = state
     while block.parent_graph is not sdfg:
         block = block.parent_graph
@@ -26,6 +34,15 @@ def top_block(sdfg: dace.SDFG, state: SDFGState):
 
 
 def in_loop(sdfg: dace.SDFG, state: SDFGState) -> bool:
+    """Whether `state` lies inside a loop region of `sdfg`.
+
+    Args:
+        sdfg: the SDFG.
+        state: the state.
+
+    Returns:
+        True inside a `LoopRegion`.
+    """
     g = state.parent_graph
     while g is not None and g is not sdfg:
         if isinstance(g, LoopRegion):
@@ -52,6 +69,14 @@ def states_between(sdfg: dace.SDFG, first: SDFGState, second: SDFGState):
     Returns `(states, edges)` over-approximating that set, or `None` if the control flow
     cannot be bounded: either state in a loop, a cycle in the top-level graph, both in
     one top-level block, or `second` not reachable from `first`.
+
+    Args:
+        sdfg: the SDFG.
+        first: the earlier state.
+        second: the later state.
+
+    Returns:
+        `(states, edges)`, or None.
     """
     if first is second or in_loop(sdfg, first) or in_loop(sdfg, second):
         return None
@@ -81,6 +106,16 @@ def cross_state_conflict(
 
     Conservative: any write of the data in a state in between, or in `second` at all,
     and any assignment of the symbols on an interstate edge in between, is a conflict.
+
+    Args:
+        sdfg: the SDFG.
+        first: the state where the values are read first.
+        second: the state that reads them again.
+        data: the data read.
+        symbols: the symbols read.
+
+    Returns:
+        the reason, or None.
     """
     between = states_between(sdfg, first, second)
     if between is None:
@@ -123,7 +158,15 @@ def _branch_path(state: SDFGState) -> Optional[dict[int, tuple[object, int]]]:
 
 def mutually_exclusive(a: SDFGState, b: SDFGState) -> bool:
     """True only if no call runs both states: they lie in different branches of one
-    `ConditionalBlock` that no loop repeats (conservatively False otherwise)."""
+    `ConditionalBlock` that no loop repeats (conservatively False otherwise).
+
+    Args:
+        a: a state.
+        b: another state.
+
+    Returns:
+        True only where proven.
+    """
     pa, pb = _branch_path(a), _branch_path(b)
     if pa is None or pb is None:
         return False
@@ -132,7 +175,15 @@ def mutually_exclusive(a: SDFGState, b: SDFGState) -> bool:
 
 def co_executed_sets(states: list[SDFGState], limit: int = 12) -> list[frozenset[int]]:
     """The maximal sets of indices into `states` that one call may all run (no two
-    `mutually_exclusive`). More than `limit` states: one set of all (conservative)."""
+    `mutually_exclusive`). More than `limit` states: one set of all (conservative).
+
+    Args:
+        states: the states.
+        limit: the most states compared pairwise.
+
+    Returns:
+        the sets, as frozensets of indices.
+    """
     n = len(states)
     everything = frozenset(range(n))
     if n > limit:

@@ -58,21 +58,9 @@ class IndirectRead:
         return tuple(f"[{e}]" for e in self.element)
 
 
-def match_indirect_read(state: SDFGState, edge, ndim: int) -> Union[IndirectRead, Decline]:
-    """`edge` (inside the consumer, carrying a range of the intermediate) as an
-    `IndirectRead`, or why it is none.
-
-    The destination must be a Python tasklet whose code is exactly
-    `out = field[i_0, ..., i_{ndim-1}]`, where `field` is the connector of `edge`, and
-    whose other inputs are single-element reads used only in the index expressions.
-    """
-    tasklet = edge.dst
-    if not isinstance(tasklet, dn.Tasklet) or tasklet.language.name != "Python":
-        return Decline("consumer reads more than one element of the intermediate at once")
-    field = edge.dst_conn
-    if len(tasklet.out_connectors) != 1:
-        return Decline("indirect read: the deref tasklet has several outputs")
-    (out_conn,) = tasklet.out_connectors
+def _deref_indices(tasklet: dn.Tasklet, field: str, out_conn: str) -> Union[list, Decline]:
+    """The index expressions of a tasklet whose code is exactly `out_conn = field[...]`
+    (one per indexed dimension), or a Decline where its code is anything else."""
     try:
         body = ast.parse(tasklet.code.as_string).body
     except SyntaxError:
@@ -90,6 +78,35 @@ def match_indirect_read(state: SDFGState, edge, ndim: int) -> Union[IndirectRead
         return Decline("indirect read: the tasklet does more than `out = field[index]`")
     sub = body[0].value.slice
     indices = list(sub.elts) if isinstance(sub, ast.Tuple) else [sub]
+    return indices
+
+
+def match_indirect_read(state: SDFGState, edge, ndim: int) -> Union[IndirectRead, Decline]:
+    """`edge` (inside the consumer, carrying a range of the intermediate) as an
+    `IndirectRead`, or why it is none.
+
+    The destination must be a Python tasklet whose code is exactly
+    `out = field[i_0, ..., i_{ndim-1}]`, where `field` is the connector of `edge`, and
+    whose other inputs are single-element reads used only in the index expressions.
+
+    Args:
+        state: the consumer's state.
+        edge: the edge into the tasklet.
+        ndim: the intermediate's rank.
+
+    Returns:
+        the `IndirectRead`, or a `Decline` with the reason.
+    """
+    tasklet = edge.dst
+    if not isinstance(tasklet, dn.Tasklet) or tasklet.language.name != "Python":
+        return Decline("consumer reads more than one element of the intermediate at once")
+    field = edge.dst_conn
+    if len(tasklet.out_connectors) != 1:
+        return Decline("indirect read: the deref tasklet has several outputs")
+    (out_conn,) = tasklet.out_connectors
+    indices = _deref_indices(tasklet, field, out_conn)
+    if isinstance(indices, Decline):
+        return indices
     sub_read = edge.data.get_src_subset(edge, state)
     if sub_read is None or len(sub_read) != ndim:
         return Decline("indirect read: the field memlet does not name the intermediate's elements")
@@ -138,7 +155,16 @@ def reads_through_inner_maps(
 ) -> Union[list[IndirectRead], Decline]:
     """The indirect reads behind `edge`, an edge from the consumer into a Map nested in
     it: every edge leaving that Map's connector must end in a deref tasklet (possibly
-    through further nested Maps)."""
+    through further nested Maps).
+
+    Args:
+        state: the consumer's state.
+        edge: the edge into the nested Map.
+        ndim: the intermediate's rank.
+
+    Returns:
+        the indirect reads, or a `Decline` with the reason.
+    """
     found: list[IndirectRead] = []
     work: list[tuple[dace.sdfg.graph.MultiConnectorEdge, tuple[dn.MapEntry, ...]]] = [(edge, ())]
     while work:
@@ -160,7 +186,7 @@ def reads_through_inner_maps(
         inner = list(state.out_edges_by_connector(e.dst, "OUT_" + e.dst_conn[3:]))
         if not inner:
             return Decline("consumer reads the intermediate inside a nested Map (range read)")
-        work.extend((ie, chain + (e.dst,)) for ie in inner)
+        work.extend((ie, (*chain, e.dst)) for ie in inner)
     return found
 
 
@@ -169,7 +195,17 @@ def covers_whole_array(
 ) -> Optional[str]:
     """None if the producer provably writes every element of an array of `shape` at
     iteration `element - write offset` (each dimension written as `param + c`);
-    otherwise why not (prefixed with `what`)."""
+    otherwise why not (prefixed with `what`).
+
+    Args:
+        prod: the producer's slice.
+        shape: the array's shape.
+        facts: expressions known to be >= 0 (what the SDFG's symbols are known to satisfy).
+        what: the reason's prefix.
+
+    Returns:
+        None where proven, else the reason.
+    """
     if len(prod.write_terms) != len(shape):
         return f"{what}: producer write and intermediate have different dimensionality"
     for dim, (w, n) in enumerate(zip(prod.write_terms, shape)):

@@ -60,7 +60,11 @@ class InPlacePlan:
     updaters: tuple[dn.MapEntry, ...]
 
     def saved_elements(self) -> sympy.Expr:
-        """Elements the copies no longer move (each read once and written once)."""
+        """Elements the copies no longer move (each read once and written once).
+
+        Returns:
+            the element count, a sympy expression of the SDFG's symbols.
+        """
         n = sympy.Integer(0)
         for e in self.copies:
             box = boxes.from_subset(e.data.get_dst_subset(e, self.state))
@@ -150,31 +154,52 @@ def _updater_problem(
     return None
 
 
+def _pair_problem(
+    sdfg: dace.SDFG, state, source: dn.AccessNode, node: dn.AccessNode
+) -> Optional[str]:
+    """Why `source` (`S`) and `node` (`T`) are not two transient arrays of one layout, each
+    with one top-level AccessNode, read on no interstate edge; or None."""
+    s_name, t_name = source.data, node.data
+    sdesc, tdesc = sdfg.arrays.get(s_name), sdfg.arrays.get(t_name)
+    if s_name == t_name or sdesc is None or tdesc is None:
+        return "not two arrays"
+    for name, desc in ((s_name, sdesc), (t_name, tdesc)):
+        if type(desc) is not dace_data.Array or not desc.transient:
+            return f"'{name}' is not a transient array"
+    if not _same_layout(sdesc, tdesc):
+        return f"'{t_name}' and '{s_name}' differ in dtype, shape, strides, storage or offset"
+    users = data_users(sdfg)
+    for name, n in ((s_name, source), (t_name, node)):
+        if [x for _, x in users.get(name, ())] != [n]:
+            return f"'{name}' has more than one AccessNode"
+    if {s_name, t_name} & interstate_reads(sdfg):
+        return f"'{t_name}' or '{s_name}' is read on an interstate edge or a condition"
+    scope = state.scope_dict()
+    if scope[source] is not None or scope[node] is not None:
+        return "an AccessNode is inside a scope"
+    return None
+
+
 def inplace_update_plan(
     sdfg: dace.SDFG, state: SDFGState, source: dn.AccessNode, node: dn.AccessNode
 ) -> Union[InPlacePlan, Decline]:
     """The plan for folding the concat node `node` (`T`) into `source` (`S`), or a Decline
-    saying why not (see the module docstring). Never mutates."""
+    saying why not (see the module docstring). Never mutates.
+
+    Args:
+        sdfg: the SDFG.
+        state: the copy's state.
+        source: `S`, the copy's source AccessNode.
+        node: `T`, the concat node the copy writes.
+
+    Returns:
+        the `InPlacePlan`, or a `Decline` with the reason.
+    """
     s_name, t_name = source.data, node.data
-    sdesc, tdesc = sdfg.arrays.get(s_name), sdfg.arrays.get(t_name)
-    if s_name == t_name or sdesc is None or tdesc is None:
-        return Decline("not two arrays")
-    for name, desc in ((s_name, sdesc), (t_name, tdesc)):
-        if type(desc) is not dace_data.Array or not desc.transient:
-            return Decline(f"'{name}' is not a transient array")
-    if not _same_layout(sdesc, tdesc):
-        return Decline(
-            f"'{t_name}' and '{s_name}' differ in dtype, shape, strides, storage or offset"
-        )
-    users = data_users(sdfg)
-    for name, n in ((s_name, source), (t_name, node)):
-        if [x for _, x in users.get(name, ())] != [n]:
-            return Decline(f"'{name}' has more than one AccessNode")
-    if {s_name, t_name} & interstate_reads(sdfg):
-        return Decline(f"'{t_name}' or '{s_name}' is read on an interstate edge or a condition")
+    problem = _pair_problem(sdfg, state, source, node)
+    if problem:
+        return Decline(problem)
     scope = state.scope_dict()
-    if scope[source] is not None or scope[node] is not None:
-        return Decline("an AccessNode is inside a scope")
 
     copies, updaters, pieces = [], [], []
     for e in state.in_edges(node):
@@ -225,7 +250,14 @@ def inplace_update_plan(
 
 def inplace_candidates(sdfg: dace.SDFG) -> list[tuple[SDFGState, dn.AccessNode, dn.AccessNode]]:
     """(state, S, T) for every top-level AccessNode pair joined by a copy edge, `T` also
-    written by a top-level Map: what `inplace_update_plan` is asked about."""
+    written by a top-level Map: what `inplace_update_plan` is asked about.
+
+    Args:
+        sdfg: the SDFG.
+
+    Returns:
+        the `(state, S, T)` triples.
+    """
     out = []
     for state in sdfg.states():
         for node in state.data_nodes():

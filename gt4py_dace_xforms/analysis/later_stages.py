@@ -25,7 +25,15 @@ from gt4py.next.program_processors.runners.dace.transformations import (
 
 def split_range_computable(first: dn.Map, second: dn.Map) -> bool:
     """Whether gt4py's `split_overlapping_map_range(first, second)` answers (a split, or
-    None for "no split") rather than raising on bounds it cannot compare."""
+    None for "no split") rather than raising on bounds it cannot compare.
+
+    Args:
+        first: a Map.
+        second: another Map.
+
+    Returns:
+        True where gt4py's function would not raise.
+    """
     try:
         gtx_mfutils.split_overlapping_map_range(first, second)
     except Exception:  # noqa: BLE001  # TypeError from sympy's Relational.__bool__, or anything else
@@ -39,7 +47,14 @@ def splitter_failures(sdfg: dace.SDFG) -> list[tuple[str, str, dace.subsets.Rang
     in part at bounds `decompose_subset` cannot split (`Max(0, nc):32` of `0:32`), whose
     `apply` asserts (issue 60: two scans split at `nc`, one given its input inlined, the
     other narrowed to its column). Judged as gt4py judges it: on a copy with the memlets
-    propagated, as `gt_auto_optimize` propagates them right before the splitter."""
+    propagated, as `gt_auto_optimize` propagates them right before the splitter.
+
+    Args:
+        sdfg: the SDFG.
+
+    Returns:
+        `(state label, transient, read range)` per failing match.
+    """
     from dace.sdfg import utils as sdutils
     from dace.transformation.passes.pattern_matching import match_patterns
     from gt4py.next.program_processors.runners.dace.transformations import (

@@ -72,11 +72,19 @@ class NestedRead:
 
     @property
     def key(self) -> tuple[str, ...]:
+        """The nested SDFG node's label, which tells the reads of one nested SDFG from another's."""
         return (self.node.label,)
 
 
 def defined_inside(nsdfg: dace.SDFG) -> set[str]:
-    """Symbols a nested SDFG sets itself: loop variables and interstate assignments."""
+    """Symbols a nested SDFG sets itself: loop variables and interstate assignments.
+
+    Args:
+        nsdfg: the nested SDFG.
+
+    Returns:
+        the symbols' names.
+    """
     names = {
         r.loop_variable
         for r in nsdfg.all_control_flow_regions()
@@ -144,7 +152,16 @@ def _read_groups(
 
 
 def match_nested_reads(state, edge, ndim: int) -> Union[NestedRead, Decline]:
-    """Describe the reads behind `edge` (consumer scope -> NestedSDFG), or decline."""
+    """Describe the reads behind `edge` (consumer scope -> NestedSDFG), or decline.
+
+    Args:
+        state: the consumer's state.
+        edge: the edge from the consumer's scope into the NestedSDFG.
+        ndim: the intermediate's rank.
+
+    Returns:
+        the `NestedRead`, or a `Decline` with the reason.
+    """
     node = edge.dst
     if not isinstance(node, dn.NestedSDFG) or edge.dst_conn is None:
         return Decline("consumer reads more than one element of the intermediate at once")
@@ -218,7 +235,15 @@ def _enclosing_params(state, node) -> set[str]:
 
 def symbol_conflict(read: NestedRead, names) -> str | None:
     """Why the copies could not use the symbols `names` inside the nested SDFG, or None:
-    a name the nested SDFG defines itself, maps to something else, or uses for data."""
+    a name the nested SDFG defines itself, maps to something else, or uses for data.
+
+    Args:
+        read: the nested read.
+        names: the symbols the copies would use.
+
+    Returns:
+        the reason, or None.
+    """
     inner = read.node.sdfg
     defined = defined_inside(inner)
     for name in sorted(names):
@@ -234,7 +259,17 @@ def whole_source(sdfg: dace.SDFG, state, node: dn.NestedSDFG, name: str):
     """The outer AccessNode whose array `name` the nested SDFG of `node` receives whole,
     under the same name and descriptor, and never writes; None if it does not. Whether
     that AccessNode holds the value a producer reads is the caller's question
-    (`receives_whole`, or the producer reading the same AccessNode)."""
+    (`receives_whole`, or the producer reading the same AccessNode).
+
+    Args:
+        sdfg: the outer SDFG.
+        state: the state of `node`.
+        node: the NestedSDFG node.
+        name: the array's name.
+
+    Returns:
+        the outer AccessNode, or None.
+    """
     inner, outer = node.sdfg, sdfg.arrays.get(name)
     desc = inner.arrays.get(name)
     if (
@@ -272,7 +307,17 @@ def receives_whole(sdfg: dace.SDFG, state, node: dn.NestedSDFG, name: str) -> bo
     """Whether the nested SDFG of `node` already receives the outer array `name` whole
     under the same name and descriptor, read-only, from an AccessNode of `name` in a
     state that never writes `name`: then its `name` is the copies' input, unchanged, and
-    the rewrite reuses it instead of passing it a second time."""
+    the rewrite reuses it instead of passing it a second time.
+
+    Args:
+        sdfg: the outer SDFG.
+        state: the state of `node`.
+        node: the NestedSDFG node.
+        name: the array's name.
+
+    Returns:
+        True where the nested SDFG already has the array, unchanged.
+    """
     if whole_source(sdfg, state, node, name) is None:
         return False
     # written in this state: the nested SDFG may see another value

@@ -142,6 +142,8 @@ class OutputBufferPlan:
 
     @property
     def states(self) -> tuple[SDFGState, ...]:
+        """The states the rewrite changes (those of the buffer's accesses and copies), each once,
+        in the order first met."""
         seen: dict[int, SDFGState] = {}
         for a in self.accesses:
             seen.setdefault(id(a.state), a.state)
@@ -150,7 +152,11 @@ class OutputBufferPlan:
         return tuple(seen.values())
 
     def saved_elements(self) -> sympy.Expr:
-        """Elements of the copy that no longer runs (each read once and written once)."""
+        """Elements of the copy that no longer runs (each read once and written once).
+
+        Returns:
+            the element count, a sympy expression of the SDFG's symbols.
+        """
         total = sympy.Integer(0)
         for box in self.copied:
             n = sympy.Integer(1)
@@ -609,7 +615,15 @@ def _lifetime_problem(sdfg: dace.SDFG, plan_parts, gname: str, echoes=()) -> Opt
 def output_buffer_plan(sdfg: dace.SDFG, name: str) -> Union[OutputBufferPlan, Decline]:
     """The plan for replacing the transient `name` by the output it is copied into, or a
     Decline saying why not (see the module docstring). Never mutates, never raises for a
-    well-formed SDFG."""
+    well-formed SDFG.
+
+    Args:
+        sdfg: the SDFG.
+        name: the transient buffer's name.
+
+    Returns:
+        the `OutputBufferPlan`, or a `Decline` with the reason.
+    """
     desc = sdfg.arrays.get(name)
     if desc is None or not desc.transient or type(desc) is not dace_data.Array:
         return Decline(f"'{name}' is not a transient array")

@@ -67,6 +67,17 @@ class ProducerSlice:
     fixed_params: tuple[tuple[str, object], ...] = ()
 
     def range_of(self, param: str):
+        """The first and last value of the producer Map's parameter `param`.
+
+        Args:
+            param: the parameter's name.
+
+        Returns:
+            `(first, last)`, inclusive.
+
+        Raises:
+            KeyError: where the Map has no parameter `param`.
+        """
         for p, first, last in self.param_ranges:
             if p == param:
                 return first, last
@@ -78,14 +89,28 @@ def _is_view(desc: dace_data.Data) -> bool:
 
 
 def is_single_element(subset) -> bool:
-    """True if every dimension of `subset` has exactly one index."""
+    """True if every dimension of `subset` has exactly one index.
+
+    Args:
+        subset: a DaCe subset.
+
+    Returns:
+        True where each dimension's range is one index.
+    """
     return subset is not None and all(
         prove_zero(to_sympy(e) - to_sympy(b)) for b, e, _ in subset.ndrange()
     )
 
 
 def data_users(sdfg: dace.SDFG) -> dict[str, list[tuple[SDFGState, dn.AccessNode]]]:
-    """Map data name -> every (state, AccessNode) that refers to it in `sdfg` (not nested)."""
+    """Map data name -> every (state, AccessNode) that refers to it in `sdfg` (not nested).
+
+    Args:
+        sdfg: the SDFG.
+
+    Returns:
+        the map.
+    """
     users: dict[str, list] = {}
     for st in sdfg.states():
         for node in st.data_nodes():
@@ -94,7 +119,14 @@ def data_users(sdfg: dace.SDFG) -> dict[str, list[tuple[SDFGState, dn.AccessNode
 
 
 def interstate_reads(sdfg: dace.SDFG) -> set[str]:
-    """Names (symbols and data) read on any interstate edge or control-flow condition."""
+    """Names (symbols and data) read on any interstate edge or control-flow condition.
+
+    Args:
+        sdfg: the SDFG (its nested SDFGs are not looked into).
+
+    Returns:
+        the names.
+    """
     names: set[str] = set()
     for edge in sdfg.all_interstate_edges():
         names |= set(edge.data.read_symbols())
@@ -111,7 +143,17 @@ def interstate_reads(sdfg: dace.SDFG) -> set[str]:
 
 def referenced_elsewhere(sdfg: dace.SDFG, data: str, nodes, users=None) -> bool:
     """True if an AccessNode of `data` other than `nodes` exists (any state of `sdfg`),
-    or an interstate edge or control-flow condition reads it."""
+    or an interstate edge or control-flow condition reads it.
+
+    Args:
+        sdfg: the SDFG.
+        data: the data's name.
+        nodes: the AccessNodes that do not count.
+        users: data name -> the `(state, AccessNode)` pairs that access it (`data_users`).
+
+    Returns:
+        True where something else refers to `data`.
+    """
     users = data_users(sdfg) if users is None else users
     if any(all(node is not n for n in nodes) for _, node in users.get(data, ())):
         return True
@@ -121,7 +163,16 @@ def referenced_elsewhere(sdfg: dace.SDFG, data: str, nodes, users=None) -> bool:
 def slice_nodes(state: SDFGState, map_entry: dn.MapEntry, start: dn.Node) -> tuple:
     """All nodes inside the Map from which `start` is reachable, `start` included, in the
     state's node order: a set of nodes iterates in address order, which made the inlined
-    copy's node order and the first decline's message differ from one process to the next."""
+    copy's node order and the first decline's message differ from one process to the next.
+
+    Args:
+        state: the state.
+        map_entry: the Map's entry.
+        start: the node the slice ends at.
+
+    Returns:
+        the nodes, in the state's order.
+    """
     seen: set = set()
     stack = [start]
     while stack:
@@ -133,6 +184,32 @@ def slice_nodes(state: SDFGState, map_entry: dn.MapEntry, start: dn.Node) -> tup
     return tuple(n for n in state.nodes() if n in seen)
 
 
+def _write_index(wsub, prod_map: dn.Map) -> Union[tuple[tuple, list], Decline]:
+    """The producer's write index: each dimension `param + c` or a constant, each parameter
+    in one dimension; a parameter it leaves out must take one value only. Returns the
+    index terms and the `(param, value)` of those left out, or a Decline."""
+    params = list(prod_map.params)
+    try:
+        terms = tuple(split_index(b, params) for b, _, _ in wsub.ndrange())
+    except UnsupportedIndex as err:
+        return Decline(f"producer write index unsupported: {err}")
+    used = [t.param for t in terms if t.param is not None]
+    if len(used) != len(set(used)):
+        return Decline("producer write index uses one parameter in several dimensions")
+    fixed = []
+    for p, (first, last, _) in zip(params, prod_map.range.ndrange()):
+        if p in used:
+            continue
+        # A parameter missing from the write index is fine if it takes one value only
+        # (gt4py folds a one-level range `0:1` into the index as the constant `0`).
+        if not prove_zero(to_sympy(last) - to_sympy(first)):
+            return Decline(
+                f"producer writes one element from several iterations (parameter '{p}' unused)"
+            )
+        fixed.append((p, to_sympy(first)))
+    return terms, fixed
+
+
 def analyse_producer(
     sdfg: dace.SDFG,
     state: SDFGState,
@@ -140,7 +217,17 @@ def analyse_producer(
     users: dict[str, list],
 ) -> Union[ProducerSlice, Decline]:
     """Describe how the Map behind `outer_write` (a `MapExit -> AccessNode` edge) computes
-    that AccessNode's data, or say why it cannot be inlined."""
+    that AccessNode's data, or say why it cannot be inlined.
+
+    Args:
+        sdfg: the SDFG.
+        state: the producer's state.
+        outer_write: the `MapExit -> AccessNode` edge.
+        users: data name -> the `(state, AccessNode)` pairs that access it (`data_users`).
+
+    Returns:
+        the `ProducerSlice`, or a `Decline` with the reason.
+    """
     map_exit = outer_write.src
     if not isinstance(map_exit, dn.MapExit):
         return Decline("producer is not a Map")
@@ -169,26 +256,11 @@ def analyse_producer(
     if wsub is None or not is_single_element(wsub):
         return Decline("producer writes more than one element per iteration")
 
-    # Write index: each dimension is `param + c` or a constant; each parameter in one dim.
     params = list(prod_map.params)
-    try:
-        terms = tuple(split_index(b, params) for b, _, _ in wsub.ndrange())
-    except UnsupportedIndex as err:
-        return Decline(f"producer write index unsupported: {err}")
-    used = [t.param for t in terms if t.param is not None]
-    if len(used) != len(set(used)):
-        return Decline("producer write index uses one parameter in several dimensions")
-    fixed = []
-    for p, (first, last, _) in zip(params, prod_map.range.ndrange()):
-        if p in used:
-            continue
-        # A parameter missing from the write index is fine if it takes one value only
-        # (gt4py folds a one-level range `0:1` into the index as the constant `0`).
-        if not prove_zero(to_sympy(last) - to_sympy(first)):
-            return Decline(
-                f"producer writes one element from several iterations (parameter '{p}' unused)"
-            )
-        fixed.append((p, to_sympy(first)))
+    index = _write_index(wsub, prod_map)
+    if isinstance(index, Decline):
+        return index
+    terms, fixed = index
 
     nodes = slice_nodes(state, map_entry, write_edge.src) if write_edge.src is not map_entry else ()
     reason = _check_slice_nodes(sdfg, state, map_entry, nodes, write_edge, users)

@@ -42,6 +42,7 @@ class UnorderedAccess:
 
     @property
     def reason(self) -> str:
+        """The decline reason a rewrite that meets this access gives."""
         return (
             f"'{self.data}' has an unordered {self.kind} in state '{self.state}' "
             f"(gt4py's SDFG leaves their order undefined, a rewrite there could change it; docs/races.md)"
@@ -74,7 +75,14 @@ def _may_overlap(a: Iterable, b: Iterable) -> bool:
 def unordered_accesses(sdfg: dace.SDFG) -> list[UnorderedAccess]:
     """Every unordered conflicting access to an array of `sdfg`, in the states of its own
     control-flow tree (not inside nested SDFGs), one entry per (state, array), in state and
-    name order."""
+    name order.
+
+    Args:
+        sdfg: the SDFG.
+
+    Returns:
+        the accesses.
+    """
     found: list[UnorderedAccess] = []
     for state in sdfg.states():
         by_data: dict[str, list[dn.AccessNode]] = {}
@@ -113,7 +121,16 @@ def race_problem(
 ) -> Optional[UnorderedAccess]:
     """The first unordered conflicting access that a rewrite changing `states` and
     accessing the arrays `names` would meet: one in any of `states`, or to any of
-    `names` anywhere; None if there is none."""
+    `names` anywhere; None if there is none.
+
+    Args:
+        sdfg: the SDFG.
+        states: the states the rewrite changes.
+        names: the arrays the rewrite accesses.
+
+    Returns:
+        the first such access, or None.
+    """
     states, names = list(states), set(names)
     for race in unordered_accesses(sdfg):
         if race.data in names or any(race.block is s for s in states):

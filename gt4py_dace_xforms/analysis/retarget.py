@@ -85,27 +85,55 @@ class RetargetPlan:
 
     @property
     def copy(self) -> WriteBackCopy:
+        """The first write-back copy (the one where there is one)."""
         return self.copies[0]
 
     @property
     def target(self) -> str:
+        """The name of the write-back target `G`."""
         return self.copy.target.data
 
     @property
     def copied_extents(self) -> tuple[sympy.Expr, ...]:
+        """The extent of the copied box of `T` per dimension."""
         return tuple(sympy.expand(hi - lo) for lo, hi in self.copied)
 
 
 def box_of(subset) -> Box:
+    """The box of a DaCe subset, half-open: `(begin, end + 1)` per dimension.
+
+    Args:
+        subset: a DaCe subset (unit steps).
+
+    Returns:
+        the box.
+    """
     return tuple((to_sympy(b), to_sympy(e) + 1) for b, e, _ in subset.ndrange())
 
 
 def provably_le(a, b) -> bool:
+    """Whether `a <= b` is proven for every value of the symbols.
+
+    Args:
+        a: an expression (anything `to_sympy` takes).
+        b: another.
+
+    Returns:
+        True where proven.
+    """
     return prove_nonnegative(sympy.expand(to_sympy(b) - to_sympy(a))) is True
 
 
 def meet(w: Box, a: Box) -> Union[Box, str]:
-    """The intersection of two boxes where every bound is provably one of the two."""
+    """The intersection of two boxes where every bound is provably one of the two.
+
+    Args:
+        w: a box.
+        a: another box of the same rank.
+
+    Returns:
+        the intersection, or why it is not provable.
+    """
     out = []
     for d, ((w0, w1), (a0, a1)) in enumerate(zip(w, a)):
         lo = a0 if provably_le(w0, a0) else w0 if provably_le(a0, w0) else None
@@ -124,7 +152,19 @@ def element_write(
     why not (a phrase to follow the writer's name). Shared by `map_writer` and
     `analysis.output_buffer`. `other_side`: also take an inner memlet named after its
     source whose `other_subset` is the write of `data` (`OutputAsBuffer` proves those;
-    `map_writer` declines them)."""
+    `map_writer` declines them).
+
+    Args:
+        state: the writer's state.
+        edge: the Map exit's outer edge.
+        data: the written data.
+        params: the Map's parameters.
+        ndim: the data's rank.
+        other_side: also take an edge whose memlet names the other side of the copy.
+
+    Returns:
+        the `(param, offset)` pairs, or the reason.
+    """
     tree = state.memlet_tree(edge)
     inner = [x for x in tree if x is not edge]
     if not inner or {id(x) for x in inner} != {id(leaf) for leaf in tree.leaves()}:
@@ -153,6 +193,19 @@ def element_write(
 
 
 def map_writer(sdfg, state, node, edge, copied: Box) -> Union[RetargetWriter, str]:
+    """A top-level Map writing the buffer `node` through `edge` as a `RetargetWriter`, its write
+    restricted to the copied box, or why it cannot write the target instead.
+
+    Args:
+        sdfg: the SDFG.
+        state: the writer's state.
+        node: the buffer's AccessNode.
+        edge: the `MapExit -> node` edge.
+        copied: the box of the buffer the write-back copies read.
+
+    Returns:
+        the writer, or the reason.
+    """
     exit_ = edge.src
     entry = state.entry_node(exit_)
     if state.scope_dict()[entry] is not None:
@@ -188,6 +241,19 @@ def map_writer(sdfg, state, node, edge, copied: Box) -> Union[RetargetWriter, st
 
 
 def copy_writer(sdfg, state, node, edge, copied: Box) -> Union[RetargetWriter, str]:
+    """A copy into the buffer `node` through `edge` as a `RetargetWriter`, or why it cannot write
+    the target instead.
+
+    Args:
+        sdfg: the SDFG.
+        state: the copy's state.
+        node: the buffer's AccessNode.
+        edge: the `AccessNode -> node` copy edge.
+        copied: the box of the buffer the write-back copies read.
+
+    Returns:
+        the writer, or the reason.
+    """
     src = edge.src
     if state.scope_dict()[src] is not None:
         return "a copy into the buffer inside a scope"
@@ -213,7 +279,16 @@ def retarget_plan(
     target directly, or a Decline saying why not (see the module docstring).
 
     `allow_map_readers`: top-level Maps may still read `name` (the caller inlines them
-    before applying the plan, which must then be recomputed)."""
+    before applying the plan, which must then be recomputed).
+
+    Args:
+        sdfg: the SDFG.
+        name: the transient's name.
+        allow_map_readers: let top-level Maps read `name`.
+
+    Returns:
+        the `RetargetPlan`, or a `Decline` with the reason.
+    """
     desc = sdfg.arrays.get(name)
     if desc is None or not desc.transient or type(desc) is not dace_data.Array:
         return Decline(f"'{name}' is not a transient array")
@@ -272,7 +347,14 @@ def retarget_plan(
 
 
 def copy_boxes(copies: list[WriteBackCopy]) -> tuple[list[Box], list[tuple]]:
-    """Per copy, the box of `T` it reads and its shift to `G`'s indices."""
+    """Per copy, the box of `T` it reads and its shift to `G`'s indices.
+
+    Args:
+        copies: the write-back copies.
+
+    Returns:
+        `(boxes, shifts)`, one of each per copy.
+    """
     boxes_, shifts = [], []
     for c in copies:
         a = box_of(c.edge.data.get_src_subset(c.edge, c.state))
@@ -286,7 +368,14 @@ def merge_copies(copies: list[WriteBackCopy]) -> Union[tuple[Box, tuple], str]:
     """The box of `T` the copies read together and the shift to `G`'s indices: one copy,
     or several (gt4py splits the copy of a concat_where result at the branch boundary)
     into the same array in one state, with one shift, that tile a box (split along any
-    dimensions, `boxes.prove_tiling`)."""
+    dimensions, `boxes.prove_tiling`).
+
+    Args:
+        copies: the write-back copies.
+
+    Returns:
+        `(box, shift)`, or the reason they do not merge.
+    """
     boxes_, shifts = copy_boxes(copies)
     if len(copies) == 1:
         return boxes_[0], shifts[0]
@@ -306,7 +395,16 @@ def merge_copies(copies: list[WriteBackCopy]) -> Union[tuple[Box, tuple], str]:
 
 
 def always_reached(sdfg: dace.SDFG, first: SDFGState, second: SDFGState) -> bool:
-    """Every path from `first` to an exit of the top-level graph passes `second`."""
+    """Every path from `first` to an exit of the top-level graph passes `second`.
+
+    Args:
+        sdfg: the SDFG.
+        first: the earlier state.
+        second: the later state.
+
+    Returns:
+        True where proven.
+    """
     g = nx.DiGraph()
     g.add_nodes_from(sdfg.nodes())
     g.add_edges_from((e.src, e.dst) for e in sdfg.edges())

@@ -30,13 +30,27 @@ from gt4py_dace_xforms.analysis.producer import Decline, ProducerSlice
 
 
 def has_loop(nsdfg: dace.SDFG) -> bool:
-    """Whether `nsdfg` (a nested SDFG) has a loop: how a scan is told from other nested SDFGs."""
+    """Whether `nsdfg` (a nested SDFG) has a loop: how a scan is told from other nested SDFGs.
+
+    Args:
+        nsdfg: the nested SDFG.
+
+    Returns:
+        True where it has a loop region.
+    """
     return any(isinstance(r, LoopRegion) for r in nsdfg.all_control_flow_regions())
 
 
 def is_scan_read(cand: InlineCandidate) -> bool:
     """`cand` reads its intermediate only inside one nested SDFG with a loop (a scan),
-    one element per level (one copy), and removes the intermediate."""
+    one element per level (one copy), and removes the intermediate.
+
+    Args:
+        cand: the inline candidate.
+
+    Returns:
+        True for such a scan read.
+    """
     if not cand.nested or cand.groups or cand.indirect or not cand.removes_intermediate:
         return False
     if cand.concat is not None or cand.selected is not None or cand.producer is None:
@@ -48,7 +62,15 @@ def is_scan_read(cand: InlineCandidate) -> bool:
 def scan_input_set(sdfg: dace.SDFG, cand: InlineCandidate) -> Optional[list[InlineCandidate]]:
     """Every output of `cand`'s producer Map as a candidate read by the same scan (see the
     module docstring), `cand` first (alone where the Map has no other output); None where
-    some output is not."""
+    some output is not.
+
+    Args:
+        sdfg: the SDFG.
+        cand: a candidate `is_scan_read` accepts.
+
+    Returns:
+        the candidates, or None.
+    """
     if not is_scan_read(cand):
         return None
     # a scan read has a producer Map (`is_scan_read`)

@@ -64,6 +64,15 @@ class ScanWindowPlan:
     carried: tuple[WindowCopy, ...]
 
     def source(self, c: WindowCopy) -> WindowCopy:
+        """The copy whose value `c` takes one iteration later: the one `stride` levels further
+        along.
+
+        Args:
+            c: a carried copy of the window.
+
+        Returns:
+            the copy it takes its value from.
+        """
         want = c.delta + self.stride
         return next(x for x in (self.lead, *self.carried) if x.delta == want)
 
@@ -72,7 +81,16 @@ def scan_window_plan(
     inner: dace.SDFG, state: dace.SDFGState, copies: Sequence[dn.NestedSDFG]
 ) -> Union[ScanWindowPlan, Decline]:
     """The window of `copies` (nested SDFG nodes of one template in `state` of `inner`), or
-    why there is none (see the module docstring)."""
+    why there is none (see the module docstring).
+
+    Args:
+        inner: the scan's nested SDFG.
+        state: the state of `copies`.
+        copies: the copies' nested SDFG nodes.
+
+    Returns:
+        the `ScanWindowPlan`, or a `Decline` with the reason.
+    """
     if len(copies) < 2:
         return Decline("scan window: fewer than two copies")
     loop = state.parent_graph
@@ -200,7 +218,14 @@ def windowed_copies(cand) -> int:
     """The copies `cand` (an `InlineCandidate`) evaluates per point once the nested reads a
     scan's loop makes at consecutive levels of one state are windowed: each such set counts
     once (the levels differ by consecutive integers in the loop variable's dimension of
-    the element read, in a loop of stride +-1); every other read group counts as itself."""
+    the element read, in a loop of stride +-1); every other read group counts as itself.
+
+    Args:
+        cand: the inline candidate.
+
+    Returns:
+        the copy count.
+    """
     count = len(cand.groups) + len(cand.indirect)
     buckets: dict[tuple[int, int], list] = {}
     for read in cand.nested:

@@ -44,6 +44,9 @@ class SelectedBranch:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class SelectedWriters:
+    """The writers of one array as the branches of one `if`/`else` (`analyse_selected_writers`):
+    the block and one branch per writer."""
+
     block: ConditionalBlock
     branches: tuple[SelectedBranch, ...]
 
@@ -81,6 +84,15 @@ def analyse_selected_writers(
     always writes); nothing in the block reads `data`; each condition reads symbols only
     (data in a condition could change before the consumer); each branch's writers are
     a Map, a copy or a concat `analysis.concat` accepts.
+
+    Args:
+        sdfg: the SDFG.
+        data: the written data.
+        writers: the `(state, AccessNode)` pairs writing it.
+        users: data name -> the `(state, AccessNode)` pairs that access it (`data_users`).
+
+    Returns:
+        the `SelectedWriters`, or a `Decline` with the reason.
     """
     where = [_branch_of(st) for st, _ in writers]
     if any(p is None for p in where):

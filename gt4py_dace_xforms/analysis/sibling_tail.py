@@ -94,11 +94,29 @@ def _tail_problem(sdfg, state, entry, tail: set, value, y_edge, x_edge) -> Optio
     return None
 
 
+def _value_type(sdfg: dace.SDFG, value, y_edge):
+    """The type of the value `y_edge` writes from `value`: a transient scalar's dtype (gt4py's
+    Map fusion leaves one) or a tasklet's out-connector type; None for anything else."""
+    if isinstance(value, dn.AccessNode):
+        vdesc = sdfg.arrays[value.data]
+        return vdesc.dtype if isinstance(vdesc, dace.data.Scalar) and vdesc.transient else None
+    return value.out_connectors.get(y_edge.src_conn) if isinstance(value, dn.Tasklet) else None
+
+
 def sibling_tail_plan(
     sdfg: dace.SDFG, state: SDFGState, outer_write
 ) -> Union[SiblingTail, Decline]:
     """The tail of the output `outer_write` (a `MapExit -> AccessNode` edge of a top-level
-    Map) over another output of the same Map, or why there is none. Never mutates."""
+    Map) over another output of the same Map, or why there is none. Never mutates.
+
+    Args:
+        sdfg: the SDFG.
+        state: the Map's state.
+        outer_write: the `MapExit -> AccessNode` edge of the output.
+
+    Returns:
+        the `SiblingTail`, or a `Decline` with the reason.
+    """
     exit_ = outer_write.src
     if not isinstance(exit_, dn.MapExit) or not isinstance(outer_write.dst, dn.AccessNode):
         return Decline("not a Map's output")
@@ -135,13 +153,7 @@ def sibling_tail_plan(
             continue
         value = y_edge.src
         ydesc = sdfg.arrays[other.dst.data]
-        if isinstance(value, dn.AccessNode):  # gt4py's Map fusion leaves a transient scalar
-            vdesc = sdfg.arrays[value.data]
-            vtype = vdesc.dtype if isinstance(vdesc, dace.data.Scalar) and vdesc.transient else None
-        else:
-            vtype = (
-                value.out_connectors.get(y_edge.src_conn) if isinstance(value, dn.Tasklet) else None
-            )
+        vtype = _value_type(sdfg, value, y_edge)
         if vtype is None or getattr(vtype, "type", None) != ydesc.dtype.type:
             reasons.append(f"'{other.dst.data}' does not hold the value's type")
             continue

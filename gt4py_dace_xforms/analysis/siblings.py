@@ -18,7 +18,17 @@ def sibling_candidates(
     cannot be inlined (or is no Map consumer). `retarget`: a `RetargetPlan` for the
     intermediate; its write-back copies (the writers write the output once the Maps
     are inlined) are no obstacle. `analyse`: `analyse_candidate`, or a caller's memo of it
-    on the same, unchanged graph."""
+    on the same, unchanged graph.
+
+    Args:
+        sdfg: the SDFG.
+        cand: the inline candidate.
+        retarget: a `RetargetPlan` for the intermediate (None: none).
+        analyse: `analyse_candidate`, or a function like it.
+
+    Returns:
+        the candidates, or None.
+    """
     name = cand.intermediate.data
     group: list[InlineCandidate] = []
     copies = [c.edge for c in retarget.copies] if retarget is not None else []

@@ -107,11 +107,20 @@ class SweepPairPlan:
 
     @property
     def names(self) -> tuple[str, ...]:
+        """The column intermediates the fusion makes per-column buffers of."""
         return tuple(b.data for b in self.buffers)
 
 
 def same_map(a: dn.Map, b: dn.Map) -> bool:
-    """The same parameters, range and schedule."""
+    """The same parameters, range and schedule.
+
+    Args:
+        a: a Map.
+        b: another Map.
+
+    Returns:
+        True where they iterate alike.
+    """
     if [str(p) for p in a.params] != [str(p) for p in b.params] or a.schedule != b.schedule:
         return False
     if len(a.range) != len(b.range):
@@ -234,7 +243,7 @@ def _columns(
     found = None
     pieces: list[boxes.Box] = []
     wanted: list[boxes.Box] = []
-    for k, (scope, e) in enumerate(writes + reads):
+    for k, (_scope, e) in enumerate(writes + reads):
         m = e.data
         is_write = k < len(writes)
         if (
@@ -341,7 +350,17 @@ def sweep_pair_plan(
     sdfg: dace.SDFG, state: dace.SDFGState, reader: dn.MapEntry, names: Optional[set[str]] = None
 ) -> Union[SweepPairPlan, Decline]:
     """The plan for fusing `reader` with the writers of its column intermediates (only
-    those in `names`, if given), or a Decline (see the module docstring)."""
+    those in `names`, if given), or a Decline (see the module docstring).
+
+    Args:
+        sdfg: the SDFG.
+        state: the reader's state.
+        reader: the backward sweep's Map entry.
+        names: the intermediates to consider (None: all).
+
+    Returns:
+        the `SweepPairPlan`, or a `Decline` with the reason.
+    """
     if not isinstance(reader, dn.MapEntry) or state.scope_dict()[reader] is not None:
         return Decline("not a top-level Map")
     if len(reader.map.params) != 1:

@@ -11,18 +11,42 @@ from dace import symbolic as dace_sym
 
 
 def to_sympy(expr) -> sympy.Expr:
-    """Return `expr` (a DaCe symbolic value, int or string) as a sympy expression."""
+    """Return `expr` (a DaCe symbolic value, int or string) as a sympy expression.
+
+    Args:
+        expr: the value.
+
+    Returns:
+        the sympy expression.
+    """
     if isinstance(expr, sympy.Basic):
         return expr
     return dace_sym.pystr_to_symbolic(str(expr))
 
 
 def free_names(expr) -> set[str]:
-    """Names of the free symbols of `expr`."""
+    """Names of the free symbols of `expr`.
+
+    Args:
+        expr: anything `to_sympy` takes.
+
+    Returns:
+        the names.
+    """
     return {str(s) for s in to_sympy(expr).free_symbols}
 
 
 def prove_nonnegative(expr, _depth: int = 0) -> Optional[bool]:
+    """Decide `expr >= 0` for every value of the symbols in it (cached; see `_prove_nonnegative`
+    for how).
+
+    Args:
+        expr: anything `to_sympy` takes.
+        _depth: the recursion depth of the `Max`/`Min` splits (callers leave it at 0).
+
+    Returns:
+        True if proven, False if refuted (a negative constant), None if undecided.
+    """
     return _prove_nonnegative(sympy.expand(to_sympy(expr)), _depth)
 
 
@@ -68,6 +92,13 @@ def prove_nonnegative_given(expr, facts: Iterable = ()) -> Optional[bool]:
     """Like `prove_nonnegative`, also using `facts`, expressions known to be >= 0.
 
     See `prove_any`; returns `True` or `None` (undecided).
+
+    Args:
+        expr: anything `to_sympy` takes.
+        facts: expressions known to be >= 0.
+
+    Returns:
+        True if proven, None if undecided.
     """
     direct = prove_nonnegative(expr)
     if direct is not None:
@@ -92,6 +123,13 @@ def prove_any(alternatives: Sequence[Sequence], facts: Iterable = ()) -> bool:
       region that is empty for some symbol values).
 
     The search has a budget; running out means "not proven".
+
+    Args:
+        alternatives: lists of expressions, each list one alternative.
+        facts: expressions known to be >= 0.
+
+    Returns:
+        True where proven.
     """
     alts = tuple(tuple(sympy.expand(to_sympy(x)) for x in alt) for alt in alternatives)
     fs = tuple(sympy.expand(to_sympy(f)) for f in facts)
@@ -171,7 +209,14 @@ def _substitutions(facts) -> dict:
 
 
 def prove_zero(expr) -> bool:
-    """True if `expr` simplifies to the literal 0."""
+    """True if `expr` simplifies to the literal 0.
+
+    Args:
+        expr: anything `to_sympy` takes.
+
+    Returns:
+        True where it is 0.
+    """
     return _prove_zero(sympy.expand(to_sympy(expr)))
 
 
@@ -197,6 +242,11 @@ class IndexTerm:
     offset: sympy.Expr
 
     def expr(self) -> sympy.Expr:
+        """The index as one expression: `param + offset` (the offset alone without a parameter).
+
+        Returns:
+            the sympy expression.
+        """
         if self.param is None:
             return self.offset
         return self.offset + dace_sym.symbol(self.param)
@@ -216,6 +266,13 @@ def split_index(expr, params: Iterable[str]) -> IndexTerm:
     Raises:
         UnsupportedIndex: if two parameters occur, or the parameter does not occur with
             coefficient one.
+
+    Args:
+        expr: the index expression.
+        params: the Map's parameters.
+
+    Returns:
+        the `IndexTerm` (parameter None: a constant index).
     """
     e = sympy.expand(to_sympy(expr))
     params = set(params)
@@ -236,7 +293,14 @@ def canonical(expr) -> str:
 
     Expanded, not simplified: `simplify` dominated the pass's run time (about two thirds
     on icon4py programs), and two spellings of one offset that `expand` leaves apart only
-    cost an extra copy, never a wrong rewrite."""
+    cost an extra copy, never a wrong rewrite.
+
+    Args:
+        expr: anything `to_sympy` takes.
+
+    Returns:
+        the key.
+    """
     return _canonical(to_sympy(expr))
 
 

@@ -80,10 +80,19 @@ class WindowPlan:
     outputs: tuple[OutputColumn, ...]
 
     def slot_of_edge(self, edge) -> int:
+        """The window slot (level offset) the read group holding `edge` reads.
+
+        Args:
+            edge: a read edge of the plan.
+
+        Returns:
+            the slot.
+        """
         return next(slot for g, slot in self.slots if any(e is edge for e in g.edges))
 
     @property
     def offsets(self) -> tuple[int, ...]:
+        """The window's level offsets, in ascending order."""
         return tuple(sorted(slot for _, slot in self.slots))
 
 
@@ -92,7 +101,17 @@ def analyse_window(
 ) -> Union[WindowPlan, Decline]:
     """The plan for sweeping `cand`'s consumer in K, or why not (see the module docstring).
     `sole_reader=False`: the consumer need not be the last reader (one of a window group,
-    `window_group`, whose last member removes the intermediate)."""
+    `window_group`, whose last member removes the intermediate).
+
+    Args:
+        sdfg: the SDFG.
+        cand: the inline candidate.
+        max_width: the most levels the window may hold.
+        sole_reader: require the consumer to be the intermediate's last reader.
+
+    Returns:
+        the `WindowPlan`, or a `Decline` with the reason.
+    """
     try:
         reason = _element_reads_only(cand, sole_reader)
         if reason:
@@ -134,7 +153,14 @@ def _element_reads_only(cand: InlineCandidate, sole_reader: bool = True) -> Opti
 
 def other_readers(cand: InlineCandidate) -> list[str]:
     """What else reads `cand`'s intermediate, by kind (a sweep shared by all readers would
-    have to run them all: the census counts which kinds keep windows out)."""
+    have to run them all: the census counts which kinds keep windows out).
+
+    Args:
+        cand: the inline candidate.
+
+    Returns:
+        the kinds of the other readers.
+    """
     sdfg, name = cand.state.sdfg, cand.intermediate.data
     kinds = set()
     for st in sdfg.states():
@@ -245,7 +271,15 @@ def _consumer_sweepable(sdfg: dace.SDFG, cand: InlineCandidate, kparam: str):
 def window_group(sdfg: dace.SDFG, name: str) -> Union[tuple[dace.SDFGState, list], str]:
     """The state and the top-level consumer Maps (each once, in the state's order) of every
     read of `name`, where all reads of it are by such Maps of one state (then a window in
-    each reader removes it); else why not. Pure."""
+    each reader removes it); else why not. Pure.
+
+    Args:
+        sdfg: the SDFG.
+        name: the intermediate's name.
+
+    Returns:
+        `(state, readers)`, or the reason.
+    """
     state, consumers = None, []
     for st in sdfg.states():
         scope = None

@@ -62,7 +62,15 @@ def _copy_problem(sdfg: dace.SDFG, state: SDFGState, edge) -> Optional[str]:
 def writeback_copies(sdfg: dace.SDFG, name: str) -> Union[list[WriteBackCopy], Decline]:
     """Every copy of the transient array `name` into global (non-transient) data, in
     any state, or a Decline when some such copy cannot be written as a pointwise Map.
-    An empty list: `name` has no write-back copy."""
+    An empty list: `name` has no write-back copy.
+
+    Args:
+        sdfg: the SDFG.
+        name: the transient's name.
+
+    Returns:
+        the copies, or a `Decline` with the reason.
+    """
     desc = sdfg.arrays.get(name)
     if desc is None or not desc.transient or type(desc) is not dace_data.Array:
         return []
@@ -96,7 +104,15 @@ def _reads(sdfg: dace.SDFG, name: str):
 
 
 def map_readers(sdfg: dace.SDFG, name: str) -> list[tuple[SDFGState, dn.AccessNode, dn.MapEntry]]:
-    """(state, AccessNode, MapEntry) for every top-level Map that reads `name`."""
+    """(state, AccessNode, MapEntry) for every top-level Map that reads `name`.
+
+    Args:
+        sdfg: the SDFG.
+        name: the data's name.
+
+    Returns:
+        the triples.
+    """
     return [(st, node, e.dst) for st, node, e in _reads(sdfg, name)
             if isinstance(e.dst, dn.MapEntry) and st.scope_dict()[node] is None]  # fmt: skip
 
@@ -104,7 +120,15 @@ def map_readers(sdfg: dace.SDFG, name: str) -> list[tuple[SDFGState, dn.AccessNo
 def other_readers(sdfg: dace.SDFG, name: str) -> list[tuple[SDFGState, dn.AccessNode, object]]:
     """Edges that read `name` and are neither a Map consumer nor a write-back copy
     (another transient, a tasklet, a nested SDFG at the top level): with any of them,
-    converting the copies cannot make `name` disappear."""
+    converting the copies cannot make `name` disappear.
+
+    Args:
+        sdfg: the SDFG.
+        name: the data's name.
+
+    Returns:
+        `(state, AccessNode, reader)` per such read.
+    """
     return [(st, node, e) for st, node, e in _reads(sdfg, name)
             if not isinstance(e.dst, dn.MapEntry)
             and not (isinstance(e.dst, dn.AccessNode) and not sdfg.arrays[e.dst.data].transient)]  # fmt: skip
