@@ -15,7 +15,11 @@ regime runs in a process of its own, pinned before anything is built
 built once per regime and stock once per regime process. The substep's time is summed per
 round (calls x time of each call site), so it has a per-round ratio and an interval.
 `--counts`: instructions and simulated last-level misses instead of times
-(`measure/counts.py`). docs/substep.md says what is measured and how to read it.
+(`measure/counts.py`), with each call site's compulsory bytes (the limit: every argument
+read once, every output written once; `analysis/compulsory.py`, docs/traffic.md) beside
+them. `--merge FILES --limits`: the limit added to counts documents that lack it (each
+call site lowered again, stock, nothing compiled). docs/substep.md says what is measured
+and how to read it.
 """
 
 from __future__ import annotations
@@ -660,6 +664,7 @@ def count_regime(opts: argparse.Namespace, regime: str) -> dict:
                 f"  {s.key} {label}: built and captured in {compile_s:.0f} s"
                 + (f" (the code of {entry['same_code_as']})" if "same_code_as" in entry else "")
             )
+        row["limit"] = site_limit(s.name, s.static, lay, opts.levels)
         rows.append(row)
         _write_partial(rows, pathlib.Path(f"{opts.child}.partial"))
     for row in rows:
@@ -683,8 +688,64 @@ def count_regime(opts: argparse.Namespace, regime: str) -> dict:
             }
             for label in COUNT_LABELS
         }
-        substeps[sub] = {"calls": sum(r["calls"].get(sub, 0) for r in rows), "builds": total}
+        substeps[sub] = {
+            "calls": sum(r["calls"].get(sub, 0) for r in rows),
+            "builds": total,
+            **substep_limit(rows, sub),
+        }
     return {"regime": regime, "mode": mode, "rows": rows, "substeps": substeps}
+
+
+def site_limit(program_name: str, static: dict, layout: Any, n_levels: int) -> dict:
+    """The compulsory traffic of one call of a call site (`tools.traffic.program_limit`):
+    stock's build lowered static with the site's values (nothing compiled), gt4py's
+    argument ranges at the layout's sizes and `n_levels` levels."""
+    from gt4py_dace_xforms.tools import traffic
+    from gt4py_dace_xforms.tools.static_values import static_offset_provider
+    from gt4py_dace_xforms.tools.substep import substep_calls
+
+    calls = substep_calls(limited_area=layout.limited_area, lprep_adv=True)
+    call = next(c for c in calls if c.name == program_name)
+    program = call.ref.load()
+    sdfg = traffic.lower(
+        traffic.stock_translator(program_name, False, []),
+        program,
+        static_offset_provider(program, layout=layout),
+        static,
+    )
+    return traffic.program_limit(sdfg, {**layout.sizes, "K": n_levels})
+
+
+def add_limits(doc: dict) -> None:
+    """Each row of a counts document without its limit gets it (`site_limit`), and the
+    substep rows theirs."""
+    from gt4py_dace_xforms.tools.layouts import layout as make_layout
+
+    meta, res = doc["meta"], doc["counts"]
+    lay = make_layout(meta["layout"], meta["cells"])
+    for row in res["rows"]:
+        if "limit" not in row:
+            t0 = time.perf_counter()
+            row["limit"] = site_limit(row["program"], row["static"], lay, meta["levels"])
+            log(
+                f"  {row['key']}: limit {row['limit']['bytes'] / 1e6:.1f} MB "
+                f"({time.perf_counter() - t0:.0f} s)"
+            )
+    for sub, t in res["substeps"].items():
+        t.update(substep_limit(res["rows"], sub))
+
+
+def substep_limit(rows: list[dict], sub: str) -> dict:
+    """The substep's compulsory bytes and fill bytes (calls x each site's), where every row
+    has its limit; {} otherwise."""
+    if not rows or any("limit" not in r for r in rows):
+        return {}
+    return {
+        "limit": {
+            k: sum(r["calls"].get(sub, 0) * r["limit"][k] for r in rows)
+            for k in ("bytes", "fill_bytes", "read_bytes", "written_bytes")
+        }
+    }
 
 
 def _write_partial(rows: list[dict], path: pathlib.Path) -> None:
@@ -767,7 +828,11 @@ def merge_counts(docs: list[dict], sources: list[str]) -> dict:
             }
             for label in COUNT_LABELS
         }
-        substeps[sub] = {"calls": sum(r["calls"].get(sub, 0) for r in merged), "builds": total}
+        substeps[sub] = {
+            "calls": sum(r["calls"].get(sub, 0) for r in merged),
+            "builds": total,
+            **substep_limit(merged, sub),
+        }
     meta = {
         k: first["meta"].get(k)
         for k in (
@@ -910,7 +975,54 @@ def counts_table(doc: dict) -> str:
         "48 MiB 12-way 128 B), inputs evicted first. library_gpu_model: the library with "
         "CostModel('gpu'), compiled for the CPU. substep rows: calls x counts summed over its calls"
     )
+    if all("limit" in r for r in res["rows"]) and res["rows"]:
+        lines += ["", *limit_table(res, w, b)]
     return "\n".join(lines)
+
+
+#: Line bytes of the simulated last levels (`measure.counts.CACHES`).
+LINE_BYTES = {"cpu": 64, "gpu": 128}
+
+
+def limit_table(res: dict, w: int, b: int) -> list[str]:
+    """Per call site and substep: the compulsory bytes beside each build's simulated
+    last-level traffic (misses x line), and the ratios."""
+    lines = [
+        "== the limit: compulsory bytes (every argument read once, every output written once; "
+        "analysis/compulsory.py) beside the simulated last-level traffic, MB per call (substep: "
+        "calls x per call)"
+    ]
+    head = (
+        f"{'program':<{w}}  {'build':<{b}}  {'limit MB':>9}  {'fills MB':>9}  {'LL cpu MB':>9}  "
+        f"{'/limit':>6}  {'/fills':>6}  {'LL gpu MB':>9}  {'/limit':>6}  {'/fills':>6}"
+    )
+    lines += [head, "-" * len(head)]
+
+    def add(name: str, figs: dict, limit: dict) -> None:
+        for label in COUNT_LABELS:
+            f = figs[label]
+            cpu = f["ll_misses_cpu"] * LINE_BYTES["cpu"]
+            gpu = f["ll_misses_gpu"] * LINE_BYTES["gpu"]
+            lim, fills = max(limit["bytes"], 1), max(limit["fill_bytes"], 1)
+            lines.append(
+                f"{name:<{w}}  {label:<{b}}  {limit['bytes'] / 1e6:9.2f}  {limit['fill_bytes'] / 1e6:9.2f}  "
+                f"{cpu / 1e6:9.2f}  {cpu / lim:6.2f}  {cpu / fills:6.2f}  {gpu / 1e6:9.2f}  "
+                f"{gpu / lim:6.2f}  {gpu / fills:6.2f}"
+            )
+
+    for r in res["rows"]:
+        add(r["key"], {label: e["figures"] for label, e in r["builds"].items()}, r["limit"])
+    lines.append("-" * len(head))
+    for sub, t in res["substeps"].items():
+        if "limit" in t:
+            add(f"substep ({sub})", t["builds"], t["limit"])
+    lines.append(
+        "limit: the read regions plus the written regions of the call's arguments (a field updated "
+        "in place counts twice); fills: their union (each line brought in once, read or written: the "
+        "floor of callgrind's misses, which count no write-back); LL MB: last-level misses x line "
+        "(cpu 64 B, gpu 128 B), instruction misses included (docs/traffic.md)"
+    )
+    return lines
 
 
 # --- driver -----------------------------------------------------------------------------------
@@ -1014,6 +1126,12 @@ def parse(argv: Optional[list[str]]) -> argparse.Namespace:
         "writes the result",
     )
     p.add_argument(
+        "--limits",
+        action="store_true",
+        help="with --merge: add each call site's compulsory bytes where a document lacks them (stock "
+        "lowered static at the documents' layout, cells and levels; nothing compiled)",
+    )
+    p.add_argument(
         "--config",
         default="icon4py",
         choices=CONFIGS,
@@ -1098,6 +1216,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         doc = merge_counts(
             [json.loads(pathlib.Path(f).read_text()) for f in opts.merge], opts.merge
         )
+        if opts.limits:
+            add_limits(doc)
         text = (
             counts_table(doc)
             + "\n\nmerged from "

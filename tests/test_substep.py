@@ -309,3 +309,69 @@ def test_merge_counts_replaces_a_recounted_build_and_recomputes_the_substep():
     other["meta"]["levels"] = 80
     with pytest.raises(ValueError, match="another configuration"):
         bench.merge_counts([a, other], ["a.json", "other.json"])
+
+
+def test_counts_table_gives_the_limit_beside_the_simulated_traffic():
+    """Rows with their compulsory bytes (issue 61, item 3): the substep's limit is calls x
+    each site's, and the table gives each build's last-level traffic (misses x line) over
+    the limit and over the fills."""
+    bench = _bench_substep()
+    doc = _counts_doc(
+        [
+            ("p", "p", {}, {"first": 1, "later": 2}, 1000),
+            ("q", "q", {}, {"first": 1, "later": 0}, 100),
+        ],
+        "d",
+    )
+    rows = doc["counts"]["rows"]
+    rows[0]["limit"] = {
+        "bytes": 32_000,
+        "fill_bytes": 16_000,
+        "read_bytes": 16_000,
+        "written_bytes": 16_000,
+    }
+    rows[1]["limit"] = {
+        "bytes": 6_400,
+        "fill_bytes": 6_400,
+        "read_bytes": 3_200,
+        "written_bytes": 3_200,
+    }
+    for sub in ("first", "later"):
+        total = {
+            label: {
+                f: sum(r["calls"].get(sub, 0) * r["builds"][label]["figures"][f] for r in rows)
+                for f in bench.FIGURES
+            }
+            for label in bench.COUNT_LABELS
+        }
+        doc["counts"]["substeps"][sub] = {"builds": total, **bench.substep_limit(rows, sub)}
+    assert doc["counts"]["substeps"]["later"]["limit"]["bytes"] == 64_000
+    assert doc["counts"]["substeps"]["first"]["limit"]["fill_bytes"] == 22_400
+    text = bench.counts_table(doc)
+    head = next(line for line in text.splitlines() if "limit MB" in line)
+    assert head.split()[2:] == [
+        "limit",
+        "MB",
+        "fills",
+        "MB",
+        "LL",
+        "cpu",
+        "MB",
+        "/limit",
+        "/fills",
+        "LL",
+        "gpu",
+        "MB",
+        "/limit",
+        "/fills",
+    ]
+    # p's stock: 100 CPU misses x 64 B and 50 GPU misses x 128 B, 0.2 of its limit, 0.4 of its fills
+    row = next(
+        line
+        for line in text.splitlines()
+        if line.startswith("p ") and " stock " in line and "0.03" in line
+    )
+    assert row.split()[2:10] == ["0.03", "0.02", "0.01", "0.20", "0.40", "0.01", "0.20", "0.40"]
+    assert any(line.startswith("substep (later)") and "0.06" in line for line in text.splitlines())
+    del rows[1]["limit"]  # a row without its limit: no substep limit, no table
+    assert bench.substep_limit(rows, "later") == {}
