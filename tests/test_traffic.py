@@ -149,6 +149,57 @@ def test_substep_program_list_is_consistent():
     assert all(r.name in text for r in rows) and "TOTAL" in text
 
 
+def test_program_limit_beside_both_builds():
+    """The compulsory bytes (issue 61, item 3): `a` read once, `b` and `c` written once; the
+    transient T is no part of it. Stock moves the limit through its arguments plus T's
+    3 N K x 8 bytes; the library's build without T, the limit alone."""
+    stock = one_writer_two_readers()
+    got = traffic.compare_builds(
+        "p", stock, _without_t(stock), InlineReport(), calls=2, sizes={"Cell": N, "K": K}
+    )
+    limit = (N * K + N * (K - 1) + N * K) * 8
+    assert got.limit["bytes"] == limit and got.limit["fill_bytes"] == limit
+    assert got.limit["read_bytes"] == N * K * 8 and got.limit["notes"] == []
+    assert got.stock_args_bytes == got.library_args_bytes == limit
+    assert got.limit_substep_bytes == 2 * limit
+    assert got.stock_total_bytes == 2 * limit + 2 * 3 * N * K * 8
+    assert got.library_total_bytes == 2 * limit
+    table = traffic.SubstepTraffic("lam", N, K, "later", "cpu", [got])
+    assert table.totals()["limit"] == 2 * limit
+    text = table.text()
+    assert "stock/limit" in text and "library/limit" in text
+    row = next(line for line in text.splitlines() if line.startswith("p "))
+    assert (
+        f"{(2 * limit + 6 * N * K * 8) / (2 * limit):.2f}" in row.split() and "1.00" in row.split()
+    )
+    assert '"limit_substep_bytes"' in table.to_json()
+
+
+@pytest.mark.icon4py
+def test_cli_traffic_prints_the_limit(tmp_path, capsys):
+    """`traffic` on a program without 2-D transients: the per-program table gives its
+    compulsory bytes, stock and the library at 1.00 of it (each argument read by one Map);
+    the JSON carries it."""
+    pytest.importorskip("icon4py.model.atmosphere.dycore")
+    import json
+
+    from gt4py_dace_xforms.cli.main import main
+
+    out = tmp_path / "t.json"
+    name = "compute_dwdz_for_divergence_damping"
+    argv = ["traffic", "--programs", name, "--cells", "512", "--levels", "10", "--json", str(out)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    head = next(line for line in text.splitlines() if line.startswith("program "))
+    assert head.split()[-4:] == ["limit", "stock/limit", "library/limit", "s"]
+    row = next(line for line in text.splitlines() if line.startswith(name)).split()
+    assert row[-3:-1] == ["1.00", "1.00"] and float(row[-4]) > 0
+    doc = json.loads(out.read_text())
+    (prog,) = doc["programs"]
+    assert prog["limit"]["bytes"] > 0 and prog["limit_substep_bytes"] == prog["limit"]["bytes"]
+    assert doc["totals"]["limit"] == prog["limit_substep_bytes"]
+
+
 def test_memlet_figures_agree_with_the_generated_code():
     """DaCe's generated C++ (not compiled) of the hand-built SDFG: T's allocation, the
     distinct elements each loop nest writes and reads, and the number of reading nests are

@@ -91,10 +91,11 @@ class ArrayTraffic:
         return self.written_bytes + self.read_bytes
 
 
-def _number(expr: Any) -> Optional[int]:
-    """`expr` (a dace/sympy expression) as an int, or None if it has free symbols."""
+def _number(expr: Any, symbols: Optional[dict] = None) -> Optional[int]:
+    """`expr` (a dace/sympy expression) as an int with `symbols` (name -> value), or None
+    if it has free symbols."""
     try:
-        value = symbolic.evaluate(expr, {}) if not isinstance(expr, (int,)) else expr
+        value = symbolic.evaluate(expr, symbols or {}) if not isinstance(expr, (int,)) else expr
         return int(value)
     except Exception:  # noqa: BLE001  # a symbol left: not a number
         try:
@@ -103,13 +104,15 @@ def _number(expr: Any) -> Optional[int]:
             return None
 
 
-def _scope_iterations(state: dace.SDFGState, node: dace_nodes.Node) -> Optional[int]:
+def _scope_iterations(
+    state: dace.SDFGState, node: dace_nodes.Node, symbols: Optional[dict] = None
+) -> Optional[int]:
     """Product of the iterations of the Maps enclosing `node` (1 at the top level)."""
     total = 1
     scope = state.entry_node(node)
     while scope is not None:
         n = (
-            _number(scope.map.range.num_elements())
+            _number(scope.map.range.num_elements(), symbols)
             if isinstance(scope, dace_nodes.MapEntry)
             else None
         )
@@ -127,11 +130,23 @@ def _subset_on(memlet: dace.Memlet, name: str, src_side: bool) -> Optional[dace_
     return memlet.other_subset if memlet.other_subset is not None else memlet.subset
 
 
-def array_traffic(sdfg: dace.SDFG, name: str) -> ArrayTraffic:
+def array_traffic(sdfg: dace.SDFG, name: str, symbols: Optional[dict] = None) -> ArrayTraffic:
     """The bytes one call of `sdfg` writes to and reads from the array `name`, by the
-    rules of the module docstring."""
+    rules of the module docstring.
+
+    Args:
+        sdfg: the program.
+        name: one of its arrays (a transient or an argument).
+        symbols: values of symbols left in the subsets (None: none; an argument read
+            through a neighbor table has its extent's symbol there).
+
+    Returns:
+        Its written and read bytes per call.
+    """
     desc = sdfg.arrays[name]
-    shape = tuple(_number(s) if _number(s) is not None else str(s) for s in desc.shape)
+    shape = tuple(
+        _number(s, symbols) if _number(s, symbols) is not None else str(s) for s in desc.shape
+    )
     out = ArrayTraffic(name, shape, desc.dtype.bytes)
     scoped = []
     for state in sdfg.all_states():
@@ -143,7 +158,7 @@ def array_traffic(sdfg: dace.SDFG, name: str) -> ArrayTraffic:
             out.notes.append(f"in {type(parent).__name__} {parent.label!r}: counted once")
         readers: dict[Any, list] = {}
         for an in nodes:
-            iters = _scope_iterations(state, an)
+            iters = _scope_iterations(state, an, symbols)
             scoped.append(state.entry_node(an) is not None)
             if iters is None:
                 out.notes.append(f"{state.label}: Map scope of unknown size, not counted")
@@ -155,11 +170,11 @@ def array_traffic(sdfg: dace.SDFG, name: str) -> ArrayTraffic:
                     continue
                 out.writers += 1
                 sub = _subset_on(e.data, name, False)
-                vol = None if e.data.dynamic else _number(e.data.volume)
+                vol = None if e.data.dynamic else _number(e.data.volume, symbols)
                 n = (
                     vol
                     if vol is not None
-                    else (_number(sub.num_elements()) if sub is not None else None)
+                    else (_number(sub.num_elements(), symbols) if sub is not None else None)
                 )
                 if vol is None:
                     out.notes.append(
@@ -178,9 +193,9 @@ def array_traffic(sdfg: dace.SDFG, name: str) -> ArrayTraffic:
             for e, _ in edges:
                 sub = _subset_on(e.data, name, True)
                 box = sub if box is None else dace_subsets.union(box, sub)
-                acc = _number(e.data.volume)
+                acc = _number(e.data.volume, symbols)
                 out.read_accesses += (acc or 0) * edges[0][1]
-            n = _number(box.num_elements()) if box is not None else None
+            n = _number(box.num_elements(), symbols) if box is not None else None
             if n is None:
                 out.notes.append(f"{state.label}: read of unknown size by {dst}, not counted")
                 continue
@@ -337,6 +352,13 @@ class ProgramTraffic:
     static: dict[str, Any] = dataclasses.field(default_factory=dict)
     seconds: float = 0.0
     error: Optional[str] = None
+    #: the compulsory traffic of one call (`analysis.compulsory`, on stock's final SDFG):
+    #: its `as_dict()`, without the per-array figures
+    limit: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: bytes per call through the arguments (every non-transient array, `array_traffic`'s
+    #: rules: each reader once), in stock's and in the library's final SDFG
+    stock_args_bytes: int = 0
+    library_args_bytes: int = 0
 
     @property
     def stock_bytes(self) -> int:
@@ -349,6 +371,22 @@ class ProgramTraffic:
     @property
     def library_substep_bytes(self) -> int:
         return self.library_bytes * self.calls
+
+    @property
+    def limit_substep_bytes(self) -> int:
+        """The compulsory bytes of the substep's calls: every argument read once, every
+        output written once, per call."""
+        return self.limit.get("bytes", 0) * self.calls
+
+    @property
+    def stock_total_bytes(self) -> int:
+        """Stock's substep bytes through its arguments and its 2-D transients."""
+        return self.stock_args_bytes * self.calls + self.stock_bytes
+
+    @property
+    def library_total_bytes(self) -> int:
+        """The library's substep bytes through its arguments and its 2-D transients."""
+        return self.library_args_bytes * self.calls + self.library_substep_bytes
 
 
 def _unwrap_translator(backend: Any) -> Any:
@@ -448,6 +486,46 @@ def sdfg_traffic(sdfg: dace.SDFG) -> dict[str, ArrayTraffic]:
     return {n: array_traffic(sdfg, n) for n in two_d_transients(sdfg)}
 
 
+def argument_traffic(sdfg: dace.SDFG, sizes: Optional[dict] = None) -> int:
+    """Bytes per call through the arguments of `sdfg` (every non-transient array), by
+    `array_traffic`'s rules (written bytes, and each reader's box once).
+
+    Args:
+        sdfg: the program.
+        sizes: the grid's extent per dimension name, for gt4py's argument-range symbols
+            (valued as `analysis.compulsory.size_symbols` does).
+
+    Returns:
+        The bytes, summed over the arguments.
+    """
+    from gt4py_dace_xforms.analysis.compulsory import size_symbols
+
+    symbols = size_symbols(sdfg, sizes or {})
+    return sum(
+        array_traffic(sdfg, n, symbols).total_bytes
+        for n, d in sdfg.arrays.items()
+        if not d.transient and isinstance(d, dace.data.Array)
+    )
+
+
+def program_limit(sdfg: dace.SDFG, sizes: Optional[dict] = None) -> dict[str, Any]:
+    """The compulsory traffic of one call of `sdfg` (`analysis.compulsory`).
+
+    Args:
+        sdfg: the program (stock's final SDFG).
+        sizes: the grid's extent per dimension name, for gt4py's argument-range symbols.
+
+    Returns:
+        `bytes` (the limit), `read_bytes`, `written_bytes`, `fill_bytes`, `arguments`
+        (how many arrays it reads or writes) and `notes`.
+    """
+    from gt4py_dace_xforms.analysis.compulsory import compulsory_traffic
+
+    c = compulsory_traffic(sdfg, sizes=sizes or {})
+    figures = {k: v for k, v in c.as_dict().items() if k != "arrays"}
+    return {**figures, "arguments": len(c.arrays), "notes": c.notes}
+
+
 def compare_builds(
     program: str,
     stock: dace.SDFG,
@@ -459,8 +537,12 @@ def compare_builds(
     calls: int = 1,
     stock_post: Iterable[str] = (),
     library_post: Iterable[str] = (),
+    sizes: Optional[dict] = None,
 ) -> ProgramTraffic:
-    """The rows of one program from its two final SDFGs and the library's report."""
+    """The rows of one program from its two final SDFGs and the library's report, with
+    the program's compulsory traffic (`program_limit`, on stock's SDFG) and both builds'
+    bytes through the arguments (`argument_traffic`); `sizes`: the grid's extent per
+    dimension name (`Cell`, ..., `K`), for gt4py's argument-range symbols."""
     result = ProgramTraffic(
         program,
         calls_first,
@@ -473,6 +555,9 @@ def compare_builds(
     result.stock_final, result.library_final = sorted(stock_t), sorted(lib_t)
     result.library_only = {n: t.total_bytes for n, t in lib_t.items() if n not in stock_t}
     result.library_bytes = sum(t.total_bytes for t in lib_t.values())
+    result.limit = program_limit(stock, sizes)
+    result.stock_args_bytes = argument_traffic(stock, sizes)
+    result.library_args_bytes = argument_traffic(library, sizes)
     result.copy_chains_removed = report.copy_chains_removed
     result.failures = list(report.failures)
     records = final_records(report)
@@ -592,6 +677,7 @@ def program_traffic(
             calls=call.calls(substep),
             stock_post=two_d_transients(stock_post[-1]) if stock_post else (),
             library_post=two_d_transients(lib_post[-1]) if lib_post else (),
+            sizes={**layout.sizes, "K": n_levels},
         )
         got.static = static
         result = got
@@ -633,6 +719,9 @@ class SubstepTraffic:
             "remaining": stock - removed,
             "library_measured": sum(p.library_substep_bytes for p in ok),
             "library_only": sum(sum(p.library_only.values()) * p.calls for p in ok),
+            "limit": sum(p.limit_substep_bytes for p in ok),
+            "stock_total": sum(p.stock_total_bytes for p in ok),
+            "library_total": sum(p.library_total_bytes for p in ok),
         }
 
     def text(self, top: Optional[int] = None) -> str:
@@ -701,6 +790,9 @@ class SubstepTraffic:
                 "remaining",
                 "library measured",
                 "library only",
+                "limit",
+                "stock/limit",
+                "library/limit",
                 "s",
             )
         ]
@@ -711,6 +803,9 @@ class SubstepTraffic:
                         p.program,
                         str(p.calls),
                         "error: " + p.error,
+                        "",
+                        "",
+                        "",
                         "",
                         "",
                         "",
@@ -730,6 +825,9 @@ class SubstepTraffic:
                     _mb(p.stock_bytes - p.removed_bytes),
                     _mb(p.library_substep_bytes),
                     ", ".join(p.library_only) or "-",
+                    _mb(p.limit_substep_bytes),
+                    _ratio(p.stock_total_bytes, p.limit_substep_bytes),
+                    _ratio(p.library_total_bytes, p.limit_substep_bytes),
                     f"{p.seconds:.0f}",
                 )
             )
@@ -744,10 +842,20 @@ class SubstepTraffic:
                 _mb(t["remaining"]),
                 _mb(t["library_measured"]),
                 _mb(t["library_only"]),
+                _mb(t["limit"]),
+                _ratio(t["stock_total"], t["limit"]),
+                _ratio(t["library_total"], t["limit"]),
                 "",
             )
         )
         lines += _format(ptable)
+        lines += [
+            "",
+            "limit: the compulsory bytes (every argument read once over its read region, every "
+            "output written once over its written region; analysis/compulsory.py); stock/limit and "
+            "library/limit: (bytes through the arguments, each reader once, + bytes through the 2-D "
+            "transients) / limit, per substep (docs/traffic.md)",
+        ]
         small = [r for r in self.rows if r.kind != "field"]
         if small:
             lines += [
@@ -773,6 +881,9 @@ class SubstepTraffic:
                 stock_bytes=p.stock_bytes,
                 removed_bytes=p.removed_bytes,
                 library_substep_bytes=p.library_substep_bytes,
+                limit_substep_bytes=p.limit_substep_bytes,
+                stock_total_bytes=p.stock_total_bytes,
+                library_total_bytes=p.library_total_bytes,
             )
             for row, r in zip(d["rows"], p.rows):
                 row.update(
@@ -809,6 +920,10 @@ class SubstepTraffic:
 
 def _mb(n: int) -> str:
     return f"{n / 1e6:.2f}"
+
+
+def _ratio(n: int, limit: int) -> str:
+    return f"{n / limit:.2f}" if limit else "-"
 
 
 def _format(table: list[tuple]) -> list[str]:
