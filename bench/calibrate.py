@@ -133,19 +133,19 @@ def set_features(
     import copy
 
     from gt4py_dace_xforms.policy import CostModel
-    from gt4py_dace_xforms.transformations.inline_fusion_pass import gt_inline_fusion
+    from gt4py_dace_xforms.transformations.inline_fusion_pass import gt_inline_intermediates
 
     model = CostModel("cpu", max_distinct_offsets=99, max_ops_per_copy=10**9, writeback_max_offsets=99,
                       allocation_bytes_per_byte=0.0)  # fmt: skip
     # the extents' symbols at the run's sizes: price once unpinned to learn them, then again
     probe = Recorder(names, model)
-    gt_inline_fusion(copy.deepcopy(sdfg), cost_model=probe, validate=False)
+    gt_inline_intermediates(copy.deepcopy(sdfg), policy=probe, validate=False)
     symbols = {s for _, f in probe.figures if f for s in f.get("assumed", ())}
     sized = dataclasses.replace(
         model, representative_sizes=tuple(sorted(extent_sizes(symbols, sizes, scalars).items()))
     )
     rec = Recorder(names, sized)
-    gt_inline_fusion(copy.deepcopy(sdfg), cost_model=rec, validate=False)
+    gt_inline_intermediates(copy.deepcopy(sdfg), policy=rec, validate=False)
     feats = dict.fromkeys(FEATURES, 0.0)
     problems = []
     for name, f in rec.figures:
@@ -178,10 +178,10 @@ def model_set(sdfg) -> frozenset[str]:
     import copy
 
     from gt4py_dace_xforms.policy import CostModel
-    from gt4py_dace_xforms.transformations.inline_fusion_pass import gt_inline_fusion
+    from gt4py_dace_xforms.transformations.inline_fusion_pass import gt_inline_intermediates
 
     then = CostModel("cpu", bytes_per_op=0.25, allocation_bytes_per_byte=0.0)
-    report = gt_inline_fusion(copy.deepcopy(sdfg), cost_model=then, validate=False)
+    report = gt_inline_intermediates(copy.deepcopy(sdfg), policy=then, validate=False)
     return frozenset(r.intermediate for r in report.applied)
 
 

@@ -257,25 +257,27 @@ def predicted_figures(
     )
 
     from gt4py_dace_xforms.integration import capture
-    from gt4py_dace_xforms.transformations.inline_fusion_pass import gt_inline_fusion
+    from gt4py_dace_xforms.transformations.inline_fusion_pass import gt_inline_intermediates
 
     step = (GT4PyAutoOptHook.TopLevelDataFlowStep, 1)
     sdfg = capture.capture_stages(program, [step], offset_provider=offsets, static_args=static)[
         step
     ]
-    sound = gt_inline_fusion(copy.deepcopy(sdfg), cost_model=gx.InlineWhereSound(), validate=False)
+    sound = gt_inline_intermediates(
+        copy.deepcopy(sdfg), policy=gx.InlineWhereSound(), validate=False
+    )
     known = tuple(sorted(sizes.items()))
-    model = gt_inline_fusion(
+    model = gt_inline_intermediates(
         copy.deepcopy(sdfg),
         validate=False,
-        cost_model=gx.CostModel("cpu", windows=False, representative_sizes=known),
+        policy=gx.CostModel("cpu", windows=False, representative_sizes=known),
     )
     # The same model without its hard limits: the estimate of what a limit declined
     # unpriced (a concat left to gt4py, a nested read, too many offsets), for the table.
-    priced = gt_inline_fusion(
+    priced = gt_inline_intermediates(
         copy.deepcopy(sdfg),
         validate=False,
-        cost_model=Unlimited(
+        policy=Unlimited(
             "cpu", windows=False, writeback_max_offsets=99, representative_sizes=known
         ),
     )

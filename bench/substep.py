@@ -227,7 +227,7 @@ def library_descriptor(program_name: str, mode: str, cost_model: Any = None) -> 
         {"optimization_args": _optimization_args(mode)} if mode != "default" else {}
     )
     return model_options.get_options(
-        program_name, **backend(model_backends.CPU, cost_model=cost_model, **extra)
+        program_name, **backend(model_backends.CPU, policy=cost_model, **extra)
     )
 
 

@@ -3,7 +3,7 @@
     .venv/bin/python bench/target_decisions.py [--concat-only] [MODULE:PROGRAM ...]
 
 Each program is lowered once for the GPU (`gpu=True`, no GPU needed) to the first
-`TopLevelDataFlowStep`; `gt_inline_fusion` runs on a copy with `CostModel("cpu")` and on
+`TopLevelDataFlowStep`; `gt_inline_intermediates` runs on a copy with `CostModel("cpu")` and on
 another with `CostModel("gpu")`. Prints, per program, the reads each model applies and,
 for every read where they differ, both models' reasons (docs/cost_model.md lists them).
 """
@@ -28,7 +28,7 @@ STEP = (GT4PyAutoOptHook.TopLevelDataFlowStep, 1)
 
 
 def decisions(sdfg, model) -> dict[tuple[str, str], tuple[bool, str]]:
-    report = gx.gt_inline_fusion(copy.deepcopy(sdfg), cost_model=model, validate=False)
+    report = gx.gt_inline_intermediates(copy.deepcopy(sdfg), policy=model, validate=False)
     return {(r.intermediate, r.consumer): (r.applied, r.reason) for r in report.records}
 
 

@@ -1,7 +1,11 @@
 """gt4py_dace_xforms: DaCe SDFG transformations for GT4Py.
 
-Importing the package registers `InlineFuser`, `VerticalWindow`, `WriteBackToMap`, `WriteBackRetarget`, `OutputAsBuffer`,
-`NestedColumnRead`, `SweepPairFusion`, `InPlaceUpdate`, `CopyIntoReaders` and `ProvenCopyChainRemover` with DaCe's pattern matcher, so that `SDFGOptimizer` (and the DaCe VS Code viewer) list them. Backends: `gt4py_dace_xforms.backends`.
+Importing the package registers `InlineFuser`, `VerticalWindow`, `WriteBackToMap`,
+`WriteBackRetarget`, `OutputAsBuffer`, `NestedColumnRead`, `SweepPairFusion`,
+`InPlaceUpdate`, `CopyIntoReaders` and `ProvenCopyChainRemover` with DaCe's pattern
+matcher, so that `SDFGOptimizer` (and the DaCe VS Code viewer) list them. The `gt_*` passes
+take `policy=`, `names=` and `validate=True` alike and return an `InlineReport`.
+Backends: `gt4py_dace_xforms.backends`.
 """
 
 from gt4py_dace_xforms.integration.hooks import optimization_hooks
@@ -19,15 +23,17 @@ from gt4py_dace_xforms.transformations import (
     VerticalWindow,
     WriteBackRetarget,
     WriteBackToMap,
-    gt_copies_into_readers,
+    gt_apply_vertical_windows,
+    gt_copy_into_readers,
     gt_fuse_sweep_pairs,
-    gt_inline_fusion,
+    gt_inline_intermediates,
     gt_narrow_column_reads,
-    gt_outputs_as_buffers,
     gt_remove_copy_chains,
     gt_retarget_writebacks,
-    gt_updates_in_place,
-    gt_vertical_windows,
+    gt_split_sibling_tails,
+    gt_trim_split_hazards,
+    gt_update_in_place,
+    gt_use_outputs_as_buffers,
 )
 
 
@@ -48,15 +54,17 @@ __all__ = [
     "VerticalWindow",
     "WriteBackRetarget",
     "WriteBackToMap",
-    "gt_copies_into_readers",
+    "gt_apply_vertical_windows",
+    "gt_copy_into_readers",
     "gt_fuse_sweep_pairs",
-    "gt_inline_fusion",
+    "gt_inline_intermediates",
     "gt_narrow_column_reads",
-    "gt_outputs_as_buffers",
     "gt_remove_copy_chains",
     "gt_retarget_writebacks",
-    "gt_updates_in_place",
-    "gt_vertical_windows",
+    "gt_split_sibling_tails",
+    "gt_trim_split_hazards",
+    "gt_update_in_place",
+    "gt_use_outputs_as_buffers",
     "install",
     "optimization_hooks",
     "uninstall",

@@ -55,26 +55,52 @@ class InlineRecord:
 
 @dataclasses.dataclass
 class InlineReport:
-    """The decisions of one `gt_inline_fusion()` run, in the order they were taken."""
+    """What one run of a pass of the library did: every `gt_*` pass returns one.
+
+    `records` holds one `InlineRecord` per decision, in the order taken; the other fields
+    name what each rewrite changed (empty where that pass did not run). `extend` merges the
+    report of another pass into this one, as `gt_inline_intermediates` and the hooks do.
+
+    Attributes:
+        records: one record per decision (applied or declined), in order.
+        copy_chains_removed: arrays folded by the proven copy-chain removal
+            (`gt_remove_copy_chains`).
+        writebacks_retargeted: transients whose writers now write their write-back target
+            (`gt_retarget_writebacks`).
+        windowed: intermediates removed by a vertical window (`gt_apply_vertical_windows`).
+        outputs_as_buffers: write-back buffers replaced by the output they were copied into
+            (`gt_use_outputs_as_buffers`).
+        updated_in_place: concat nodes folded into their source, updated in place
+            (`gt_update_in_place`).
+        column_reads: (array, nested SDFG) pairs whose memlet now passes one column
+            (`gt_narrow_column_reads`), so that gt4py's Map fusion can fuse the column
+            producer with the scan.
+        sweep_pairs_fused: reader Maps that took in the writers of their column buffers
+            (`gt_fuse_sweep_pairs`; the buffers are its records, mode "sweep_pair").
+        copied_into_readers: targets of the copies now written by the Maps reading their
+            source (`gt_copy_into_readers`).
+        sibling_tails_split: intermediates whose writers' tails were split off
+            (`gt_split_sibling_tails`).
+        split_hazards_trimmed: transients whose writer Map was trimmed to the part read
+            (`gt_trim_split_hazards`).
+        failures: why the pass failed and was undone by the hook's fail-safe
+            (`integration.failsafe`).
+        races: unordered conflicting accesses in the SDFG the pass received
+            (`analysis.races`); every rewrite touching those arrays was declined.
+    """
 
     records: list[InlineRecord] = dataclasses.field(default_factory=list)
-    #: arrays the hook's proven copy-chain removal folded before this run (`gt_remove_copy_chains`)
     copy_chains_removed: int = 0
-    #: transients whose writers now write their write-back target (`gt_retarget_writebacks`)
     writebacks_retargeted: list[str] = dataclasses.field(default_factory=list)
-    #: intermediates removed by a vertical window (`gt_vertical_windows`, before inlining)
     windowed: list[str] = dataclasses.field(default_factory=list)
-    #: write-back buffers replaced by the output they were copied into (`gt_outputs_as_buffers`, first)
     outputs_as_buffers: list[str] = dataclasses.field(default_factory=list)
-    #: concat nodes folded into their source, updated in place (`gt_updates_in_place`, before those)
     updated_in_place: list[str] = dataclasses.field(default_factory=list)
-    #: (array, nested SDFG) pairs whose memlet now passes one column (`gt_narrow_column_reads`, last),
-    #: so that gt4py's Map fusion can fuse the column producer with the scan
     column_reads: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-    #: why the pass failed and was undone by the hook's fail-safe (`integration.failsafe`)
+    sweep_pairs_fused: int = 0
+    copied_into_readers: list[str] = dataclasses.field(default_factory=list)
+    sibling_tails_split: list[str] = dataclasses.field(default_factory=list)
+    split_hazards_trimmed: list[str] = dataclasses.field(default_factory=list)
     failures: list[str] = dataclasses.field(default_factory=list)
-    #: unordered conflicting accesses in the SDFG the pass received (`analysis.races`);
-    #: every rewrite touching those arrays was declined
     races: list[str] = dataclasses.field(default_factory=list)
 
     @property
@@ -98,7 +124,15 @@ class InlineReport:
     def add(self, record: InlineRecord) -> None:
         self.records.append(record)
 
-    def extend(self, other: "InlineReport") -> None:
+    def extend(self, other: "InlineReport") -> "InlineReport":
+        """Append `other`'s records and changes to this report (races once each).
+
+        Args:
+            other: the report of a later pass run.
+
+        Returns:
+            This report, for chaining.
+        """
         self.records.extend(other.records)
         self.copy_chains_removed += other.copy_chains_removed
         self.writebacks_retargeted.extend(other.writebacks_retargeted)
@@ -107,7 +141,12 @@ class InlineReport:
         self.outputs_as_buffers.extend(other.outputs_as_buffers)
         self.updated_in_place.extend(other.updated_in_place)
         self.column_reads.extend(other.column_reads)
+        self.sweep_pairs_fused += other.sweep_pairs_fused
+        self.copied_into_readers.extend(other.copied_into_readers)
+        self.sibling_tails_split.extend(other.sibling_tails_split)
+        self.split_hazards_trimmed.extend(other.split_hazards_trimmed)
         self.races.extend(r for r in other.races if r not in self.races)
+        return self
 
     def to_json(self) -> list[dict]:
         return [r.to_json() for r in self.records]
@@ -150,6 +189,18 @@ class InlineReport:
         lines += [
             f"column read (the scan gets one column of it): {a} in {n}"
             for a, n in self.column_reads
+        ]
+        lines += [
+            f"copy written by its readers (its read of the source saved): {c}"
+            for c in self.copied_into_readers
+        ]
+        lines += [
+            f"write-back retargeted (its writers write the output): {w}"
+            for w in self.writebacks_retargeted
+        ]
+        lines += [
+            f"writer trimmed to the part read (gt4py's MapSplitter): {t}"
+            for t in self.split_hazards_trimmed
         ]
         lines += [f"unordered access, left as it is: {r}" for r in self.races]
         lines += [f"FAILED and undone: {f}" for f in self.failures]

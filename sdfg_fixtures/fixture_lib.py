@@ -296,11 +296,11 @@ def count_stock_inline_fuser(sdfg: dace.SDFG, recursive: bool = False) -> tuple[
 
 
 def run_inline_fusion(sdfg: dace.SDFG, **kwargs: Any):
-    """`gt_inline_fusion` on a deep copy; returns `(report, transformed copy)`."""
-    from gt4py_dace_xforms import gt_inline_fusion
+    """`gt_inline_intermediates` on a deep copy; returns `(report, transformed copy)`."""
+    from gt4py_dace_xforms import gt_inline_intermediates
 
     work = copy.deepcopy(sdfg)
-    report = gt_inline_fusion(work, **kwargs)
+    report = gt_inline_intermediates(work, **kwargs)
     return report, work
 
 
@@ -438,7 +438,7 @@ def summarize(
 ) -> dict:
     """The `fixtures.json` entry of one fixture.
 
-    `gt_inline_fusion` runs on a deep copy, for at most `inline_timeout` seconds; a
+    `gt_inline_intermediates` runs on a deep copy, for at most `inline_timeout` seconds; a
     timeout or an exception is recorded in the entry instead of the figures.
     """
     total, accepted = count_stock_inline_fuser(sdfg)
@@ -454,14 +454,14 @@ def summarize(
     try:
         report, _ = _with_timeout(lambda: run_inline_fusion(sdfg), inline_timeout)
     except _Timeout:
-        entry["gt_inline_fusion"] = {"error": f"timeout after {inline_timeout} s"}
-        table = entry["gt_inline_fusion"]["error"]
+        entry["gt_inline_intermediates"] = {"error": f"timeout after {inline_timeout} s"}
+        table = entry["gt_inline_intermediates"]["error"]
     except Exception as exc:  # noqa: BLE001 - recorded, the fixture itself is fine
-        entry["gt_inline_fusion"] = {"error": f"{type(exc).__name__}: {exc}"}
-        table = entry["gt_inline_fusion"]["error"]
+        entry["gt_inline_intermediates"] = {"error": f"{type(exc).__name__}: {exc}"}
+        table = entry["gt_inline_intermediates"]["error"]
     else:
         reasons = collections.Counter(r.reason for r in report.declined)
-        entry["gt_inline_fusion"] = {
+        entry["gt_inline_intermediates"] = {
             "applied": len(report.applied),
             "declined": len(report.declined),
             "copies": report.copies,
@@ -540,10 +540,10 @@ def generate(
                 "stock_inline_fuser_accepted",
             ):
                 print(f"   {key}: {entry[key]}")
-            gi = entry["gt_inline_fusion"]
+            gi = entry["gt_inline_intermediates"]
             if "error" not in gi:
                 print(
-                    f"   gt_inline_fusion: applied={gi['applied']} declined={gi['declined']} copies={gi['copies']}"
+                    f"   gt_inline_intermediates: applied={gi['applied']} declined={gi['declined']} copies={gi['copies']}"
                     f" windowed={gi['windowed']}"
                 )
             print("   " + table.replace("\n", "\n   "))

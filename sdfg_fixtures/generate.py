@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=600.0,
         metavar="S",
-        help="time limit for the gt_inline_fusion summary of one fixture (0: none; default 600)",
+        help="time limit for the gt_inline_intermediates summary of one fixture (0: none; default 600)",
     )
     parser.add_argument("--list", action="store_true", help="list the fixtures and exit")
     args = parser.parse_args(argv)

@@ -125,7 +125,7 @@ def test_stock_keeps_the_temporary_after_uninstall(build_mode):
 def test_library_backend_builds_in_a_worker(build_mode, recwarn):
     """The library's backend pickles into gt4py's workers: built there, never in the calling
     thread, with the temporary removed."""
-    backend = backends.make_backend(False, cost_model=gx.InlineWhereSound())
+    backend = backends.make_backend(False, policy=gx.InlineWhereSound())
     pickle.loads(pickle.dumps(backend.executor))  # what gt4py's ProcessRunner does
     _run(backend)
     assert not [w for w in recwarn if "in the calling thread" in str(w.message)]
@@ -172,19 +172,17 @@ def test_persistent_cache_never_serves_a_build_made_with_other_settings(build_mo
         _run(backends.make_backend(False, **kwargs))
         return _translations(cache) - before
 
-    assert build(cost_model=gx.CostModel("cpu", fresh_page_bytes=0)) == 1
-    assert build(cost_model=gx.CostModel("cpu", fresh_page_bytes=0)) == 0  # same settings: served
-    assert build(cost_model=gx.InlineWhereSound()) == 1
-    assert build(cost_model=gx.CostModel("cpu", fresh_page_bytes=2**25)) == 1
+    assert build(policy=gx.CostModel("cpu", fresh_page_bytes=0)) == 1
+    assert build(policy=gx.CostModel("cpu", fresh_page_bytes=0)) == 0  # same settings: served
+    assert build(policy=gx.InlineWhereSound()) == 1
+    assert build(policy=gx.CostModel("cpu", fresh_page_bytes=2**25)) == 1
     assert (
-        build(
-            cost_model=gx.CostModel("cpu", fresh_page_bytes=0), transient_memory_mode="PERSISTENT"
-        )
+        build(policy=gx.CostModel("cpu", fresh_page_bytes=0), transient_memory_mode="PERSISTENT")
         == 1
     )
-    assert build(cost_model=gx.CostModel("cpu", fresh_page_bytes=0), windows=True) == 1
+    assert build(policy=gx.CostModel("cpu", fresh_page_bytes=0), windows=True) == 1
     monkeypatch.setattr(identity, "build_identity", lambda: "9.9.9+000000000000")
-    assert build(cost_model=gx.CostModel("cpu", fresh_page_bytes=0)) == 1
+    assert build(policy=gx.CostModel("cpu", fresh_page_bytes=0)) == 1
 
 
 @pytest.mark.compile
@@ -245,7 +243,7 @@ def test_installed_for_restores_what_was_in_force():
     base = config.BUILD_CACHE_VERSION_ID
     try:
         with inst.installed_for(gx.InlineWhereSound()):
-            assert inst.settings().cost_model == gx.InlineWhereSound()
+            assert inst.settings().policy == gx.InlineWhereSound()
             salted = config.BUILD_CACHE_VERSION_ID
             assert salted != base
         assert not inst.installed() and config.BUILD_CACHE_VERSION_ID == base
@@ -254,8 +252,7 @@ def test_installed_for_restores_what_was_in_force():
         with inst.installed_for(gx.InlineWhereSound()):
             assert config.BUILD_CACHE_VERSION_ID == salted
         assert (
-            inst.settings().cost_model == gx.CostModel("cpu")
-            and config.BUILD_CACHE_VERSION_ID == outer
+            inst.settings().policy == gx.CostModel("cpu") and config.BUILD_CACHE_VERSION_ID == outer
         )
     finally:
         gx.uninstall()
@@ -273,11 +270,11 @@ def test_hooks_pickle_and_fingerprint_their_settings():
     hooks = gx.optimization_hooks(gx.CostModel("cpu"), reports=[])
     for stage, hook in hooks.items():
         assert pickle.loads(pickle.dumps(hook)) == hook, stage
-    assert fp(cost_model=gx.CostModel("cpu", fresh_page_bytes=0)) == fp(
-        cost_model=gx.CostModel("cpu", fresh_page_bytes=0), reports=[1]
+    assert fp(policy=gx.CostModel("cpu", fresh_page_bytes=0)) == fp(
+        policy=gx.CostModel("cpu", fresh_page_bytes=0), reports=[1]
     )
-    assert fp(cost_model=gx.CostModel("cpu", fresh_page_bytes=0)) != fp(
-        cost_model=gx.CostModel("cpu", fresh_page_bytes=1)
+    assert fp(policy=gx.CostModel("cpu", fresh_page_bytes=0)) != fp(
+        policy=gx.CostModel("cpu", fresh_page_bytes=1)
     )
     assert GT4PyAutoOptHook.TopLevelDataFlowStep in hooks
 
@@ -334,7 +331,7 @@ def test_a_later_failure_in_a_worker_builds_stocks_program(build_mode, lenient_w
         )
     else:
         backend = backends.make_backend(
-            False, cost_model=gx.InlineWhereSound(), optimization_hooks=later
+            False, policy=gx.InlineWhereSound(), optimization_hooks=later
         )
     with pytest.warns(failsafe.LibraryFailureWarning) as caught:
         _run(backend)
@@ -369,15 +366,13 @@ def test_a_later_gt4py_stage_failing_builds_stocks_program(serial_builds, monkey
     monkeypatch.setattr(gtx_transformations, "gt_apply_concat_where_replacement_on_sdfg", failing)
     with pytest.raises(Exception, match="replacement failed"):  # strict: the suite's setting
         _run(
-            backends.make_backend(
-                False, cost_model=gx.InlineWhereSound(), name_postfix="_strict_later"
-            )
+            backends.make_backend(False, policy=gx.InlineWhereSound(), name_postfix="_strict_later")
         )
     monkeypatch.setenv(failsafe.STRICT_ENV, "0")
     with pytest.warns(failsafe.LibraryFailureWarning, match="replacement failed") as caught:
         _run(
             backends.make_backend(
-                False, cost_model=gx.InlineWhereSound(), name_postfix="_lenient_later"
+                False, policy=gx.InlineWhereSound(), name_postfix="_lenient_later"
             )
         )
     assert len([w for w in caught if issubclass(w.category, failsafe.LibraryFailureWarning)]) == 1

@@ -86,7 +86,7 @@ def test_a_removed_transient_is_worth_its_allocation_on_the_cpu():
     assert base["allocation_worth_bytes"] == 0.0 and priced["extra_ops"] == base["extra_ops"]
 
 
-@pytest.mark.parametrize("kw", [{"persistent_transients": True}, {"target": "gpu"}])
+@pytest.mark.parametrize("kw", [{"transient_memory_mode": "PERSISTENT"}, {"target": "gpu"}])
 def test_no_allocation_is_priced_where_none_is_saved_or_measured(kw):
     sdfg = _pointwise()
     fig = gx.CostModel(representative_sizes=SIZES, **kw).estimate(sdfg, _candidate(sdfg))

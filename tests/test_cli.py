@@ -132,15 +132,109 @@ def test_optimize_with_cost_model_prints_decisions(sdfg_file, tmp_path, capsys):
 
 
 def test_persistent_transients_decline_recomputation(sdfg_file, tmp_path, capsys):
-    """The fixture's read at k and k+1 recomputes: declined for a run with persistent transients."""
+    """The fixture's read at k and k+1 recomputes: declined for a run with persistent
+    transients (gt4py's spelling, any case)."""
+    out = str(tmp_path / "o.sdfg")
     assert (
-        main(
-            ["optimize", str(sdfg_file), "-o", str(tmp_path / "o.sdfg"), "--persistent-transients"]
-        )
-        == 0
+        main(["optimize", str(sdfg_file), "-o", out, "--transient-memory-mode", "persistent"]) == 0
     )
     text = capsys.readouterr().out
-    assert "2-D transients: 1 before, 1 after" in text and "persistent_transients" in text
+    assert "2-D transients: 1 before, 1 after" in text
+    assert "transient_memory_mode=PERSISTENT" in text
+
+
+def test_transient_memory_modes_are_gt4pys():
+    from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import (
+        TransientMemoryMode,
+    )
+
+    from gt4py_dace_xforms.cli.main import TRANSIENT_MEMORY_MODES
+
+    assert set(TRANSIENT_MEMORY_MODES) == {m.value for m in TransientMemoryMode}
+
+
+def test_optimize_runs_the_hooks_pipeline(sdfg_file, tmp_path, capsys):
+    """`optimize` leaves the SDFG `hooks.run_hooks` leaves (what `gt_auto_optimize` gets from
+    the library's hooks), and says so."""
+    import dace
+
+    from gt4py_dace_xforms.integration.hooks import run_hooks
+
+    out = tmp_path / "o.sdfg"
+    assert main(["optimize", str(sdfg_file), "-o", str(out)]) == 0
+    assert "(the hooks' pipeline)" in capsys.readouterr().out
+    expected = dace.SDFG.from_file(str(sdfg_file))
+    report = run_hooks(expected)
+    assert report.copies == 2
+    got = dace.SDFG.from_file(str(out))
+    assert sorted(got.arrays) == sorted(expected.arrays)
+    assert [type(n).__name__ for n, _ in got.all_nodes_recursive()] == [
+        type(n).__name__ for n, _ in expected.all_nodes_recursive()
+    ]
+
+
+@pytest.mark.parametrize("name", ["inline", "windows", "copy-chains", "split-hazards"])
+def test_only_pass_runs_one_pass(sdfg_file, tmp_path, capsys, name):
+    out = tmp_path / "o.sdfg"
+    assert main(["optimize", str(sdfg_file), "-o", str(out), "--only-pass", name]) == 0
+    text = capsys.readouterr().out
+    assert f"(--only-pass {name})" in text
+    # only the inlining pass removes the fixture's intermediate (the windows are off)
+    left = "0 after" if name == "inline" else "1 after"
+    assert f"2-D transients: 1 before, {left}" in text
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["--all-sound", "--target", "gpu"], "--target sets the cost model"),
+        (["--all-sound", "--transient-memory-mode", "PERSISTENT"], "--transient-memory-mode"),
+        (["--all-sound", "--windows"], "--windows sets the cost model"),
+        (["--windows", "--no-windows"], "contradict"),
+        (["--only-pass", "copy-chains", "--target", "gpu"], "consults no policy"),
+        (["--only-pass", "sweep-pairs", "--windows"], "--windows applies to"),
+        (["--transient-memory-mode", "NONE"], "invalid choice"),
+        (["--persistent-transients"], "unrecognized arguments"),
+    ],
+)
+def test_conflicting_optimize_flags_are_refused(sdfg_file, tmp_path, capsys, argv, expected):
+    out = tmp_path / "o.sdfg"
+    assert main(["optimize", str(sdfg_file), "-o", str(out), *argv]) == 2
+    assert expected in _one_line_error(capsys)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["census", "m:p", "--compare", "--eager"], "separate runs"),
+        (["census", "m:p", "--cells", "8"], "--cells only applies to --compare"),
+        (["census", "m:p", "--final", "--no-transients"], "--no-transients skips"),
+        (["census", "m:p", "--eager", "--final"], "--final applies to the census itself"),
+        (["census", "m:p", "--concat-only"], "--concat-only"),
+        (["census", "m:p", "--layout", "lam"], "pass --static too"),
+        (["census", "m:p", "--jobs", "0"], "--jobs"),
+        (["explain", "m:p", "--layout", "lam"], "pass --static too"),
+        (["traffic", "--target", "gpu", "--fresh-page-bytes", "0"], "not with --target gpu"),
+    ],
+)
+def test_conflicting_flags_of_other_commands_are_refused(capsys, argv, expected):
+    """Refused before any program is loaded: one line, exit status 2."""
+    assert main(argv) == 2
+    assert expected in _one_line_error(capsys)
+
+
+def test_static_defaults_to_the_layout_of_traffic_and_demo():
+    from gt4py_dace_xforms.cli.main import _static_layout, build_parser
+    from gt4py_dace_xforms.tools.layouts import DEFAULT_LAYOUT
+
+    parser = build_parser()
+    assert parser.parse_args(["traffic"]).layout == DEFAULT_LAYOUT
+    for argv in (["explain", "m:p", "--static"], ["census", "m:p", "--static"]):
+        assert _static_layout(parser.parse_args(argv)) == DEFAULT_LAYOUT
+    assert _static_layout(parser.parse_args(["explain", "m:p"])) is None
+    args = parser.parse_args(["explain", "m:p", "--static", "--layout", "global"])
+    assert _static_layout(args) == "global"
 
 
 def test_all_sound_skips_the_cost_model(sdfg_file, tmp_path, capsys):

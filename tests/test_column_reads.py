@@ -137,7 +137,7 @@ def test_the_plan_holds_and_the_scan_gets_one_column():
     plan = column_read_plan(sdfg, st, edge)
     assert not isinstance(plan, Decline), plan.reason
     assert (plan.dim, plan.param, plan.connector) == (0, "i", "t")
-    assert gx.gt_narrow_column_reads(sdfg) == [("T", "scan")]
+    assert gx.gt_narrow_column_reads(sdfg).column_reads == [("T", "scan")]
     sdfg.validate()
     st, edge = _scan_edge(sdfg)
     assert str(edge.data.subset) == f"i, 0:{K}"
@@ -159,7 +159,7 @@ def test_a_transient_laid_out_from_the_domains_first_point():
     plan = column_read_plan(sdfg, st, edge)
     assert not isinstance(plan, Decline), plan.reason
     assert (plan.dim, plan.param, str(plan.index)) == (0, "i", f"i - {START}")
-    assert gx.gt_narrow_column_reads(sdfg) == [("T", "scan")]
+    assert gx.gt_narrow_column_reads(sdfg).column_reads == [("T", "scan")]
     sdfg.validate()
     st, edge = _scan_edge(sdfg)
     assert str(edge.data.subset) == f"i - {START}, 0:{K}"
@@ -173,7 +173,7 @@ def test_a_neighbour_column_is_narrowed_but_not_fused():
     """A scan that reads column `i + 1` gets that column alone (it reads nothing else);
     the column Map writes column `i`, so gt4py's Map fusion still does not fuse them."""
     sdfg = build(read="i + 1, k", memlet="0:i + 2, 0:K")
-    assert gx.gt_narrow_column_reads(sdfg) == [("T", "scan")]
+    assert gx.gt_narrow_column_reads(sdfg).column_reads == [("T", "scan")]
     sdfg.validate()
     st, edge = _scan_edge(sdfg)
     assert str(edge.data.subset) == f"i + 1, 0:{K}"
@@ -238,7 +238,7 @@ def test_hostile_variants_are_declined_unchanged(variant, reason):
     st, edge = _scan_edge(sdfg)
     plan = column_read_plan(sdfg, st, edge)
     assert isinstance(plan, Decline) and reason in plan.reason, plan
-    assert gx.gt_narrow_column_reads(sdfg) == []
+    assert gx.gt_narrow_column_reads(sdfg).column_reads == []
     assert sdfg.apply_transformations_repeated(gx.NestedColumnRead) == 0
     assert sdfg.hash_sdfg() == before
 
@@ -274,11 +274,11 @@ def test_policies_and_report():
 
     assert not InlineOnly(("T",)).narrows_column_reads(build())
     sdfg = build()
-    report = gx.gt_inline_fusion(sdfg, cost_model=gx.CostModel("cpu", column_reads=True))
+    report = gx.gt_inline_intermediates(sdfg, policy=gx.CostModel("cpu", column_reads=True))
     assert report.column_reads == [("T", "scan")]
     assert "column read (the scan gets one column of it): T in scan" in report.table()
     off = build()
-    assert gx.gt_inline_fusion(off, cost_model=gx.CostModel("gpu")).column_reads == []
+    assert gx.gt_inline_intermediates(off, policy=gx.CostModel("gpu")).column_reads == []
 
 
 def test_transformation_properties_round_trip_and_it_is_registered():

@@ -131,7 +131,7 @@ def _arrays(sdfg):
 
 def _inline(sdfg):
     after = copy.deepcopy(sdfg)
-    return after, gx.gt_inline_fusion(after, cost_model=SOUND)
+    return after, gx.gt_inline_intermediates(after, policy=SOUND)
 
 
 def _conditional_blocks(sdfg):
@@ -184,7 +184,7 @@ def test_concat_read_at_k_and_k1_lazy_equals_untransformed_and_numpy(variant):
 def test_decline_overlapping_regions():
     sdfg = _concat_sdfg("overlap", regions=[("0:2", "surface", "i, 0", "__o = __x"), TWO[1]])
     h = sdfg.hash_sdfg()
-    report = gx.gt_inline_fusion(sdfg, cost_model=SOUND)
+    report = gx.gt_inline_intermediates(sdfg, policy=SOUND)
     assert not report.applied and "disjoint" in report.declined[0].reason
     assert sdfg.hash_sdfg() == h
 
@@ -192,7 +192,7 @@ def test_decline_overlapping_regions():
 def test_decline_input_written_between_states():
     sdfg = _concat_sdfg("clobbered", regions=TWO, cross_state=True, clobber_between=True)
     h = sdfg.hash_sdfg()
-    report = gx.gt_inline_fusion(sdfg, cost_model=SOUND)
+    report = gx.gt_inline_intermediates(sdfg, policy=SOUND)
     assert not report.applied
     assert "'surface' is written in state 'middle'" in report.declined[0].reason, report.table()
     assert sdfg.hash_sdfg() == h
@@ -202,7 +202,7 @@ def test_decline_union_does_not_cover_read():
     """Level 1 is written by no branch, and the consumer reads it."""
     sdfg = _concat_sdfg("gap", regions=[TWO[0], ("2:K", "interior", "i, k - 1", "__o = __x + 1.0")])
     h = sdfg.hash_sdfg()
-    report = gx.gt_inline_fusion(sdfg, cost_model=SOUND)
+    report = gx.gt_inline_intermediates(sdfg, policy=SOUND)
     assert not report.applied and "cover" in report.declined[0].reason, report.table()
     assert sdfg.hash_sdfg() == h
 
@@ -339,7 +339,7 @@ def test_unread_writer_and_its_inputs_stay_out_of_the_consumer():
 
     sdfg = _unread_branch_sdfg("unread_branch_applied")
     after = copy.deepcopy(sdfg)
-    report = gx.gt_inline_fusion(after, cost_model=InlineOnly(intermediates=("tmp",)))
+    report = gx.gt_inline_intermediates(after, policy=InlineOnly(intermediates=("tmp",)))
     assert [(r.intermediate, r.removed_intermediate) for r in report.applied] == [("tmp", True)], (
         report.table()
     )
@@ -365,7 +365,7 @@ def test_unread_writer_leaves_gt4py_no_more_than_stock():
     sdfg = _unread_branch_sdfg("unread_branch_gt4py")
     stock = gtx_transformations.gt_auto_optimize(copy.deepcopy(sdfg), gpu=False, validate=True)
     after = copy.deepcopy(sdfg)
-    assert gx.gt_inline_fusion(after, cost_model=InlineOnly(intermediates=("tmp",))).applied
+    assert gx.gt_inline_intermediates(after, policy=InlineOnly(intermediates=("tmp",))).applied
     library = gtx_transformations.gt_auto_optimize(after, gpu=False, validate=True)
     stock_bytes = {n: t.total_bytes for n, t in sdfg_traffic(stock).items()}
     library_bytes = {n: t.total_bytes for n, t in sdfg_traffic(library).items()}
@@ -380,7 +380,7 @@ def test_unread_writer_inline_equals_untransformed_and_numpy():
 
     sdfg = _unread_branch_sdfg("unread_branch_run")
     after = copy.deepcopy(sdfg)
-    assert gx.gt_inline_fusion(after, cost_model=InlineOnly(intermediates=("tmp",))).applied
+    assert gx.gt_inline_intermediates(after, policy=InlineOnly(intermediates=("tmp",))).applied
     rng = np.random.default_rng(5)
     arrays = {n: rng.random((DN, DK)) for n in ("a", "b", "out1", "out2")}
     got = compare_before_after(sdfg, after, arrays, {}, outputs=("out1", "out2"))

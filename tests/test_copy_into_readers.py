@@ -16,7 +16,7 @@ from gt4py_dace_xforms.policy import CostModel, InlineOnly
 from gt4py_dace_xforms.report import InlineReport
 from gt4py_dace_xforms.transformations.copy_into_readers import (
     CopyIntoReaders,
-    gt_copies_into_readers,
+    gt_copy_into_readers,
 )
 
 
@@ -109,7 +109,9 @@ def before_and_after():
     before = build()
     after = deep(before)
     report = InlineReport()
-    assert gt_copies_into_readers(after, policy=CostModel(), report=report) == ["d"]
+    assert report.extend(gt_copy_into_readers(after, policy=CostModel())).copied_into_readers == [
+        "d"
+    ]
     return before, after, report
 
 
@@ -174,7 +176,7 @@ def test_declines_name_the_reason_and_leave_the_sdfg_unchanged(kwargs, reason):
     assert isinstance(plan, Decline)
     assert __import__("re").search(reason, plan.reason), plan.reason
     h = sdfg.hash_sdfg()
-    assert gt_copies_into_readers(sdfg, policy=CostModel()) == []
+    assert gt_copy_into_readers(sdfg, policy=CostModel()).copied_into_readers == []
     assert sdfg.apply_transformations(CopyIntoReaders) == 0
     assert sdfg.hash_sdfg() == h
 
@@ -182,7 +184,7 @@ def test_declines_name_the_reason_and_leave_the_sdfg_unchanged(kwargs, reason):
 def test_a_pinned_decision_set_declines_and_changes_nothing():
     sdfg = build()
     h = sdfg.hash_sdfg()
-    assert gt_copies_into_readers(sdfg, policy=InlineOnly(("gtir_tmp_1",))) == []
+    assert gt_copy_into_readers(sdfg, policy=InlineOnly(("gtir_tmp_1",))).copied_into_readers == []
     assert sdfg.hash_sdfg() == h
 
 
@@ -217,9 +219,9 @@ def test_the_first_predictor_substeps_copy_goes_into_its_readers():
     copies = [e for e in _copies(sdfg) if e.dst.data == "exner_dynamical_increment"]
     assert len(copies) == 1 and copies[0].src.data == "current_exner"
     report = InlineReport()
-    assert gt_copies_into_readers(sdfg, policy=CostModel(target="gpu"), report=report) == [
-        "exner_dynamical_increment"
-    ]
+    assert report.extend(
+        gt_copy_into_readers(sdfg, policy=CostModel(target="gpu"))
+    ).copied_into_readers == ["exner_dynamical_increment"]
     assert not [e for e in _copies(sdfg) if e.dst.data == "exner_dynamical_increment"]
     (rec,) = report.records
     assert len(rec.consumer.split(", ")) == 2, rec.consumer

@@ -58,12 +58,12 @@ def test_expensive_producer_read_at_many_offsets_is_declined():
     )
     decision = _model().decide(sdfg, _candidate(sdfg))
     assert not decision.accept and "no gain" in decision.reason, decision.reason
-    report = gx.gt_inline_fusion(
-        copy.deepcopy(sdfg), cost_model=dataclasses.replace(_model(), windows=False)
+    report = gx.gt_inline_intermediates(
+        copy.deepcopy(sdfg), policy=dataclasses.replace(_model(), windows=False)
     )
     assert not report.applied and report.declined[0].figures["copies"] == 6
     # What inlining cannot afford, a window can: each level evaluated once, plus 5 per column.
-    report = gx.gt_inline_fusion(copy.deepcopy(sdfg), cost_model=_model(windows=True))
+    report = gx.gt_inline_intermediates(copy.deepcopy(sdfg), policy=_model(windows=True))
     (rec,) = report.applied
     assert rec.mode == "window" and report.windowed == ["tmp"] and rec.figures["window_width"] == 6
     assert (
@@ -90,7 +90,9 @@ def test_windows_are_off_unless_asked_for():
         default.reason
     )
     assert gx.CostModel("cpu", windows=True).decide_window(sdfg, plan).accept
-    off = gx.CostModel("cpu", persistent_transients=True, windows=True).decide_window(sdfg, plan)
+    off = gx.CostModel("cpu", transient_memory_mode="PERSISTENT", windows=True).decide_window(
+        sdfg, plan
+    )
     assert not off.accept and "persistent transients" in off.reason
     assert not gx.CostModel("gpu").decide_window(sdfg, plan).accept
     assert gx.CostModel("gpu", windows=True).decide_window(sdfg, plan).accept
@@ -98,13 +100,15 @@ def test_windows_are_off_unless_asked_for():
     # declined windows leave the SDFG as it was (with persistent transients the model also
     # declines the inline, which recomputes)
     kept = copy.deepcopy(sdfg)
-    report = gx.gt_inline_fusion(kept, cost_model=gx.CostModel("cpu", persistent_transients=True))
+    report = gx.gt_inline_intermediates(
+        kept, policy=gx.CostModel("cpu", transient_memory_mode="PERSISTENT")
+    )
     assert report.windowed == [] and not report.applied and kept.hash_sdfg() == sdfg.hash_sdfg()
 
 
 @pytest.mark.compile
 def test_model_window_compiles_and_equals_untransformed():
-    """The window `gt_inline_fusion` takes by the CPU model's choice (windows on), compiled against the original."""
+    """The window `gt_inline_intermediates` takes by the CPU model's choice (windows on), compiled against the original."""
     import numpy as np
     from builders import compare_before_after
 
@@ -116,7 +120,7 @@ def test_model_window_compiles_and_equals_untransformed():
         reads=["i, k", "i, k + 1", "i, k + 2"],
     )
     after = copy.deepcopy(sdfg)
-    report = gx.gt_inline_fusion(after, cost_model=gx.CostModel("cpu", windows=True))
+    report = gx.gt_inline_intermediates(after, policy=gx.CostModel("cpu", windows=True))
     assert [r.mode for r in report.applied] == ["window"] and report.windowed == ["tmp"]
     assert "tmp" not in after.arrays
     syms = dict(N=5, K=9)
@@ -261,7 +265,7 @@ def test_eager_rewrite_compiles_and_equals_untransformed():
     sdfg = _annotated_concat()
     after = copy.deepcopy(sdfg)
     # the eager copies, not the window the default model would take (read at two levels)
-    report = gx.gt_inline_fusion(after, cost_model=gx.CostModel("cpu", windows=False))
+    report = gx.gt_inline_intermediates(after, policy=gx.CostModel("cpu", windows=False))
     assert [r.mode for r in report.applied] == ["eager"]
     syms = dict(N=5, K=8)
     rng = np.random.default_rng(3)
@@ -310,7 +314,7 @@ def test_group_of_readers_is_judged_together():
     assert (
         not first.removes_intermediate and not _model(allow_partial=True).decide(sdfg, first).accept
     )
-    report = gx.gt_inline_fusion(sdfg, cost_model=_model())
+    report = gx.gt_inline_intermediates(sdfg, policy=_model())
     assert len(report.applied) == 2 and report.applied[-1].removed_intermediate, report.table()
     assert "readers inlined" in report.applied[0].reason and "tmp" not in sdfg.arrays
 
@@ -414,7 +418,7 @@ def test_group_of_gathering_readers_pays_for_the_gathers():
                              producer_code="__out = __a[(7 * i) % N] + __a[(3 * i) % N] + __a[(5 * i) % N]")  # fmt: skip
     _add_second_reader(sdfg)
     before = sdfg.hash_sdfg()
-    report = gx.gt_inline_fusion(sdfg, cost_model=_model())
+    report = gx.gt_inline_intermediates(sdfg, policy=_model())
     assert (
         not report.applied and "no gain for all 2 readers together" in report.declined[0].reason
     ), report.table()
@@ -470,9 +474,9 @@ def test_persistent_transients_decline_recomputation_on_the_cpu():
     cand = _candidate(sdfg)
     per_call = _model().decide(sdfg, cand)
     assert per_call.accept and per_call.figures["recomputed_points"] == 20480 * 79
-    persistent = _model(persistent_transients=True).decide(sdfg, cand)
-    assert not persistent.accept and "persistent_transients" in persistent.reason
-    assert _model(target="gpu", persistent_transients=True).decide(sdfg, cand).accept
+    persistent = _model(transient_memory_mode="PERSISTENT").decide(sdfg, cand)
+    assert not persistent.accept and "transient_memory_mode=PERSISTENT" in persistent.reason
+    assert _model(target="gpu", transient_memory_mode="PERSISTENT").decide(sdfg, cand).accept
     once = producer_consumer(
         "once",
         producer_ranges={"i": "0:N", "k": "0:K"},
@@ -480,10 +484,10 @@ def test_persistent_transients_decline_recomputation_on_the_cpu():
         write="i, k",
         reads=["i, k + 1"],
     )
-    decision = _model(persistent_transients=True).decide(once, _candidate(once))
+    decision = _model(transient_memory_mode="PERSISTENT").decide(once, _candidate(once))
     assert decision.accept and decision.figures["recomputed_points"] == 0, decision.reason
     before = sdfg.hash_sdfg()
-    report = gx.gt_inline_fusion(sdfg, cost_model=_model(persistent_transients=True))
+    report = gx.gt_inline_intermediates(sdfg, policy=_model(transient_memory_mode="PERSISTENT"))
     assert not report.applied and sdfg.hash_sdfg() == before
 
 
@@ -499,31 +503,34 @@ def test_persistent_transients_decline_a_group_that_recomputes():
     )
     _add_second_reader(sdfg)
     before = sdfg.hash_sdfg()
-    report = gx.gt_inline_fusion(sdfg, cost_model=_model(persistent_transients=True))
-    assert not report.applied and "persistent_transients" in report.declined[0].reason, (
+    report = gx.gt_inline_intermediates(sdfg, policy=_model(transient_memory_mode="PERSISTENT"))
+    assert not report.applied and "transient_memory_mode=PERSISTENT" in report.declined[0].reason, (
         report.table()
     )
     assert report.declined[0].figures["group_recomputed_points"] > 0 and sdfg.hash_sdfg() == before
     assert (
-        len(gx.gt_inline_fusion(sdfg, cost_model=_model()).applied) == 2
+        len(gx.gt_inline_intermediates(sdfg, policy=_model()).applied) == 2
     )  # per-call transients: taken
 
 
 def test_memory_mode_reaches_the_default_cost_model():
-    """gt4py's memory mode, as `gt_auto_optimize` gets it, decides `persistent_transients`
-    of the hooks' default model: the hook declines the seed's read when it is PERSISTENT."""
+    """gt4py's memory mode, as `gt_auto_optimize` gets it, is the hooks' default model's
+    `transient_memory_mode` (kept as gt4py's name): the hook declines the seed's read when
+    it is PERSISTENT."""
     from gt4py.next.program_processors.runners.dace.transformations import TransientMemoryMode
 
     from gt4py_dace_xforms.integration.hooks import (
         INLINE_STAGES,
         default_policy,
-        is_persistent,
         optimization_hooks,
     )
+    from gt4py_dace_xforms.policy.cost_model import is_persistent
 
     assert is_persistent(TransientMemoryMode.PERSISTENT) and is_persistent("persistent")
     assert not any(is_persistent(m) for m in (None, TransientMemoryMode.SCOPED, "POOL"))
-    assert default_policy(False, TransientMemoryMode.PERSISTENT).persistent_transients
+    model = default_policy(False, TransientMemoryMode.PERSISTENT)
+    assert model.persistent and model.transient_memory_mode == "PERSISTENT"
+    assert model == gx.CostModel("cpu", transient_memory_mode="persistent")
     for mode, applied in ((None, 1), (TransientMemoryMode.PERSISTENT, 0)):
         sdfg, reports = _seed_like(f"hooked_{applied}"), []
         optimization_hooks(reports=reports, transient_memory_mode=mode, copy_chains=False)[
@@ -592,7 +599,7 @@ def test_readers_in_the_two_branches_of_an_if_else_are_priced_as_one_call_runs_t
     first, second = _reader_states(sdfg)
     assert mutually_exclusive(first, second) and not mutually_exclusive(first, first)
     assert sorted(map(sorted, co_executed_sets([first, second]))) == [[0], [1]]
-    report = gx.gt_inline_fusion(sdfg, cost_model=_model())
+    report = gx.gt_inline_intermediates(sdfg, policy=_model())
     assert len(report.applied) == 2 and "tmp" not in sdfg.arrays, report.table()
     fig = report.applied[0].figures
     assert fig["group_exclusive_sets"] == 2 and fig["group_recomputed_points"] == 0, fig
@@ -610,7 +617,7 @@ def test_readers_in_branches_a_loop_repeats_are_priced_together():
         frozenset({0, 1})
     ]
     before = sdfg.hash_sdfg()
-    report = gx.gt_inline_fusion(sdfg, cost_model=_model())
+    report = gx.gt_inline_intermediates(sdfg, policy=_model())
     assert not report.applied, report.table()
     assert sdfg.hash_sdfg() == before
 
@@ -623,7 +630,7 @@ def test_readers_in_branches_inlined_equal_untransformed(flag):
 
     sdfg = _readers_in_branches(f"exclusive_run_{flag}")
     after = copy.deepcopy(sdfg)
-    assert len(gx.gt_inline_fusion(after, cost_model=_model()).applied) == 2
+    assert len(gx.gt_inline_intermediates(after, policy=_model()).applied) == 2
     syms = dict(N=7, K=6, flag=flag)
     rng = np.random.default_rng(5)
     arrays = {n: rng.random((7, 6)) for n in ("a", "out", "out2")}
@@ -737,9 +744,9 @@ def test_a_producer_that_stays_is_not_repeated_at_several_offsets_on_the_cpu():
     assert _model(target="gpu").decide(two, _candidate(two)).accept
     assert _model(shared_producer_max_offsets=2).decide(two, _candidate(two)).accept
     before = two.hash_sdfg()
-    report = gx.gt_inline_fusion(two, cost_model=_model())
+    report = gx.gt_inline_intermediates(two, policy=_model())
     assert not report.applied and "tmp" in two.arrays and two.hash_sdfg() == before, report.table()
-    assert gx.gt_inline_fusion(one, cost_model=_model()).applied
+    assert gx.gt_inline_intermediates(one, policy=_model()).applied
 
 
 def test_multi_output_producer_is_not_windowed_where_the_sweep_repeats_its_kept_work():
@@ -754,9 +761,9 @@ def test_multi_output_producer_is_not_windowed_where_the_sweep_repeats_its_kept_
         write="i, k",
         reads=["i, k", "i, k + 1"],
     )
-    assert gx.gt_inline_fusion(single, cost_model=_model(windows=True)).windowed == ["tmp"]
+    assert gx.gt_inline_intermediates(single, policy=_model(windows=True)).windowed == ["tmp"]
     sdfg = _multi_output_producer("window_multi", shared=True, shifted=True)
-    report = gx.gt_inline_fusion(sdfg, cost_model=_model(windows=True))
+    report = gx.gt_inline_intermediates(sdfg, policy=_model(windows=True))
     assert report.windowed == [] and not report.applied, report.table()
     from gt4py_dace_xforms.analysis.window import analyse_window
 
@@ -815,7 +822,7 @@ def test_reused_memory_declines_what_recomputes_or_windows_and_keeps_the_sdfg():
         not inline.accept and "recomputes" in inline.reason and "fresh_page_bytes" in inline.reason
     )
     before = sdfg.hash_sdfg()
-    report = gx.gt_inline_fusion(sdfg, cost_model=glibc)
+    report = gx.gt_inline_intermediates(sdfg, policy=glibc)
     assert not report.applied and report.windowed == [] and sdfg.hash_sdfg() == before
     # nothing recomputed: still taken (the traffic saved is all it gets, and it costs nothing)
     once = producer_consumer(

@@ -87,7 +87,7 @@ def test_restore_in_place_puts_back_the_snapshot(first_step):
     sdfg = copy.deepcopy(first_step)
     before = sdfg.hash_sdfg()
     saved = failsafe.snapshot(sdfg)
-    report = gx.gt_inline_fusion(sdfg, cost_model=gx.InlineWhereSound())
+    report = gx.gt_inline_intermediates(sdfg, policy=gx.InlineWhereSound())
     assert report.applied and sdfg.hash_sdfg() != before
     failsafe.restore_in_place(sdfg, saved)
     assert sdfg.hash_sdfg() == before

@@ -49,8 +49,8 @@ def test_icon4py_fixture_stock_inline_fuser_accepts_none_ours_applies(fixtures):
     assert (total, accepted) == (20, 0)
     before = fixture_lib.count_2d_transients(sdfg)
     sound = copy.deepcopy(sdfg)
-    everything = gx.gt_inline_fusion(sound, cost_model=EVERYTHING_SOUND)
-    report = gx.gt_inline_fusion(sdfg, cost_model=default_policy())
+    everything = gx.gt_inline_intermediates(sound, policy=EVERYTHING_SOUND)
+    report = gx.gt_inline_intermediates(sdfg, policy=default_policy())
     after = fixture_lib.count_2d_transients(sdfg)
     print(
         f"\nicon4py fixture: stock inline_fuser accepts {accepted}/{total} candidate reads; "
@@ -70,7 +70,7 @@ def test_seed_vertical_difference_fixture_concat_nodes_of_copies_are_inlined(fix
     """Plain branches: gt4py copies both fields into two concat nodes (one already shifted)."""
     sdfg = copy.deepcopy(fixtures["seed_vertical_difference"])
     before = fixture_lib.count_2d_transients(sdfg)
-    report = gx.gt_inline_fusion(sdfg, cost_model=EVERYTHING_SOUND)
+    report = gx.gt_inline_intermediates(sdfg, policy=EVERYTHING_SOUND)
     assert report.applied and all(r.mode == "lazy" for r in report.applied), report.table()
     assert fixture_lib.count_2d_transients(sdfg) < before
     sdfg.validate()
@@ -92,11 +92,11 @@ def test_static_icon4py_fixture_states_fused_then_the_model_removes_one_of_stock
     assert len(list(sdfg.states())) == 2
     assert fuse_states(sdfg) == 1 and len(list(sdfg.states())) == 1
     windowed = copy.deepcopy(sdfg)
-    report = gx.gt_inline_fusion(
-        windowed, cost_model=dataclasses.replace(default_policy(), windows=True)
+    report = gx.gt_inline_intermediates(
+        windowed, policy=dataclasses.replace(default_policy(), windows=True)
     )
     assert "gtir_tmp_63" in report.windowed, report.table()
-    report = gx.gt_inline_fusion(sdfg, cost_model=default_policy())
+    report = gx.gt_inline_intermediates(sdfg, policy=default_policy())
     kept = {n for n, d in sdfg.arrays.items() if d.transient and len(d.shape) == 2}
     assert "gtir_tmp_63" not in kept and report.windowed == [], report.table()
     assert any(

@@ -53,7 +53,7 @@ def test_producer_output_through_scalar_inside_map_is_detached():
     asked that AccessNode for `has_side_effects` (AttributeError)."""
     before = _fused_two_output_producer()
     after = deep(before)
-    report = gx.gt_inline_fusion(after, cost_model=gx.InlineWhereSound())
+    report = gx.gt_inline_intermediates(after, policy=gx.InlineWhereSound())
     assert [r.removed_intermediate for r in report.applied] == [True], report.table()
     after.validate()
     assert "tmp" not in after.arrays and "s_tmp" not in after.arrays
@@ -115,7 +115,7 @@ def test_kept_intermediate_that_map_splitter_cannot_split_is_declined():
     reads a strict part of it. gt4py's MapSplitter then matched and asserted, as it
     cannot order `k_stop - k_start` against 0: the build failed where stock works."""
     sdfg = _kept_for_a_copy("k_start", "k_stop")
-    report = gx.gt_inline_fusion(sdfg, cost_model=gx.InlineWhereSound())
+    report = gx.gt_inline_intermediates(sdfg, policy=gx.InlineWhereSound())
     assert not report.applied and "MapSplitter" in report.declined[0].reason, report.table()
     sdfg.apply_transformations_repeated(MapSplitter)  # what gt_auto_optimize runs next
     # With constant bounds nothing needs avoiding: the producer writes `out1` itself
@@ -123,14 +123,14 @@ def test_kept_intermediate_that_map_splitter_cannot_split_is_declined():
     # Map and inlined too (docs/writeback.md); either way `tmp` goes and no producer is
     # left to split.
     sdfg = _kept_for_a_copy(3, 12)
-    report = gx.gt_inline_fusion(sdfg, cost_model=gx.InlineWhereSound())
+    report = gx.gt_inline_intermediates(sdfg, policy=gx.InlineWhereSound())
     assert [(r.consumer, r.removed_intermediate) for r in report.applied] == [
         ("consumer_map", False)
     ], report.table()
     assert report.writebacks_retargeted == ["tmp"] and "tmp" not in sdfg.arrays
     assert sdfg.apply_transformations_repeated(MapSplitter) == 0
     sdfg = _kept_for_a_copy(3, 12)
-    report = gx.gt_inline_fusion(sdfg, cost_model=gx.InlineWhereSound(writeback_retarget=False))
+    report = gx.gt_inline_intermediates(sdfg, policy=gx.InlineWhereSound(writeback_retarget=False))
     assert [(r.consumer, r.removed_intermediate) for r in report.applied] == [
         ("consumer_map", False),
         ("writeback_tmp_out1_map", True),

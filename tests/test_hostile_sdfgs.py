@@ -1,4 +1,4 @@
-"""Issue 5: `InlineFuser` / `gt_inline_fusion` on valid but unusual SDFGs and on randomly
+"""Issue 5: `InlineFuser` / `gt_inline_intermediates` on valid but unusual SDFGs and on randomly
 edited fixtures. Every call either declines and leaves the SDFG exactly as it was, or
 rewrites it into an SDFG that validates and computes what the original computed; no
 exception escapes (`gt_auto_optimize` runs matchers with `match_exception=True`).
@@ -84,7 +84,7 @@ def check(
 
     (a) `can_be_applied` on every match raises nothing and mutates nothing, and no
     analysis swallowed an internal error (a decline, but a bug all the same);
-    (b) `gt_inline_fusion` raises nothing and either declines everything with the SDFG
+    (b) `gt_inline_intermediates` raises nothing and either declines everything with the SDFG
     unchanged, or leaves an SDFG that validates and, given `symbols`, computes the
     same non-transient data as the original on random inputs;
     (c) the same for DaCe's own loop (`apply_transformations_repeated`, the viewer's
@@ -99,7 +99,7 @@ def check(
     assert work.hash_sdfg() == h, "can_be_applied mutated the SDFG"
     failed = [why for _, why in matches if why.startswith("analysis failed")]
     assert not failed, failed
-    report = gx.gt_inline_fusion(work, cost_model=SOUND, validate=True)
+    report = gx.gt_inline_intermediates(work, policy=SOUND, validate=True)
     failed = [r.reason for r in report.declined if r.reason.startswith("analysis failed")]
     assert not failed, failed
     if work.hash_sdfg() == h:
@@ -2165,7 +2165,7 @@ def test_hostile_sdfg_declined_unchanged(case):
     # Unchanged but for the scans' column reads, a rewrite of its own (`NestedColumnRead`,
     # checked in `check`): the nested SDFG still reads the intermediate.
     expected = copy.deepcopy(sdfg)
-    assert gx.gt_narrow_column_reads(expected) == report.column_reads
+    assert gx.gt_narrow_column_reads(expected).column_reads == report.column_reads
     assert not report.applied and work.hash_sdfg() == expected.hash_sdfg()
     reasons = [r.reason for r in report.declined] + [why for _, why in matches]
     assert any(DECLINES[case] in r for r in reasons), reasons
@@ -2249,7 +2249,7 @@ def test_regression_may_alias_input_is_declined():
     for name in ("a", "out"):
         unflagged.arrays[name].may_alias = False
     rewritten = copy.deepcopy(unflagged)
-    assert gx.gt_inline_fusion(rewritten, cost_model=SOUND).applied
+    assert gx.gt_inline_intermediates(rewritten, policy=SOUND).applied
     results = []
     for prog, tag in ((sdfg, "before"), (rewritten, "after")):
         buf = np.arange(4 * 16, dtype=np.float64).reshape(4, 16).copy()
@@ -2269,7 +2269,7 @@ def test_regression_producer_nested_sdfg_with_side_effects_is_declined():
 
 
 def test_regression_input_named_like_the_rewrites_output_is_declined():
-    """Was a FileExistsError out of gt_inline_fusion (the copy's SDFG got two
+    """Was a FileExistsError out of gt_inline_intermediates (the copy's SDFG got two
     `__inline_out`)."""
     _declines_unchanged(
         input_named_like_rewrite_output(), "data '__inline_out' has a name the rewrite reserves"
@@ -2292,14 +2292,14 @@ def test_regression_read_through_a_second_access_node_in_the_writers_state_is_de
 
 
 def test_internal_analysis_error_is_a_decline_in_the_pass_too():
-    """`can_be_applied` turned internal errors into declines, `gt_inline_fusion` let them
+    """`can_be_applied` turned internal errors into declines, `gt_inline_intermediates` let them
     out (its analysis was not guarded). Simulated by a failing producer analysis."""
     sdfg = _basic("internal_analysis_error")
     h = sdfg.hash_sdfg()
     with mock.patch(
         "gt4py_dace_xforms.analysis.candidate.analyse_producer", side_effect=RuntimeError("boom")
     ):
-        report = gx.gt_inline_fusion(sdfg, cost_model=SOUND)
+        report = gx.gt_inline_intermediates(sdfg, policy=SOUND)
     assert not report.applied and sdfg.hash_sdfg() == h
     assert report.declined[0].reason == "analysis failed: RuntimeError: boom", report.table()
 
@@ -2624,7 +2624,7 @@ def test_writeback_copy_becomes_a_reader_only_where_the_intermediate_then_goes(
     assert (report.outputs_as_buffers == ["tmp"]) == as_output, report.table()
     assert ("tmp" not in work.arrays) == (as_output or retargeted or converted), report.table()
     work = copy.deepcopy(globals()[case]())
-    report = gx.gt_inline_fusion(work, cost_model=gx.InlineWhereSound(output_buffers=False))
+    report = gx.gt_inline_intermediates(work, policy=gx.InlineWhereSound(output_buffers=False))
     gone = retargeted or converted
     assert ("tmp" not in work.arrays) == gone, report.table()
     assert report.writebacks_retargeted == (["tmp"] if retargeted else [])
@@ -2634,8 +2634,8 @@ def test_writeback_copy_becomes_a_reader_only_where_the_intermediate_then_goes(
         converted and not retargeted
     ) and "consumer_map" in consumers
     off = copy.deepcopy(globals()[case]())
-    report = gx.gt_inline_fusion(
-        off, cost_model=gx.InlineWhereSound(writeback_retarget=False, output_buffers=False)
+    report = gx.gt_inline_intermediates(
+        off, policy=gx.InlineWhereSound(writeback_retarget=False, output_buffers=False)
     )
     assert report.writebacks_retargeted == [] and ("tmp" not in off.arrays) == converted
 
@@ -2746,7 +2746,7 @@ def test_sibling_tail_variants_under_the_contract(case):
     sdfg = tail.build(case)
     check(sdfg, symbols={}, arrays=tail._inputs(), viewer=False)
     modelled = copy.deepcopy(sdfg)
-    report = gx.gt_inline_fusion(modelled, cost_model=gx.CostModel("cpu"), validate=True)
+    report = gx.gt_inline_intermediates(modelled, policy=gx.CostModel("cpu"), validate=True)
     split = [r.intermediate for r in report.applied if r.mode == "sibling_tail"]
     assert split == ([] if case else ["X"]), report.table()
     if modelled.hash_sdfg() != sdfg.hash_sdfg():

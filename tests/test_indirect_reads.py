@@ -40,7 +40,7 @@ def test_neighbor_reads_are_sound_one_copy_per_deref():
     assert cand.groups == () and len(cand.indirect) == 2 and cand.removes_intermediate
     assert cand.copies == 2
 
-    report = gx.gt_inline_fusion(sdfg, cost_model=gx.InlineWhereSound())
+    report = gx.gt_inline_intermediates(sdfg, policy=gx.InlineWhereSound())
     assert [r.intermediate for r in report.applied] == [node.data]
     assert node.data not in sdfg.arrays
     copies = [
@@ -66,7 +66,7 @@ def test_neighbor_reduction_reads_inside_the_local_map_are_inlined_there():
     assert not isinstance(cand, Decline), cand
     (read,) = cand.indirect
     assert len(read.inner_maps) == 1 and state.entry_node(read.tasklet) is read.inner_maps[0]
-    report = gx.gt_inline_fusion(sdfg, cost_model=gx.InlineWhereSound())
+    report = gx.gt_inline_intermediates(sdfg, policy=gx.InlineWhereSound())
     assert report.applied and node.data not in sdfg.arrays
     (copy_node,) = [
         n for n in state.nodes() if isinstance(n, dn.NestedSDFG) and n.label.startswith("inline_")
@@ -84,7 +84,7 @@ def test_a_producer_that_misses_part_of_the_array_is_declined_unchanged():
     before = sdfg.hash_sdfg()
     result = analyse_candidate(sdfg, state, node, consumer)
     assert isinstance(result, Decline) and "write all of dimension 0" in result.reason
-    report = gx.gt_inline_fusion(sdfg, cost_model=gx.InlineWhereSound(), validate=False)
+    report = gx.gt_inline_intermediates(sdfg, policy=gx.InlineWhereSound(), validate=False)
     assert not report.applied and sdfg.hash_sdfg() == before
 
 

@@ -172,7 +172,7 @@ SYMS = dict(N=6, K=9)
 def test_partial_inline_keeps_intermediate_for_other_reader():
     before = partial_two_consumers()
     after = copy.deepcopy(before)
-    report = gx.gt_inline_fusion(after, cost_model=SOUND)
+    report = gx.gt_inline_intermediates(after, policy=SOUND)
     applied = report.applied
     assert len(applied) == 1 and not applied[0].removed_intermediate
     assert "tmp" in after.arrays and inlined_copies(after) == 3
@@ -183,7 +183,7 @@ def test_partial_inline_keeps_intermediate_for_other_reader():
 def test_chain_removes_both_intermediates():
     before = chain()
     after = copy.deepcopy(before)
-    report = gx.gt_inline_fusion(after, cost_model=SOUND)
+    report = gx.gt_inline_intermediates(after, policy=SOUND)
     assert [r.intermediate for r in report.applied] == ["t1", "tmp"]
     assert transient_arrays(after) == []
     arrays = _arrays(before, SYMS)
@@ -196,7 +196,7 @@ def test_chain_removes_both_intermediates():
 def test_lower_dimensional_producer():
     before = column_producer()
     after = copy.deepcopy(before)
-    report = gx.gt_inline_fusion(after, cost_model=SOUND)
+    report = gx.gt_inline_intermediates(after, policy=SOUND)
     assert report.applied and "tmp" not in after.arrays
     assert sorted(report.applied[0].shifts) == [("0",), ("1",)]
     arrays = _arrays(before, SYMS)
@@ -211,7 +211,7 @@ def test_lower_dimensional_producer():
 def test_constant_index_read():
     before = constant_index()
     after = copy.deepcopy(before)
-    report = gx.gt_inline_fusion(after, cost_model=SOUND)
+    report = gx.gt_inline_intermediates(after, policy=SOUND)
     assert report.applied and "tmp" not in after.arrays and inlined_copies(after) == 2
     arrays = _arrays(before, SYMS)
     got = compare_before_after(before, after, arrays, SYMS)
@@ -222,7 +222,7 @@ def test_constant_index_read():
 def test_decline_input_written_between_producer_and_consumer():
     sdfg = input_written_in_between()
     h = sdfg.hash_sdfg()
-    report = gx.gt_inline_fusion(sdfg, cost_model=SOUND)
+    report = gx.gt_inline_intermediates(sdfg, policy=SOUND)
     assert not report.applied
     assert any("written elsewhere in the state" in r.reason for r in report.declined), (
         report.table()
@@ -235,12 +235,12 @@ def test_max_distinct_offsets_bounds_copies():
     h = sdfg.hash_sdfg()
     assert sdfg.apply_transformations(gx.InlineFuser, options={"max_distinct_offsets": 2}) == 0
     assert sdfg.hash_sdfg() == h
-    report = gx.gt_inline_fusion(sdfg, cost_model=gx.InlineWhereSound(max_distinct_offsets=2))
+    report = gx.gt_inline_intermediates(sdfg, policy=gx.InlineWhereSound(max_distinct_offsets=2))
     assert not report.applied and "exceed" in report.declined[0].reason
     assert sdfg.hash_sdfg() == h
     # The pass with the cost model, the sound policy and the transformation say the same
     # (one check, `policy.default.too_many_copies`).
-    model = gx.gt_inline_fusion(sdfg, cost_model=gx.CostModel("cpu", max_distinct_offsets=2))
+    model = gx.gt_inline_intermediates(sdfg, policy=gx.CostModel("cpu", max_distinct_offsets=2))
     [fuser] = [
         m for m in SDFGOptimizer(sdfg).get_pattern_matches() if isinstance(m, gx.InlineFuser)
     ]

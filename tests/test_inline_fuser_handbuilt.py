@@ -19,7 +19,7 @@ RNG = np.random.default_rng(42)
 
 def _inline(sdfg):
     after = copy.deepcopy(sdfg)
-    report = gx.gt_inline_fusion(after, cost_model=SOUND)
+    report = gx.gt_inline_intermediates(after, policy=SOUND)
     return after, report
 
 
@@ -223,7 +223,7 @@ def test_decline_leaves_sdfg_unchanged(shape):
     build, reason = DECLINES[shape]
     sdfg = build()
     before = sdfg.hash_sdfg()
-    report = gx.gt_inline_fusion(sdfg, cost_model=SOUND)
+    report = gx.gt_inline_intermediates(sdfg, policy=SOUND)
     assert report.applied == []
     assert any(reason in r.reason for r in report.declined), report.table()
     assert sdfg.hash_sdfg() == before

@@ -16,7 +16,7 @@ from gt4py_dace_xforms.analysis.inplace_update import inplace_candidates, inplac
 from gt4py_dace_xforms.analysis.output_buffer import output_buffer_plan
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.tools.compare import two_d_transients
-from gt4py_dace_xforms.transformations.inplace_update import InPlaceUpdate, gt_updates_in_place
+from gt4py_dace_xforms.transformations.inplace_update import InPlaceUpdate, gt_update_in_place
 
 
 N, K, DAMP = 8, 6, 3  # cells, levels (the output has K + 1), levels 1..DAMP damped
@@ -125,11 +125,11 @@ def test_the_chain_folds_and_becomes_the_output():
     )
     assert not isinstance(plan, Decline), plan
     assert [e.data.subset.ndrange()[1][0] for e in plan.copies] == [0, DAMP + 1]
-    assert gt_updates_in_place(sdfg, validate=True) == ["T"]
+    assert gt_update_in_place(sdfg, validate=True).updated_in_place == ["T"]
     buffer = output_buffer_plan(sdfg, "S")
     assert not isinstance(buffer, Decline), buffer
     assert len(buffer.echoes) == 1
-    assert gx.gt_outputs_as_buffers(sdfg) == ["S"]
+    assert gx.gt_use_outputs_as_buffers(sdfg).outputs_as_buffers == ["S"]
     sdfg.validate()
     assert two_d_transients(sdfg) == []
     # The copy from the boundary still precedes every reader of G: one G node holds it all.
@@ -146,7 +146,7 @@ def test_the_chain_folds_and_becomes_the_output():
 
 def test_the_rewrites_compute_the_same():
     before, after = build(), build()
-    report = gx.gt_inline_fusion(after, cost_model=gx.InlineWhereSound())
+    report = gx.gt_inline_intermediates(after, policy=gx.InlineWhereSound())
     assert report.updated_in_place == ["T"] and report.outputs_as_buffers == ["S"]
     assert two_d_transients(after) == []
     arrays = _inputs()
@@ -158,11 +158,14 @@ def test_the_rewrites_compute_the_same():
 
 def test_the_cost_model_takes_it_and_a_policy_without_output_buffers_does_not():
     sdfg = build()
-    report = gx.gt_inline_fusion(sdfg, cost_model=gx.CostModel("cpu"))
+    report = gx.gt_inline_intermediates(sdfg, policy=gx.CostModel("cpu"))
     assert report.updated_in_place == ["T"]
     assert [r.mode for r in report.records if r.intermediate == "T"] == ["in_place"]
     sdfg = build()
-    assert gt_updates_in_place(sdfg, policy=gx.CostModel("cpu", output_buffers=False)) == []
+    assert (
+        gt_update_in_place(sdfg, policy=gx.CostModel("cpu", output_buffers=False)).updated_in_place
+        == []
+    )
     assert "T" in sdfg.arrays
 
 
@@ -182,7 +185,7 @@ def test_hostile_in_place_variants_decline_unchanged(variant, reason):
     plan = inplace_update_plan(sdfg, st, s, t)
     assert isinstance(plan, Decline) and reason in plan.reason, plan
     before = _state(sdfg)
-    assert gt_updates_in_place(sdfg) == []
+    assert gt_update_in_place(sdfg).updated_in_place == []
     assert sdfg.apply_transformations_repeated(InPlaceUpdate) == 0
     assert _state(sdfg) == before
 
@@ -196,11 +199,11 @@ def test_hostile_in_place_variants_decline_unchanged(variant, reason):
 )
 def test_hostile_echo_variants_decline_unchanged(variant, reason):
     sdfg = build(variant)
-    assert gt_updates_in_place(sdfg) == ["T"]  # the fold itself is sound here
+    assert gt_update_in_place(sdfg).updated_in_place == ["T"]  # the fold itself is sound here
     plan = output_buffer_plan(sdfg, "S")
     assert isinstance(plan, Decline) and reason in plan.reason, plan
     before = _state(sdfg)
-    assert gx.gt_outputs_as_buffers(sdfg) == []
+    assert gx.gt_use_outputs_as_buffers(sdfg).outputs_as_buffers == []
     assert _state(sdfg) == before
 
 

@@ -52,7 +52,7 @@ def test_no_mode_leaves_gt4pys_default(monkeypatch):
 
 def test_make_backend_passes_the_mode_on(monkeypatch):
     """The library's own backend hands the mode to `gt_auto_optimize` (whose hooks' default
-    cost model is told, `CostModel.persistent_transients`)."""
+    cost model is told, `CostModel.transient_memory_mode`)."""
 
     class _Backend:
         backend = make_backend(

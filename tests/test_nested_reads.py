@@ -23,7 +23,10 @@ from gt4py_dace_xforms.integration.capture import capture_stages
 from gt4py_dace_xforms.policy import CostModel, InlineWhereSound
 from gt4py_dace_xforms.tools.compare import inline_build, stock_build, two_d_transients
 from gt4py_dace_xforms.transformations.column_reads import gt_narrow_column_reads
-from gt4py_dace_xforms.transformations.inline_fusion_pass import find_candidates, gt_inline_fusion
+from gt4py_dace_xforms.transformations.inline_fusion_pass import (
+    find_candidates,
+    gt_inline_intermediates,
+)
 
 
 Cell = gtx.Dimension("Cell")
@@ -90,7 +93,9 @@ def test_scan_guard_declines_what_feeds_a_scan_twice_per_level_and_sound_inlines
     measured such pushed shifts as a loss on the GPU); a column read once per level moves
     its Map into the loop with nothing evaluated twice (`analysis/scan_inputs.py`), which
     the guard lets through."""
-    model = gt_inline_fusion(copy.deepcopy(scan_step), cost_model=CostModel("cpu", scan_guard=True))
+    model = gt_inline_intermediates(
+        copy.deepcopy(scan_step), policy=CostModel("cpu", scan_guard=True)
+    )
     assert [r.reason.startswith("scan inputs: the output of") for r in model.applied] == [True], (
         model.table()
     )
@@ -98,11 +103,11 @@ def test_scan_guard_declines_what_feeds_a_scan_twice_per_level_and_sound_inlines
         scan_reads_at_two_levels, [(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)], offset_provider={}
     )
     twice = step[(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)]
-    model = gt_inline_fusion(twice, cost_model=CostModel("cpu", scan_guard=True))
+    model = gt_inline_intermediates(twice, policy=CostModel("cpu", scan_guard=True))
     assert any("feeds a scan" in r.reason for r in model.declined), model.table()
     sdfg = copy.deepcopy(scan_step)
     before = two_d_transients(sdfg)
-    report = gt_inline_fusion(sdfg, cost_model=InlineWhereSound(), validate=True)
+    report = gt_inline_intermediates(sdfg, policy=InlineWhereSound(), validate=True)
     assert any(r.shifts and r.shifts[0][0].startswith("scan") for r in report.applied), (
         report.table()
     )
@@ -119,7 +124,7 @@ def test_cpu_cost_model_prices_a_scan_read_per_level(scan_step):
     volume = 16 * 12
     assert decision.accept and decision.figures["points"] >= volume, decision
     sdfg = copy.deepcopy(scan_step)
-    report = gt_inline_fusion(sdfg, cost_model=CostModel("cpu"))
+    report = gt_inline_intermediates(sdfg, policy=CostModel("cpu"))
     assert any(r.shifts and r.shifts[0][0].startswith("scan") for r in report.applied), (
         report.table()
     )
@@ -131,13 +136,15 @@ def test_persistent_transients_decline_a_scan_argument_on_the_cpu(scan_step):
     stock), so the CPU model declines it and leaves the SDFG as it was, but for the scan's
     column read, which it narrows (`NestedColumnRead`: nothing moves into the loop)."""
     [cand] = _nested(scan_step)
-    decision = CostModel("cpu", persistent_transients=True).decide(scan_step, cand)
+    decision = CostModel("cpu", transient_memory_mode="PERSISTENT").decide(scan_step, cand)
     assert not decision.accept and "scan's loop" in decision.reason, decision
     assert decision.figures["in_scan_loop"] and decision.figures["recomputed_points"] == 0
     sdfg = copy.deepcopy(scan_step)
     expected = copy.deepcopy(scan_step)
-    assert gt_narrow_column_reads(expected) == [(cand.intermediate.data, "scan_0")]
-    report = gt_inline_fusion(sdfg, cost_model=CostModel("cpu", persistent_transients=True))
+    assert gt_narrow_column_reads(expected).column_reads == [(cand.intermediate.data, "scan_0")]
+    report = gt_inline_intermediates(
+        sdfg, policy=CostModel("cpu", transient_memory_mode="PERSISTENT")
+    )
     assert not report.applied and report.column_reads == [(cand.intermediate.data, "scan_0")]
     assert sdfg.hash_sdfg() == expected.hash_sdfg()
 
@@ -221,7 +228,7 @@ def test_scan_reading_one_column_at_two_levels_is_two_nested_reads():
     sdfg = step[(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)]
     [cand] = _nested(sdfg)
     assert len(cand.nested) == 2 and len({id(r.node) for r in cand.nested}) == 1
-    report = gt_inline_fusion(sdfg, cost_model=InlineWhereSound(), validate=True)
+    report = gt_inline_intermediates(sdfg, policy=InlineWhereSound(), validate=True)
     assert [r.removed_intermediate for r in report.applied] == [True], report.table()
     [node] = {r.node for r in cand.nested}
     assert sorted(c for c in node.in_connectors if c in ("top", "wgt", "x")) == ["top", "wgt", "x"]
@@ -370,7 +377,7 @@ def test_a_scan_reading_consecutive_levels_evaluates_one_per_level(case):
     sdfg = step[(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)]
     [cand] = _nested(sdfg)
     copies = CostModel("cpu").estimate(sdfg, cand)["copies"]  # what the rewrite evaluates per level
-    report = gt_inline_fusion(sdfg, cost_model=InlineWhereSound(), validate=True)
+    report = gt_inline_intermediates(sdfg, policy=InlineWhereSound(), validate=True)
     assert [r.removed_intermediate for r in report.applied] == [True], report.table()
     fill, body = _window_parts(sdfg)
     shifts = [
@@ -423,7 +430,7 @@ def test_a_window_needs_a_loop_that_provably_runs_its_first_level():
     sdfg = step[(GT4PyAutoOptHook.TopLevelDataFlowStep, 1)]
     [cand] = _nested(sdfg)
     assert CostModel("cpu").estimate(sdfg, cand)["copies"] == 2
-    gt_inline_fusion(sdfg, cost_model=InlineWhereSound(), validate=True)
+    gt_inline_intermediates(sdfg, policy=InlineWhereSound(), validate=True)
     assert _window_parts(sdfg) == (0, 2)
     (scan,) = {
         n

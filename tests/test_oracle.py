@@ -20,13 +20,13 @@ def _pair():
 
 def test_inline_only_takes_the_named_intermediate_and_nothing_else():
     named = _pair()
-    report = gx.gt_inline_fusion(named, cost_model=InlineOnly(("tmp",)))
+    report = gx.gt_inline_intermediates(named, policy=InlineOnly(("tmp",)))
     assert [r.intermediate for r in report.applied] == ["tmp"]
     assert "tmp" not in transient_arrays(named)
 
     other = _pair()
     before = copy.deepcopy(other)
-    report = gx.gt_inline_fusion(other, cost_model=InlineOnly(("gtir_tmp_1",)))
+    report = gx.gt_inline_intermediates(other, policy=InlineOnly(("gtir_tmp_1",)))
     assert (
         not report.applied
         and report.declined[0].reason == "tmp is not among the intermediates to inline"
@@ -36,7 +36,7 @@ def test_inline_only_takes_the_named_intermediate_and_nothing_else():
 
 def test_inline_only_round_trips_and_keeps_the_copy_bound():
     policy = InlineOnly(("tmp",), max_distinct_offsets=1)
-    report = gx.gt_inline_fusion(_pair(), cost_model=policy)
+    report = gx.gt_inline_intermediates(_pair(), policy=policy)
     assert (
         not report.applied
         and "exceed the bound max_distinct_offsets=1" in report.declined[0].reason

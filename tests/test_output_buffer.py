@@ -210,7 +210,7 @@ def test_the_plan_holds_and_the_buffer_goes(variant):
     plan = output_buffer_plan(sdfg, "T")
     assert not isinstance(plan, Decline), plan.reason
     assert [str(s) for s in plan.shift] == ["0", str(variant.get("shift", 1))]
-    assert gx.gt_outputs_as_buffers(sdfg) == ["T"]
+    assert gx.gt_use_outputs_as_buffers(sdfg).outputs_as_buffers == ["T"]
     sdfg.validate()
     assert "T" not in sdfg.arrays and two_d_transients(sdfg) == []
     # the copy is gone: no AccessNode -> AccessNode edge into G is left
@@ -260,7 +260,7 @@ def test_hostile_variants_are_declined_unchanged(variant, reason):
     plan = output_buffer_plan(sdfg, "T")
     assert isinstance(plan, Decline) and reason in plan.reason, plan
     assert sdfg.apply_transformations_repeated(gx.OutputAsBuffer) == 0
-    assert gx.gt_outputs_as_buffers(sdfg) == []
+    assert gx.gt_use_outputs_as_buffers(sdfg).outputs_as_buffers == []
     assert sdfg.hash_sdfg() == before
 
 
@@ -330,7 +330,7 @@ def test_the_pass_prefers_it_over_inlining_the_readers(policy):
     the output as buffer recomputes nothing, so the pass takes it first and records it as
     its own mode, with the copy traffic it saves."""
     sdfg = build()
-    report = gx.gt_inline_fusion(sdfg, cost_model=policy)
+    report = gx.gt_inline_intermediates(sdfg, policy=policy)
     assert (
         report.outputs_as_buffers == ["T"]
         and report.inlined == []
@@ -349,15 +349,17 @@ def test_policies_can_opt_out_and_pinned_sets_are_respected():
     sdfg = build()
     before = sdfg.hash_sdfg()
     off = gx.CostModel("cpu", output_buffers=False, writeback_retarget=False)
-    assert gx.gt_inline_fusion(copy.deepcopy(sdfg), cost_model=off).outputs_as_buffers == []
+    assert gx.gt_inline_intermediates(copy.deepcopy(sdfg), policy=off).outputs_as_buffers == []
     from gt4py_dace_xforms.policy.default import InlineOnly
 
     assert (
-        gx.gt_inline_fusion(copy.deepcopy(sdfg), cost_model=InlineOnly(("X",))).outputs_as_buffers
+        gx.gt_inline_intermediates(
+            copy.deepcopy(sdfg), policy=InlineOnly(("X",))
+        ).outputs_as_buffers
         == []
     )
-    assert gx.gt_inline_fusion(
-        copy.deepcopy(sdfg), cost_model=InlineOnly(("T",))
+    assert gx.gt_inline_intermediates(
+        copy.deepcopy(sdfg), policy=InlineOnly(("T",))
     ).outputs_as_buffers == ["T"]
     assert sdfg.hash_sdfg() == before
 
@@ -411,7 +413,7 @@ def test_a_buffer_copied_into_two_outputs_becomes_one_of_them(variant, target):
     plan = output_buffer_plan(sdfg, "T")
     assert not isinstance(plan, Decline), plan.reason
     assert plan.target == target
-    assert gx.gt_outputs_as_buffers(sdfg) == ["T"]
+    assert gx.gt_use_outputs_as_buffers(sdfg).outputs_as_buffers == ["T"]
     sdfg.validate()
     assert "T" not in sdfg.arrays and two_d_transients(sdfg) == []
     other = "G2" if target == "G" else "G"
@@ -456,7 +458,9 @@ def test_a_buffer_copied_into_two_outputs_both_touched_is_declined_unchanged():
     ), plan
     assert "'G' in 'c'" in plan.reason and "'G2' in 'late'" in plan.reason
     assert sdfg.apply_transformations_repeated(gx.OutputAsBuffer) == 0
-    assert gx.gt_outputs_as_buffers(sdfg) == [] and sdfg.hash_sdfg() == before
+    assert (
+        gx.gt_use_outputs_as_buffers(sdfg).outputs_as_buffers == [] and sdfg.hash_sdfg() == before
+    )
 
 
 # A limited-area rank's `concat_where` on an output with a boundary zone at both ends
@@ -579,7 +583,7 @@ def test_copies_of_disjoint_zones_make_the_output_the_buffer(variant):
         [("i", HI, NB - 1), ("k", 0, KB - 1)],
     ]
     assert plan.saved_elements() == 2 * LO * KB
-    assert gx.gt_outputs_as_buffers(sdfg) == names
+    assert gx.gt_use_outputs_as_buffers(sdfg).outputs_as_buffers == names
     sdfg.validate()
     assert not set(names) & set(sdfg.arrays) and two_d_transients(sdfg) == []
     (st,) = sdfg.states()
@@ -599,7 +603,7 @@ def test_copies_of_disjoint_zones_make_the_output_the_buffer(variant):
 def test_the_policy_takes_the_zones():
     """`decide_output_buffer` prices the two zones' copies (both buffers) and takes them."""
     sdfg = build_boundary()
-    report = gx.gt_inline_fusion(sdfg, cost_model=gx.CostModel("cpu"))
+    report = gx.gt_inline_intermediates(sdfg, policy=gx.CostModel("cpu"))
     assert report.outputs_as_buffers == ["T", "T2"], report.table()
     recs = [r for r in report.applied if r.mode == "output_buffer"]
     assert [r.figures["output_buffer_saved_bytes"] for r in recs] == [2 * 8 * 2 * LO * KB] * 2
@@ -659,7 +663,7 @@ def test_hostile_zone_variants_are_declined_unchanged(variant, reason):
     plan = output_buffer_plan(sdfg, "T")
     assert isinstance(plan, Decline) and reason in plan.reason, plan
     assert sdfg.apply_transformations_repeated(gx.OutputAsBuffer) == 0
-    assert gx.gt_outputs_as_buffers(sdfg) == []
+    assert gx.gt_use_outputs_as_buffers(sdfg).outputs_as_buffers == []
     assert json.dumps(sdfg.to_json(), sort_keys=True, default=str) == before
 
 
@@ -670,7 +674,7 @@ def test_a_split_for_one_buffer_keeps_the_other_buffer_whole_where_it_is_read():
     sdfg = build_boundary(reads_buffer=True)
     reference = copy.deepcopy(sdfg)
     assert isinstance(output_buffer_plan(sdfg, "T"), Decline)
-    assert gx.gt_outputs_as_buffers(sdfg) == ["T2"]
+    assert gx.gt_use_outputs_as_buffers(sdfg).outputs_as_buffers == ["T2"]
     sdfg.validate()
     assert "T" in sdfg.arrays and "T2" not in sdfg.arrays
     _run_zones(sdfg, reference, seed=4)

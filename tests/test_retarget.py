@@ -153,7 +153,7 @@ def test_hostile_variants_are_declined_unchanged(variant, reason):
     plan = retarget_plan(sdfg, "T")
     assert isinstance(plan, Decline) and reason in plan.reason, plan
     assert _apply(sdfg) == 0
-    assert gx.gt_retarget_writebacks(sdfg) == []
+    assert gx.gt_retarget_writebacks(sdfg).writebacks_retargeted == []
     assert sdfg.hash_sdfg() == before
 
 
@@ -190,11 +190,11 @@ def test_cost_model_counts_the_copy_as_no_keeper():
     off = copy.deepcopy(sdfg)
     # (with outputs as buffers on, the default, `OutputAsBuffer` takes this buffer first:
     # tests/test_output_buffer.py)
-    report = gx.gt_inline_fusion(
-        off, cost_model=gx.CostModel("cpu", writeback_retarget=False, output_buffers=False)
+    report = gx.gt_inline_intermediates(
+        off, policy=gx.CostModel("cpu", writeback_retarget=False, output_buffers=False)
     )
     assert not report.applied and "stays for other readers" in report.declined[0].reason
-    report = gx.gt_inline_fusion(sdfg, cost_model=gx.CostModel("cpu", output_buffers=False))
+    report = gx.gt_inline_intermediates(sdfg, policy=gx.CostModel("cpu", output_buffers=False))
     assert [r.consumer for r in report.applied] == [
         "reader_map"
     ] and report.writebacks_retargeted == ["T"]
@@ -207,10 +207,10 @@ def test_cost_model_declines_a_write_back_group_read_at_several_offsets():
     the oracle measured dearer than estimated (`writeback_max_offsets`, docs/cost_model.md)."""
     sdfg = _with_reader([1, 0])
     before = sdfg.hash_sdfg()
-    report = gx.gt_inline_fusion(sdfg, cost_model=gx.CostModel("cpu", output_buffers=False))
+    report = gx.gt_inline_intermediates(sdfg, policy=gx.CostModel("cpu", output_buffers=False))
     assert not report.applied and "read at 2 offsets" in report.declined[0].reason, report.table()
     assert report.writebacks_retargeted == [] and sdfg.hash_sdfg() == before
-    report = gx.gt_inline_fusion(
-        sdfg, cost_model=gx.CostModel("cpu", writeback_max_offsets=2, output_buffers=False)
+    report = gx.gt_inline_intermediates(
+        sdfg, policy=gx.CostModel("cpu", writeback_max_offsets=2, output_buffers=False)
     )
     assert report.writebacks_retargeted == ["T"] and two_d_transients(sdfg) == []

@@ -200,8 +200,8 @@ def test_every_output_of_the_map_is_a_scan_input_of_one_set(squeezed):
 def test_the_map_moves_into_the_scans_loop_and_equals_numpy(squeezed):
     sdfg = build(squeezed)
     w, v, ref = _run(copy.deepcopy(sdfg))
-    report = gx.gt_inline_fusion(
-        sdfg, cost_model=gx.CostModel("cpu", fresh_page_bytes=0), validate=True
+    report = gx.gt_inline_intermediates(
+        sdfg, policy=gx.CostModel("cpu", fresh_page_bytes=0), validate=True
     )
     assert sorted(r.intermediate for r in report.applied) == ["T0", "T1"], report.table()
     assert two_d_transients(sdfg) == [] and not any(
@@ -246,7 +246,7 @@ def test_the_gpu_guard_lets_through_what_reaches_the_scan_only_through_moved_inp
     assert scan_input_set(kept, cands["T0"]) is None
     guarded = gx.CostModel("gpu").decide(kept, cands["w"])
     assert not guarded.accept and "scan_guard" in guarded.reason, guarded
-    report = gx.gt_inline_fusion(kept, cost_model=gx.CostModel("gpu"))
+    report = gx.gt_inline_intermediates(kept, policy=gx.CostModel("gpu"))
     assert "w" not in [r.intermediate for r in report.applied], report.table()
     assert not report.applied and kept.hash_sdfg() == before, report.table()
 
@@ -257,7 +257,7 @@ def test_a_second_level_input_goes_into_the_scans_loop_on_the_gpu_model_and_equa
     moves them into the scan's loop: no 2-D transient is left."""
     sdfg = build(upstream=True)
     w, v, ref = _run(copy.deepcopy(sdfg))
-    report = gx.gt_inline_fusion(sdfg, cost_model=gx.CostModel("gpu"), validate=True)
+    report = gx.gt_inline_intermediates(sdfg, policy=gx.CostModel("gpu"), validate=True)
     assert sorted(r.intermediate for r in report.applied) == ["T0", "T1", "w"], report.table()
     assert two_d_transients(sdfg) == []
     _, _, got = _run(sdfg)
@@ -275,7 +275,7 @@ def test_reused_memory_declines_the_set_and_keeps_the_sdfg():
     cands, _ = _candidates(sdfg)
     decision = model.decide(sdfg, cands["T0"])
     assert not decision.accept and "evaluated inside a scan's loop" in decision.reason
-    report = gx.gt_inline_fusion(sdfg, cost_model=model)
+    report = gx.gt_inline_intermediates(sdfg, policy=model)
     assert not report.applied and sdfg.hash_sdfg() == before
 
 
@@ -286,7 +286,7 @@ def test_a_producer_reading_the_scans_output_declines():
     before = sdfg.hash_sdfg()
     cands, declines = _candidates(sdfg)
     assert "T0" not in cands, cands
-    report = gx.gt_inline_fusion(sdfg, cost_model=gx.InlineWhereSound())
+    report = gx.gt_inline_intermediates(sdfg, policy=gx.InlineWhereSound())
     assert "T0" not in [r.intermediate for r in report.applied], report.table()
     if not report.applied:
         assert sdfg.hash_sdfg() == before

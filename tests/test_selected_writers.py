@@ -20,7 +20,10 @@ from gt4py_dace_xforms.analysis.candidate import InlineCandidate, analyse_candid
 from gt4py_dace_xforms.integration.capture import capture_stages
 from gt4py_dace_xforms.policy import InlineWhereSound
 from gt4py_dace_xforms.tools.compare import inline_build, stock_build, two_d_transients
-from gt4py_dace_xforms.transformations.inline_fusion_pass import find_candidates, gt_inline_fusion
+from gt4py_dace_xforms.transformations.inline_fusion_pass import (
+    find_candidates,
+    gt_inline_intermediates,
+)
 
 
 Cell = gtx.Dimension("Cell")
@@ -87,7 +90,7 @@ def test_writers_in_both_branches_are_one_selected_candidate(choose_step):
 def test_selected_rewrite_removes_the_intermediate(choose_step):
     sdfg = copy.deepcopy(choose_step)
     before = two_d_transients(sdfg)
-    report = gt_inline_fusion(sdfg, cost_model=InlineWhereSound(), validate=True)
+    report = gt_inline_intermediates(sdfg, policy=InlineWhereSound(), validate=True)
     assert [r.mode for r in report.applied] == ["selected"], report.table()
     after = two_d_transients(sdfg)
     assert len(after) == len(before) - 1, (before, after)

@@ -19,8 +19,8 @@ from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.analysis.sweep_pair import sweep_pair_plan
 from gt4py_dace_xforms.policy.cost_model import GpuShape
 from gt4py_dace_xforms.tools.compare import two_d_transients
-from gt4py_dace_xforms.transformations.inplace_update import gt_updates_in_place
-from gt4py_dace_xforms.transformations.output_buffer import gt_outputs_as_buffers
+from gt4py_dace_xforms.transformations.inplace_update import gt_update_in_place
+from gt4py_dace_xforms.transformations.output_buffer import gt_use_outputs_as_buffers
 from gt4py_dace_xforms.transformations.sweep_pair import SweepPairFusion, gt_fuse_sweep_pairs
 
 
@@ -249,7 +249,7 @@ def test_the_plan_takes_both_columns_and_the_forward_scan_whole():
 def test_fused_no_field_sized_array_left():
     sdfg = build()
     assert two_d_transients(sdfg) == ["T", "U"]
-    assert gt_fuse_sweep_pairs(sdfg) == 1
+    assert gt_fuse_sweep_pairs(sdfg, narrow_columns=False).sweep_pairs_fused == 1
     sdfg.validate()
     assert two_d_transients(sdfg) == []
     cols = {n: d.shape for n, d in sdfg.arrays.items() if n.startswith("__sweep_col_")}
@@ -260,7 +260,9 @@ def test_fused_no_field_sized_array_left():
     assert maps == ["backward_map", "level0"]  # the forward scan is inside the backward scan's Map
     st, reader = _reader(sdfg)
     assert st.scope_dict()[next(n for n in st.data_nodes() if n.data == "__sweep_col_T")] is reader
-    assert gt_fuse_sweep_pairs(sdfg) == 0  # nothing left to fuse
+    assert (
+        gt_fuse_sweep_pairs(sdfg, narrow_columns=False).sweep_pairs_fused == 0
+    )  # nothing left to fuse
 
 
 def test_the_transformation_route_and_only():
@@ -287,8 +289,11 @@ def test_a_whole_array_read_is_narrowed_first():
     st, reader = _reader(sdfg)
     plan = sweep_pair_plan(sdfg, st, reader)
     assert isinstance(plan, Decline) and "one column, the iteration's own" in plan.reason
-    assert gt_fuse_sweep_pairs(sdfg) == 0 and sdfg.hash_sdfg() == before
-    assert gt_fuse_sweep_pairs(sdfg, narrow_columns=True) == 1
+    assert (
+        gt_fuse_sweep_pairs(sdfg, narrow_columns=False).sweep_pairs_fused == 0
+        and sdfg.hash_sdfg() == before
+    )
+    assert gt_fuse_sweep_pairs(sdfg, narrow_columns=True).sweep_pairs_fused == 1
     assert two_d_transients(sdfg) == []
 
 
@@ -300,7 +305,7 @@ def test_fused_computes_the_same(whole_read):
     want = _numpy(a, float(z[0]))
     reference = build(whole_read=whole_read)
     fused = copy.deepcopy(reference)
-    assert gt_fuse_sweep_pairs(fused, narrow_columns=whole_read) == 1
+    assert gt_fuse_sweep_pairs(fused, narrow_columns=whole_read).sweep_pairs_fused == 1
     results = {}
     for label, s in (("reference", reference), ("fused", fused)):
         out = np.zeros((N, K))
@@ -333,7 +338,7 @@ def test_hostile_variants_are_declined_unchanged(variant, reason):
     st, reader = _reader(sdfg)
     plan = sweep_pair_plan(sdfg, st, reader)
     assert isinstance(plan, Decline) and reason in plan.reason, plan
-    assert gt_fuse_sweep_pairs(sdfg) == 0
+    assert gt_fuse_sweep_pairs(sdfg, narrow_columns=False).sweep_pairs_fused == 0
     assert sdfg.apply_transformations_repeated(SweepPairFusion) == 0
     assert sdfg.hash_sdfg() == before
 
@@ -359,7 +364,7 @@ def test_never_raises_and_declines_unchanged_on_the_fixtures():
                         0,
                     )
                     match.can_be_applied(state, 0, sdfg)
-        if gt_fuse_sweep_pairs(sdfg) == 0:
+        if gt_fuse_sweep_pairs(sdfg, narrow_columns=False).sweep_pairs_fused == 0:
             assert sdfg.hash_sdfg() == before, path.name
 
 
@@ -411,15 +416,17 @@ def test_the_solvers_sweep_pairs_become_column_buffers(solver, pair, next_w):
     sdfg = capture_stages(program, [post], offset_provider=provider, static_args=static)[post]
     before = two_d_transients(sdfg)
     assert set(pair) <= set(before)
-    assert gt_fuse_sweep_pairs(sdfg, names=pair) == 0  # the reads are of the whole arrays
-    assert gt_fuse_sweep_pairs(sdfg, narrow_columns=True) == 1
+    assert (
+        gt_fuse_sweep_pairs(sdfg, names=pair, narrow_columns=False).sweep_pairs_fused == 0
+    )  # the reads are of the whole arrays
+    assert gt_fuse_sweep_pairs(sdfg, narrow_columns=True).sweep_pairs_fused == 1
     assert two_d_transients(sdfg) == sorted(set(before) - set(pair))
     assert sorted(n for n in sdfg.arrays if n.startswith("__sweep_col_")) == [
         f"__sweep_col_{n}" for n in pair
     ]
     result, damped = next_w
-    assert gt_updates_in_place(sdfg, validate=True) == [damped]
-    assert gt_outputs_as_buffers(sdfg, names=[result]) == [result]
+    assert gt_update_in_place(sdfg, validate=True).updated_in_place == [damped]
+    assert gt_use_outputs_as_buffers(sdfg, names=[result]).outputs_as_buffers == [result]
     sdfg.validate()
     assert two_d_transients(sdfg) == sorted(set(before) - set(pair) - set(next_w))
 

@@ -258,7 +258,7 @@ def _split_consumers(name, second_reads=("i, k", "i, k + 1")):
 def test_window_group_sweeps_every_reader_and_removes_the_intermediate():
     before = _split_consumers("window_group")
     after = copy.deepcopy(before)
-    assert gx.gt_vertical_windows(after) == ["tmp"]
+    assert gx.gt_apply_vertical_windows(after).windowed == ["tmp"]
     after.validate()
     assert (
         transient_arrays(after, 2) == []
@@ -270,7 +270,7 @@ def test_window_group_sweeps_every_reader_and_removes_the_intermediate():
 
 def test_window_group_is_priced_as_one_decision_by_the_cost_model():
     sdfg = _split_consumers("window_group_priced")
-    report = gx.gt_inline_fusion(sdfg, cost_model=gx.CostModel("cpu", windows=True))
+    report = gx.gt_inline_intermediates(sdfg, policy=gx.CostModel("cpu", windows=True))
     windows = [r for r in report.applied if r.mode == "window"]
     assert [r.consumer for r in windows] == ["local_map", "halo_map"], report.table()
     assert windows[-1].removed_intermediate and windows[0].figures["window_group_size"] == 2
@@ -280,7 +280,7 @@ def test_window_group_is_priced_as_one_decision_by_the_cost_model():
 def test_window_group_with_a_reader_that_cannot_sweep_leaves_the_sdfg_unchanged():
     sdfg = _split_consumers("window_group_declined", second_reads=("i, k",))
     before = sdfg.hash_sdfg()
-    assert gx.gt_vertical_windows(sdfg) == [] and sdfg.hash_sdfg() == before
+    assert gx.gt_apply_vertical_windows(sdfg).windowed == [] and sdfg.hash_sdfg() == before
 
 
 def test_vertical_window_shared_sweeps_one_reader_of_several():
@@ -304,17 +304,17 @@ def test_vertical_window_properties_round_trip_through_json():
 
 @dataclasses.dataclass(frozen=True)
 class _WindowHook:
-    """`gt_vertical_windows` as a hook that pickles (gt4py builds in worker processes); the
+    """`gt_apply_vertical_windows` as a hook that pickles (gt4py builds in worker processes); the
     windowed names go to `found`."""
 
     found: ReportFolder
 
     def __call__(self, sdfg) -> None:
-        self.found.append(gx.gt_vertical_windows(sdfg))
+        self.found.append(gx.gt_apply_vertical_windows(sdfg).windowed)
 
 
 def _window_backend(found: ReportFolder):
-    """gt4py's dace backend with `gt_vertical_windows` at the library's stage."""
+    """gt4py's dace backend with `gt_apply_vertical_windows` at the library's stage."""
     hook = _WindowHook(found)
     return compat.make_dace_toolchain(
         compat.DaCeConfig(gpu=False, auto_optimize=True),

@@ -1,7 +1,7 @@
 """The DaCe VS Code viewer's route: list the matches (`SDFGOptimizer.get_pattern_matches`,
 what the extension's backend calls), serialize the clicked one, rebuild it, `apply_pattern`,
 list again. Clicked from the top of the list (or from the bottom), InlineFuser ends where
-`gt_inline_fusion` ends."""
+`gt_inline_intermediates` ends."""
 
 import copy
 
@@ -54,7 +54,7 @@ def multi_offset(root):
 def test_click_through_reaches_the_pass(root, fixture, pick):
     sdfg = dace.SDFG.from_file(str(root / "sdfg_fixtures" / f"{fixture}.sdfg"))
     by_pass = copy.deepcopy(sdfg)
-    gx.gt_inline_fusion(by_pass, cost_model=gx.InlineWhereSound())
+    gx.gt_inline_intermediates(by_pass, policy=gx.InlineWhereSound())
     clicked = click_through(sdfg, pick)
     assert clicked
     assert two_d_transients(sdfg) == two_d_transients(by_pass)

@@ -58,7 +58,7 @@ def test_gt4py_leaves_a_write_back_copy_the_library_finds(step):
                          ids=["model", "sound"])  # fmt: skip
 def test_every_reader_inlined_removes_the_temporary(step, policy):
     sdfg = copy.deepcopy(step)
-    report = gx.gt_inline_fusion(sdfg, cost_model=policy)
+    report = gx.gt_inline_intermediates(sdfg, policy=policy)
     assert {r.consumer for r in report.applied} == {
         "map_3_fieldop",
         f"writeback_{two_d_transients(step)[0]}_t_out_map",
@@ -82,7 +82,7 @@ def test_where_the_writers_can_write_the_output_the_copy_is_not_a_map(step, poli
         else policy
     )
     assert convert_writeback_copies(sdfg, converting) == []
-    report = gx.gt_inline_fusion(sdfg, cost_model=policy)
+    report = gx.gt_inline_intermediates(sdfg, policy=policy)
     assert {r.consumer for r in report.applied} == {"map_3_fieldop"}
     assert report.writebacks_retargeted == [name] and two_d_transients(sdfg) == []
 
@@ -92,7 +92,7 @@ def test_the_default_model_leaves_a_two_offset_group(step):
     `t_out`); the default CPU model declines them (docs/cost_model.md) and changes nothing."""
     sdfg = copy.deepcopy(step)
     before = sdfg.hash_sdfg()
-    report = gx.gt_inline_fusion(sdfg, cost_model=gx.CostModel("cpu"))
+    report = gx.gt_inline_intermediates(sdfg, policy=gx.CostModel("cpu"))
     assert not report.applied and "read at 2 offsets" in report.declined[0].reason
     assert sdfg.hash_sdfg() == before
 
@@ -110,7 +110,7 @@ def test_declined_group_leaves_the_sdfg_unchanged(step):
 def test_viewer_click_through_converts_the_copy_and_reaches_the_pass(step, pick):
     """The viewer's route (tests/test_viewer.py): `WriteBackToMap` and `WriteBackRetarget`
     are listed next to `InlineFuser`; clicked in either order, the SDFG ends where
-    `gt_inline_fusion` ends: the reader inlined, the buffer retargeted (WriteBackToMap
+    `gt_inline_intermediates` ends: the reader inlined, the buffer retargeted (WriteBackToMap
     defers to it)."""
     from test_viewer import click_through
 

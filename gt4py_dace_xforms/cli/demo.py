@@ -137,7 +137,7 @@ def progress(what: str) -> Iterator[None]:
 
 
 def _table(head: tuple, rows: list[tuple]) -> str:
-    widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
+    widths = [max(len(str(r[i])) for r in [*rows, head]) for i in range(len(head))]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     return "\n".join(
         [fmt.format(*head), fmt.format(*("-" * w for w in widths))] + [fmt.format(*r) for r in rows]

@@ -1,7 +1,7 @@
 """`gt4py-dace-xforms`: optimize an `.sdfg` file, explain a gt4py program, take a census, or run the demo.
 
-Errors in the input or output are reported as one line on stderr with exit status 2;
-the input file is never written.
+Errors in the input or output, and flags that conflict, are reported as one line on stderr
+with exit status 2; the input file is never written.
 """
 
 from __future__ import annotations
@@ -10,14 +10,70 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, NoReturn, Optional, Sequence
 
 
 EXIT_USAGE = 2
 
+#: gt4py's `TransientMemoryMode` names (`--transient-memory-mode`; test_cli checks them
+#: against gt4py's enum, which is not imported to build the parser).
+TRANSIENT_MEMORY_MODES = ("SCOPED", "PERSISTENT", "POOL", "EXTERNAL")
+
 
 class CliError(Exception):
     """A user-facing error: printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An `ArgumentParser` whose `error` is one line (no usage block): a `CliError`."""
+
+    def error(self, message: str) -> NoReturn:
+        """Refuse the command line.
+
+        Args:
+            message: what is wrong, one line.
+
+        Raises:
+            CliError: always; `main` prints it and returns exit status 2.
+        """
+        raise CliError(message)
+
+
+def _passes() -> dict[str, tuple[Callable[..., Any], bool]]:
+    """`optimize --only-pass NAME`: the pass of each name, and whether it takes a policy."""
+    from gt4py_dace_xforms import transformations as tr
+
+    return {
+        "inline": (tr.gt_inline_intermediates, True),
+        "windows": (tr.gt_apply_vertical_windows, True),
+        "output-buffers": (tr.gt_use_outputs_as_buffers, True),
+        "in-place": (tr.gt_update_in_place, True),
+        "sibling-tails": (tr.gt_split_sibling_tails, True),
+        "sweep-pairs": (tr.gt_fuse_sweep_pairs, True),
+        "copy-into-readers": (tr.gt_copy_into_readers, True),
+        "copy-chains": (tr.gt_remove_copy_chains, False),
+        "retarget": (tr.gt_retarget_writebacks, False),
+        "column-reads": (tr.gt_narrow_column_reads, False),
+        "split-hazards": (tr.gt_trim_split_hazards, False),
+    }
+
+
+#: the names `--only-pass` takes (`_passes`), without importing the passes.
+PASS_NAMES = (
+    "inline",
+    "windows",
+    "output-buffers",
+    "in-place",
+    "sibling-tails",
+    "sweep-pairs",
+    "copy-into-readers",
+    "copy-chains",
+    "retarget",
+    "column-reads",
+    "split-hazards",
+)
+#: the passes of `PASS_NAMES` that a policy decides (the others take no `policy=`).
+POLICY_PASSES = frozenset(PASS_NAMES[:7])
 
 
 def _two_d_transients(sdfg) -> list[str]:
@@ -73,29 +129,55 @@ def _check_output(inp: str, out: str) -> None:
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
-    from gt4py_dace_xforms.transformations.inline_fusion_pass import gt_inline_fusion
+    """`optimize`: what the library's hooks do to an `.sdfg` file (`hooks.run_hooks`), or
+    one pass alone (`--only-pass`).
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        The exit status: 0, or 1 where the library failed on the SDFG.
+    """
+    from gt4py_dace_xforms.integration.hooks import run_hooks
+    from gt4py_dace_xforms.policy import CostModel, InlinePolicy, InlineWhereSound
+    from gt4py_dace_xforms.report import InlineReport
 
     _check_output(args.input, args.output)
     if args.report:
         _check_output(args.input, args.report)
+        if os.path.abspath(args.report) == os.path.abspath(args.output):
+            raise CliError(f"{args.report}: --report is the output file")
     sdfg = _load(args.input)
     before = _two_d_transients(sdfg)
-    from gt4py_dace_xforms.policy import CostModel, InlineWhereSound
-
-    policy = (
+    target = args.target or "cpu"
+    policy: InlinePolicy = (
         InlineWhereSound()
         if args.all_sound
         else CostModel(
-            target=args.target,
-            persistent_transients=args.persistent_transients,
+            target=target,
+            transient_memory_mode=args.transient_memory_mode,
             windows=True if args.windows else None,
         )
     )
     try:
-        report = gt_inline_fusion(sdfg, cost_model=policy, validate=True)
+        report: InlineReport
+        if args.only_pass:
+            run, takes_policy = _passes()[args.only_pass]
+            report = run(sdfg, policy=policy) if takes_policy else run(sdfg)
+        else:
+            report = run_hooks(
+                sdfg,
+                policy,
+                gpu=target == "gpu",
+                transient_memory_mode=args.transient_memory_mode,
+            )
+            if report.failures:
+                raise RuntimeError(report.failures[0])
+            sdfg.validate()
     except Exception as err:  # noqa: BLE001  # a bug, not bad input: say so in one line
         print(
-            f"gt4py-dace-xforms: internal error while optimizing: {type(err).__name__}: {_first_line(err)}",
+            f"gt4py-dace-xforms: internal error while optimizing: {type(err).__name__}: "
+            f"{_first_line(err)}",
             file=sys.stderr,
         )
         return 1
@@ -107,19 +189,64 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                 json.dump(report.to_json(), f, indent=2)
     except OSError as err:
         raise CliError(f"cannot write output: {err.strerror}: {err.filename}") from None
-    print(f"{args.input} -> {args.output}")
+    ran = f"--only-pass {args.only_pass}" if args.only_pass else "the hooks' pipeline"
+    print(f"{args.input} -> {args.output} ({ran})")
     print(f"2-D transients: {len(before)} before, {len(after)} after")
     print(
-        f"inlined copies: {report.copies} ({len(report.inlined)} reads applied, {len(report.declined)} declined); "
-        f"windowed: {len(report.windowed)}"
+        f"inlined copies: {report.copies} ({len(report.inlined)} reads applied, "
+        f"{len(report.declined)} declined); windowed: {len(report.windowed)}"
     )
-    if report.records:
+    if report.records or report.races:
         print(report.table())
     if not args.all_sound:
-        print(f"cost model ({args.target}):")
+        print(f"cost model ({target}):")
         for line in report.cost_lines():
             print(line)
     return 0
+
+
+def _check_optimize(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse `optimize` flags that conflict (`parser.error`, one line)."""
+    if args.all_sound:
+        for flag, given in (
+            ("--target", args.target is not None),
+            ("--transient-memory-mode", args.transient_memory_mode is not None),
+            ("--windows", args.windows),
+        ):
+            if given:
+                parser.error(f"{flag} sets the cost model, which --all-sound replaces: pass one")
+    if args.windows and args.no_windows:
+        parser.error("--windows and --no-windows contradict each other")
+    if args.only_pass:
+        takes_policy = args.only_pass in POLICY_PASSES
+        policy_flags = [
+            flag
+            for flag, given in (
+                ("--target", args.target is not None),
+                ("--all-sound", args.all_sound),
+                ("--transient-memory-mode", args.transient_memory_mode is not None),
+                ("--windows", args.windows),
+            )
+            if given
+        ]
+        if policy_flags and not takes_policy:
+            parser.error(
+                f"--only-pass {args.only_pass} consults no policy: {policy_flags[0]} does not apply"
+            )
+        if args.windows and args.only_pass not in ("inline", "windows"):
+            parser.error(
+                f"--windows applies to the inline and windows passes, not {args.only_pass}"
+            )
+
+
+def _static_layout(args: argparse.Namespace) -> Optional[str]:
+    """The layout of `--static` (`--layout`, else `DEFAULT_LAYOUT`, as `traffic` and `demo`
+    use); None without `--static`."""
+    if not getattr(args, "static", False):
+        return None
+    from gt4py_dace_xforms.tools.layouts import DEFAULT_LAYOUT
+
+    return args.layout or DEFAULT_LAYOUT
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -132,14 +259,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
     try:
         program = programs.load_program(args.program)
         grid = ex.resolve_grid(args.offset_provider)
-        if args.layout and not args.static:
-            raise ValueError("--layout chooses the values of --static: pass --static too")
         if grid is None and args.static:
             from gt4py_dace_xforms.tools.static_values import static_offset_provider
 
-            grid = static_offset_provider(
-                program, layout=args.layout
-            )  # the grid the static values describe
+            # the grid the static values describe
+            grid = static_offset_provider(program, layout=_static_layout(args))
         ex.offset_provider(program, grid)  # a missing grid or connectivity is bad input
     except ValueError as err:
         raise CliError(str(err)) from None
@@ -164,7 +288,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         )
         return 1
     expl.program = args.program
-    expl.layout = args.layout or ""
+    expl.layout = _static_layout(args) or ""
     print(expl.text())
     if args.sdfg_out:
         for path in ex.write_sdfgs(expl, args.sdfg_out):
@@ -180,7 +304,7 @@ def _static_args(program, args: argparse.Namespace) -> dict:
     values: dict = {}
     if args.static:
         try:
-            values = program_static_values(program, layout=args.layout)
+            values = program_static_values(program, layout=_static_layout(args))
         except ValueError as err:
             raise CliError(f"{err} (give them with --static-arg NAME=VALUE)") from None
     for item in args.static_arg:
@@ -207,22 +331,62 @@ def _static_args(program, args: argparse.Namespace) -> dict:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    """`demo`: the seed programs and the target (`cli.demo.run_demo`).
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        The exit status.
+    """
     from gt4py_dace_xforms.cli.demo import run_demo
 
     return run_demo(verbose=args.verbose, layout=args.layout)
 
 
+def _check_census(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse `census` flags that conflict (`parser.error`, one line)."""
+    runs = [f for f, on in (("--compare", args.compare), ("--eager", args.eager),
+                            ("--determinism", args.determinism)) if on]  # fmt: skip
+    if len(runs) > 1:
+        parser.error(f"{' and '.join(runs)} are separate runs: pass one of them")
+    if args.exact and not args.compare:
+        parser.error("--exact only applies to --compare (it changes how the builds compile)")
+    for flag, given in (("--cells", args.cells), ("--levels", args.levels), ("--seed", args.seed)):
+        if given is not None and not args.compare:
+            parser.error(f"{flag} only applies to --compare")
+    if args.static and runs:
+        parser.error(f"--static applies to the census itself, not to {runs[0]}")
+    if args.layout and not args.static:
+        parser.error("--layout chooses the values of --static: pass --static too")
+    for flag, given in (("--final", args.final), ("--no-transients", args.no_transients)):
+        if given and runs:
+            parser.error(f"{flag} applies to the census itself, not to {runs[0]}")
+    if args.final and args.no_transients:
+        parser.error("--final counts transients, which --no-transients skips: pass one")
+    if args.concat_only and args.programs:
+        parser.error("--concat-only chooses the default list: not with programs named")
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
+
+
+def _check_explain(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse `explain` flags that conflict (`parser.error`, one line)."""
+    if args.layout and not args.static:
+        parser.error("--layout chooses the values of --static: pass --static too")
+
+
+def _check_traffic(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse `traffic` flags that conflict (`parser.error`, one line)."""
+    if args.fresh_page_bytes is not None and args.target == "gpu":
+        parser.error("--fresh-page-bytes prices the CPU's allocator: not with --target gpu")
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
+
+
 def cmd_census(args: argparse.Namespace) -> int:
     from gt4py_dace_xforms.tools import census, programs
 
-    if args.exact and not args.compare:
-        raise CliError("--exact only applies to --compare (it changes how the builds compile)")
-    if args.static and (args.eager or args.compare or args.determinism):
-        raise CliError(
-            "--static applies to the census itself (not to --eager, --compare or --determinism)"
-        )
-    if args.layout and not args.static:
-        raise CliError("--layout chooses the values of --static: pass --static too")
     if args.programs:
         refs = []
         for spec in args.programs:
@@ -237,8 +401,6 @@ def cmd_census(args: argparse.Namespace) -> int:
             raise CliError("no programs found: is icon4py installed? (make venv installs it)")
     if args.json:
         _check_writable(args.json)
-    if sum(map(bool, (args.compare, args.eager, args.determinism))) > 1:
-        raise CliError("--compare, --eager and --determinism are separate runs: pass one of them")
     if args.compare:
         return _census_compare(refs, args)
     if args.determinism:
@@ -270,11 +432,11 @@ def cmd_census(args: argparse.Namespace) -> int:
             transients=not args.no_transients,
             final=args.final,
             static=args.static,
-            layout=args.layout,
+            layout=_static_layout(args),
             progress=progress,
         )
-        if args.layout:
-            print(f"== layout {args.layout} ==")
+        if args.static:
+            print(f"== layout {_static_layout(args)} ==")
         print(census.table(results))
         dump = census.to_json
     if args.json:
@@ -338,7 +500,7 @@ def _census_compare(refs, args: argparse.Namespace) -> int:
         r,
     ) -> None:  # the program's row and notes as soon as it is done (the run takes hours)
         lines = cc.table([r]).splitlines()
-        print("\n".join(["  " + lines[2]] + lines[5:]), file=sys.stderr, flush=True)
+        print("\n".join(["  " + lines[2], *lines[5:]]), file=sys.stderr, flush=True)
 
     with quiet_third_party():
         results = cc.run_comparison(refs, jobs=args.jobs, progress=progress, **settings)
@@ -431,28 +593,49 @@ def _layout_names() -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gt4py-dace-xforms", description=__doc__.splitlines()[0])
+    """The command line: one subcommand each for optimize, census, explain, traffic, demo.
+
+    Each subcommand's `check` refuses flags that conflict, and `--static` takes the same
+    default layout (`DEFAULT_LAYOUT`) as `traffic` and `demo`.
+
+    Returns:
+        The parser (its `error` raises `CliError`: one line).
+    """
+    from gt4py_dace_xforms.tools.layouts import DEFAULT_LAYOUT
+
+    parser = _Parser(prog="gt4py-dace-xforms", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    opt = sub.add_parser("optimize", help="inline shifted reads in an .sdfg file")
+    opt = sub.add_parser(
+        "optimize",
+        help="run the library's hooks (what gt_auto_optimize gets from it) on an .sdfg file",
+    )
     opt.add_argument("input", help="input .sdfg file (never modified)")
     opt.add_argument("-o", "--output", required=True, help="output .sdfg file")
     opt.add_argument("--report", help="write the decisions as JSON to this file")
     opt.add_argument(
         "--target",
         choices=("cpu", "gpu"),
-        default="cpu",
         help="decide with the cost model for this target (default: cpu)",
     )
     opt.add_argument(
         "--all-sound",
         action="store_true",
-        help="no cost model: inline every read that is proven sound",
+        help="no cost model: the policy InlineWhereSound, every rewrite that is proven sound",
     )
     opt.add_argument(
-        "--persistent-transients",
-        action="store_true",
-        help="the SDFG will run with persistent transients (gt4py's TransientMemoryMode.PERSISTENT): "
-        "on the CPU the cost model then declines reads that recompute",
+        "--transient-memory-mode",
+        type=str.upper,
+        choices=TRANSIENT_MEMORY_MODES,
+        metavar="MODE",
+        help="gt4py's TransientMemoryMode the SDFG will run with (one of "
+        f"{', '.join(TRANSIENT_MEMORY_MODES)}; default: gt4py's): with PERSISTENT the CPU cost "
+        "model declines reads that recompute",
+    )
+    opt.add_argument(
+        "--only-pass",
+        choices=PASS_NAMES,
+        metavar="PASS",
+        help=f"run this pass alone instead of the hooks' pipeline (one of {', '.join(PASS_NAMES)})",
     )
     opt.add_argument(
         "--windows",
@@ -461,10 +644,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(vertical windows, off by default: measured 4-5x slower than icon4py's own build of "
         "the target; docs/vertical_window.md)",
     )
-    opt.add_argument(
-        "--no-windows", action="store_true", help=argparse.SUPPRESS
-    )  # the default now; kept for scripts
-    opt.set_defaults(func=cmd_optimize)
+    # the default now; kept for scripts
+    opt.add_argument("--no-windows", action="store_true", help=argparse.SUPPRESS)
+    opt.set_defaults(func=cmd_optimize, check=_check_optimize, parser=opt)
     cen = sub.add_parser(
         "census", help="how much of a set of gt4py programs the inliner reaches (no compilation)"
     )
@@ -513,14 +695,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--static",
         action="store_true",
         help="lower with the integer and boolean parameters as static arguments, as icon4py's model "
-        "run compiles them (a global grid on one node, 80 levels; tools/static_values.py)",
+        f"run compiles them (80 levels, layout {DEFAULT_LAYOUT} unless --layout; "
+        "tools/static_values.py)",
     )
     cen.add_argument(
         "--layout",
-        choices=_layout_names() + ["all"],
+        choices=[*_layout_names(), "all"],
         metavar="NAME",
         help="--static: the index layout the bounds and neighbor tables come from (one of "
-        f"{', '.join(_layout_names())}, or all: one table per layout; tools/layouts.py)",
+        f"{', '.join(_layout_names())}, or all: one table per layout; default {DEFAULT_LAYOUT}; "
+        "tools/layouts.py)",
     )
     cen.add_argument(
         "--cells", type=int, help="--compare: elements per horizontal dimension (default 64)"
@@ -535,7 +719,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="--compare: build with gt4py's flags plus -ffp-contract=off and require bitwise equality "
         "(no FMA contraction to excuse a difference)",
     )
-    cen.set_defaults(func=cmd_census)
+    cen.set_defaults(func=cmd_census, check=_check_census, parser=cen)
     exp = sub.add_parser(
         "explain",
         help="which temporaries of a gt4py program the stock backend keeps, "
@@ -560,15 +744,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--static",
         action="store_true",
         help="lower with the integer and boolean parameters as static arguments, as icon4py's model run "
-        "compiles them (a global grid on one node, 80 levels, and without --offset-provider random "
-        "neighbor tables of that grid's sizes; tools/static_values.py)",
+        f"compiles them (80 levels, layout {DEFAULT_LAYOUT} unless --layout, and without "
+        "--offset-provider that layout's generated neighbor tables; tools/static_values.py)",
     )
     exp.add_argument(
         "--layout",
         choices=_layout_names(),
         metavar="NAME",
         help="--static: the index layout the bounds and neighbor tables come from (one of "
-        f"{', '.join(_layout_names())}; tools/layouts.py)",
+        f"{', '.join(_layout_names())}; default {DEFAULT_LAYOUT}; tools/layouts.py)",
     )
     exp.add_argument(
         "--static-arg",
@@ -583,7 +767,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="write PREFIX.before.sdfg / PREFIX.after.sdfg (where the library's pass runs, before and "
         "after it) to open in the DaCe viewer",
     )
-    exp.set_defaults(func=cmd_explain)
+    exp.set_defaults(func=cmd_explain, check=_check_explain, parser=exp)
     tra = sub.add_parser(
         "traffic",
         help="the substep's 2-D transients by bytes, and whether the library removes "
@@ -594,10 +778,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tra.add_argument(
         "--layout",
-        default="lam-decomposed",
+        default=DEFAULT_LAYOUT,
         choices=_layout_names(),
         metavar="NAME",
-        help="index layout (tools/layouts.py; default lam-decomposed); limited_area follows it",
+        help=f"index layout (tools/layouts.py; default {DEFAULT_LAYOUT}); limited_area follows it",
     )
     tra.add_argument(
         "--cells", type=int, default=20480, help="cells of the generated grid (default 20480)"
@@ -627,7 +811,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--top", type=int, help="print only the largest N rows (the totals are over all)"
     )
     tra.add_argument("--json", help="also write the results as JSON to this file")
-    tra.set_defaults(func=cmd_traffic)
+    tra.set_defaults(func=cmd_traffic, check=_check_traffic, parser=tra)
     demo = sub.add_parser("demo", help="lower gt4py programs, inline, compare with stock and numpy")
     demo.add_argument("-v", "--verbose", action="store_true", help="print every decision")
     demo.add_argument(
@@ -635,7 +819,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         choices=_layout_names(),
         metavar="NAME",
-        help="the static target's index layout (tools/layouts.py; default lam-decomposed, a "
+        help=f"the static target's index layout (tools/layouts.py; default {DEFAULT_LAYOUT}, a "
         "production run's rank)",
     )
     demo.set_defaults(func=cmd_demo)
@@ -646,9 +830,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the command line.
+
+    Args:
+        argv: the arguments (None: `sys.argv[1:]`).
+
+    Returns:
+        The exit status: 0, 1 (a failure the command reports), or 2 (bad input or flags).
+    """
     parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        args = parser.parse_args(argv)
+        if getattr(args, "check", None) is not None:
+            args.check(args.parser, args)
         return args.func(args)
     except CliError as err:
         print(f"gt4py-dace-xforms: error: {err}", file=sys.stderr)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from gt4py.next.program_processors.runners.dace.transformations.auto_optimize import (
     GT4PyAutoOptHook,
@@ -27,10 +27,10 @@ from gt4py_dace_xforms.policy import InlinePolicy
 def make_backend(
     gpu: bool,
     *,
-    cost_model: Optional[InlinePolicy] = None,
+    policy: Optional[InlinePolicy] = None,
     optimization_hooks: Optional[Mapping[GT4PyAutoOptHook, Callable]] = None,
     name_postfix: str = "_xforms",
-    transient_memory_mode=None,
+    transient_memory_mode: Any = None,
     windows: Optional[bool] = None,
 ) -> gtx_backend.DaCeBackend:
     """A gt4py dace backend (built with `make_dace_toolchain`) that runs the inliner. It
@@ -39,21 +39,24 @@ def make_backend(
 
     Args:
         gpu: target the GPU.
-        cost_model: the policy deciding each sound candidate (default: the `CostModel`
-            for the target).
+        policy: the policy deciding each sound candidate (default: the `CostModel`
+            for the target and memory mode).
         optimization_hooks: the caller's own `gt_auto_optimize` hooks; they are chained
             with the library's, never dropped.
         name_postfix: appended to the backend name (gt4py caches by name).
         transient_memory_mode: gt4py's `TransientMemoryMode` for `gt_auto_optimize`
             (None: its default, transients allocated per call); the default cost model
-            is told (`CostModel.persistent_transients`).
+            is told (`CostModel.transient_memory_mode`).
         windows: sweep consumers that read an intermediate at several levels in K
             (`VerticalWindow`) before inlining: None (default) where the policy's
             `decide_window` accepts (the default cost model: none, unless `windows=True`), True
             every window that applies, False none (docs/vertical_window.md).
+
+    Returns:
+        The backend.
     """
     hooks = _library_hooks(
-        cost_model,
+        policy,
         gpu=gpu,
         user_hooks=optimization_hooks,
         transient_memory_mode=transient_memory_mode,
@@ -71,9 +74,17 @@ def make_backend(
     )
 
 
-def optimize_args(hooks: dict, transient_memory_mode=None) -> dict:
-    """`auto_optimize_args`: the hooks, and the memory mode where one is asked for (else
-    `gt_auto_optimize`'s default, `POOL`: on the CPU, transients allocated per call)."""
+def optimize_args(hooks: dict, transient_memory_mode: Any = None) -> dict:
+    """`auto_optimize_args`: the hooks, and the memory mode where one is asked for.
+
+    Args:
+        hooks: the `optimization_hooks`.
+        transient_memory_mode: gt4py's memory mode (None: `gt_auto_optimize`'s default,
+            transients allocated per call on the CPU).
+
+    Returns:
+        The keyword arguments for `gt_auto_optimize`.
+    """
     args: dict = {"optimization_hooks": hooks}
     if transient_memory_mode is not None:
         args["transient_memory_mode"] = transient_memory_mode

@@ -18,11 +18,11 @@ from gt4py_dace_xforms.integration import failsafe, identity
 from gt4py_dace_xforms.policy import CostModel, InlinePolicy, allocator
 from gt4py_dace_xforms.report import InlineReport, ReportFolder
 from gt4py_dace_xforms.transformations.copy_chain import gt_remove_copy_chains
-from gt4py_dace_xforms.transformations.copy_into_readers import gt_copies_into_readers
-from gt4py_dace_xforms.transformations.inline_fusion_pass import gt_inline_fusion
+from gt4py_dace_xforms.transformations.copy_into_readers import gt_copy_into_readers
+from gt4py_dace_xforms.transformations.inline_fusion_pass import gt_inline_intermediates
 from gt4py_dace_xforms.transformations.split_hazards import gt_trim_split_hazards
 from gt4py_dace_xforms.transformations.sweep_pair import gt_fuse_sweep_pairs
-from gt4py_dace_xforms.transformations.vertical_window import gt_vertical_windows
+from gt4py_dace_xforms.transformations.vertical_window import gt_apply_vertical_windows
 
 
 HookFun = Callable[[dace.SDFG], None]
@@ -46,25 +46,22 @@ SPLIT_CALLBACKS = (
 )
 
 
-def default_policy(gpu: bool = False, transient_memory_mode=None) -> InlinePolicy:
-    """The cost model for the target and gt4py's `transient_memory_mode` (None: its
-    default, transients allocated per call). Inlining whatever is sound made all three
-    icon4py programs of `make bench` slower on the CPU (1.38x-1.94x; copies of
-    intermediates that other readers keep anyway); see `bench/README.md` for the cost
-    model's figures."""
-    return CostModel(
-        target="gpu" if gpu else "cpu", persistent_transients=is_persistent(transient_memory_mode)
-    )
+def default_policy(gpu: bool = False, transient_memory_mode: Any = None) -> InlinePolicy:
+    """The cost model for the target and gt4py's memory mode.
 
+    Inlining whatever is sound made all three icon4py programs of `make bench` slower on the
+    CPU (1.38x-1.94x; copies of intermediates that other readers keep anyway); see
+    `bench/README.md` for the cost model's figures.
 
-def is_persistent(transient_memory_mode) -> bool:
-    """Whether gt4py's `transient_memory_mode` (a `TransientMemoryMode`, its name, or None
-    for the default) allocates the transients once instead of on every call."""
-    if transient_memory_mode is None:
-        return False
-    return (
-        str(getattr(transient_memory_mode, "value", transient_memory_mode)).upper() == "PERSISTENT"
-    )
+    Args:
+        gpu: the GPU's cost model, else the CPU's.
+        transient_memory_mode: gt4py's `TransientMemoryMode` (or its name; None: gt4py's
+            default, transients allocated per call).
+
+    Returns:
+        The `CostModel`.
+    """
+    return CostModel(target="gpu" if gpu else "cpu", transient_memory_mode=transient_memory_mode)
 
 
 def _metadata_not_fingerprinted() -> dict:
@@ -78,16 +75,28 @@ def _metadata_not_fingerprinted() -> dict:
 
 
 def resolve_policy(
-    cost_model: Optional[InlinePolicy],
+    policy: Optional[InlinePolicy],
     gpu: bool = False,
-    transient_memory_mode=None,
+    transient_memory_mode: Any = None,
     fresh_page_bytes: Optional[int] = None,
 ) -> InlinePolicy:
-    """The policy a hook decides by, with the allocator regime fixed now (`CostModel`'s
-    `fresh_page_bytes`: `fresh_page_bytes`, else this process's, `policy.allocator`). A hook
-    pickled into one of gt4py's build worker processes then decides as this process would,
-    whatever that worker's environment, and gt4py's build cache keys the regime with the hook."""
-    policy = cost_model or default_policy(gpu, transient_memory_mode)
+    """The policy a hook decides by, with the allocator regime fixed now.
+
+    A hook pickled into one of gt4py's build worker processes then decides as this process
+    would, whatever that worker's environment, and gt4py's build cache keys the regime with
+    the hook.
+
+    Args:
+        policy: the caller's policy (None: `default_policy(gpu, transient_memory_mode)`).
+        gpu: the target, for the default policy.
+        transient_memory_mode: gt4py's memory mode, for the default policy.
+        fresh_page_bytes: a `CostModel`'s `fresh_page_bytes` where it has none (None: this
+            process's, `policy.allocator`).
+
+    Returns:
+        The policy, a `CostModel` with its `fresh_page_bytes` set.
+    """
+    policy = policy or default_policy(gpu, transient_memory_mode)
     if isinstance(policy, CostModel) and policy.fresh_page_bytes is None:
         regime = allocator.fresh_page_bytes() if fresh_page_bytes is None else fresh_page_bytes
         policy = dataclasses.replace(policy, fresh_page_bytes=regime)
@@ -131,7 +140,7 @@ class LibraryHook:
 
 @dataclasses.dataclass(frozen=True)
 class InlineHook(LibraryHook):
-    """Runs `gt_inline_fusion` (see `make_inline_hook`)."""
+    """Runs `gt_inline_intermediates` (see `make_inline_hook`)."""
 
     copy_chains: bool = True
     windows: Optional[bool] = None
@@ -146,17 +155,16 @@ class InlineHook(LibraryHook):
             races = unordered_accesses(sdfg)
             if races:
                 warn_races(sdfg, races)
-            folded = gt_remove_copy_chains(sdfg) if self.copy_chains else 0
-            # gt_inline_fusion takes the windows its policy accepts; `windows=True` forces
-            # every window first, `windows=False` turns them off.
-            forced = InlineReport()
+            report = InlineReport()
+            if self.copy_chains:
+                report.extend(gt_remove_copy_chains(sdfg, validate=False))
+            # gt_inline_intermediates takes the windows its policy accepts; `windows=True`
+            # forces every window first, `windows=False` turns them off.
             if self.windows:
-                forced.windowed = gt_vertical_windows(sdfg, report=forced)
-            report = gt_inline_fusion(sdfg, cost_model=self.policy, validate=False)
-            report.records[:0] = forced.records
-            report.windowed[:0] = forced.windowed
+                report.extend(gt_apply_vertical_windows(sdfg, validate=False))
+            report.extend(gt_inline_intermediates(sdfg, policy=self.policy, validate=False))
             # What gt4py's MapSplitter (after these rounds) would fail on: done here.
-            gt_trim_split_hazards(sdfg)
+            report.extend(gt_trim_split_hazards(sdfg, validate=False))
         except Exception as exc:
             if saved is None:
                 raise
@@ -164,39 +172,48 @@ class InlineHook(LibraryHook):
             failsafe.restore_in_place(sdfg, saved)
             failsafe.mark_failed(sdfg)
             report = InlineReport(failures=[failsafe.warn_failure(sdfg, exc)])
-            folded = 0
-        report.copy_chains_removed = folded
         report.races = [r.reason for r in races]
         self._report(report)
 
 
 def make_inline_hook(
-    cost_model: Optional[InlinePolicy] = None,
+    policy: Optional[InlinePolicy] = None,
     reports: Reports = None,
     *,
     gpu: bool = False,
     copy_chains: bool = True,
-    transient_memory_mode=None,
+    transient_memory_mode: Any = None,
     windows: Optional[bool] = None,
 ) -> InlineHook:
-    """A hook running `gt_inline_fusion` with `cost_model` (any policy; default:
-    `default_policy(gpu, transient_memory_mode)`; the allocator regime is fixed now,
-    `resolve_policy`); reports are appended to `reports`. `copy_chains`: first fold
-    the copy chains whose coverage gt4py cannot prove (`gt_remove_copy_chains`,
-    docs/copy_chains.md): nothing is recomputed, and a branch folded into its concat
-    node is a Map writer the inliner takes like any other. `windows`: then sweep the
-    consumers that read an intermediate at several levels in K (`gt_vertical_windows`,
-    docs/vertical_window.md), before inlining the rest: None (default) where the policy's
-    `decide_window` accepts (the default cost model: none, unless `windows=True`), True every
-    window that applies, False none of the cost model's (a policy of your own decides).
+    """A hook running `gt_inline_intermediates`; reports are appended to `reports`.
 
     If the pass raises, the SDFG is restored to what the hook received, one
     `LibraryFailureWarning` names the program and the exception, and the hook leaves that
     program alone from then on (`integration.failsafe`; `GT4PY_DACE_XFORMS_STRICT=1`
     lets the exception through). An array gt4py's SDFG accesses in an undefined order
     (`analysis.races`) is left alone by every rewrite, and one `UnorderedAccessWarning`
-    per program names it (docs/races.md). The hook pickles (`LibraryHook`)."""
-    policy = resolve_policy(cost_model, gpu, transient_memory_mode)
+    per program names it (docs/races.md). The hook pickles (`LibraryHook`).
+
+    Args:
+        policy: any policy (default: `default_policy(gpu, transient_memory_mode)`; the
+            allocator regime is fixed now, `resolve_policy`).
+        reports: where the reports go (a list, a `report.ReportFolder`, or None).
+        gpu: the target, for the default policy.
+        copy_chains: first fold the copy chains whose coverage gt4py cannot prove
+            (`gt_remove_copy_chains`, docs/copy_chains.md): nothing is recomputed, and a
+            branch folded into its concat node is a Map writer the inliner takes like any
+            other.
+        transient_memory_mode: gt4py's memory mode, for the default policy.
+        windows: sweep the consumers that read an intermediate at several levels in K
+            (`gt_apply_vertical_windows`, docs/vertical_window.md) before inlining the rest:
+            None (default) where the policy's `decide_window` accepts (the default cost
+            model: none), True every window that applies, False none of the cost model's
+            (a policy of your own decides).
+
+    Returns:
+        The hook.
+    """
+    policy = resolve_policy(policy, gpu, transient_memory_mode)
     if windows is False and isinstance(policy, CostModel):
         policy = dataclasses.replace(policy, windows=False)
     return InlineHook(policy=policy, reports=reports, copy_chains=copy_chains, windows=windows)
@@ -215,17 +232,19 @@ class SweepPairHook(LibraryHook):
         ):
             return
         report = InlineReport()
-        failure = failsafe.guarded(
-            sdfg,
-            lambda: gt_fuse_sweep_pairs(
-                sdfg,
-                validate=False,
-                narrow_columns=True,
-                keep_narrowed=policy.narrows_column_reads(sdfg),
-                policy=policy,
-                report=report,
-            ),
-        )
+
+        def fuse() -> None:
+            report.extend(
+                gt_fuse_sweep_pairs(
+                    sdfg,
+                    policy=policy,
+                    narrow_columns=True,
+                    keep_narrowed=policy.narrows_column_reads(sdfg),
+                    validate=False,
+                )
+            )
+
+        failure = failsafe.guarded(sdfg, fuse)
         if failure is not None:
             report = InlineReport(failures=[failure])
         if report.records or report.failures:
@@ -233,18 +252,27 @@ class SweepPairHook(LibraryHook):
 
 
 def make_sweep_pair_hook(
-    cost_model: Optional[InlinePolicy] = None,
+    policy: Optional[InlinePolicy] = None,
     reports: Reports = None,
     *,
     gpu: bool = False,
-    transient_memory_mode=None,
+    transient_memory_mode: Any = None,
 ) -> SweepPairHook:
-    """A hook fusing sweep pairs (`gt_fuse_sweep_pairs`) where the policy asks for them
-    (`fuses_sweep_pairs`, each plan `decide_sweep_pair`), with the fail-safe of
-    `make_inline_hook`; a report with one record per buffer goes to `reports`."""
-    return SweepPairHook(
-        policy=resolve_policy(cost_model, gpu, transient_memory_mode), reports=reports
-    )
+    """A hook fusing sweep pairs (`gt_fuse_sweep_pairs`) where the policy asks for them.
+
+    The policy's `fuses_sweep_pairs` says whether to look at all, its `decide_sweep_pair`
+    decides each plan; the fail-safe is `make_inline_hook`'s.
+
+    Args:
+        policy: as for `make_inline_hook`.
+        reports: where a report with one record per buffer goes.
+        gpu: the target, for the default policy.
+        transient_memory_mode: gt4py's memory mode, for the default policy.
+
+    Returns:
+        The hook.
+    """
+    return SweepPairHook(policy=resolve_policy(policy, gpu, transient_memory_mode), reports=reports)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -259,7 +287,8 @@ class CopyHook(LibraryHook):
             return
         report = InlineReport()
         failure = failsafe.guarded(
-            sdfg, lambda: gt_copies_into_readers(sdfg, policy=policy, report=report)
+            sdfg,
+            lambda: report.extend(gt_copy_into_readers(sdfg, policy=policy, validate=False)),
         )
         if failure is not None:
             report = InlineReport(failures=[failure])
@@ -268,16 +297,27 @@ class CopyHook(LibraryHook):
 
 
 def make_copy_hook(
-    cost_model: Optional[InlinePolicy] = None,
+    policy: Optional[InlinePolicy] = None,
     reports: Reports = None,
     *,
     gpu: bool = False,
-    transient_memory_mode=None,
+    transient_memory_mode: Any = None,
 ) -> CopyHook:
-    """A hook letting reader Maps write the copies of their source (`gt_copies_into_readers`)
-    where the policy takes them (`decide_copy_into_readers`), with the fail-safe of
-    `make_inline_hook`; a report with one record per copy goes to `reports`."""
-    return CopyHook(policy=resolve_policy(cost_model, gpu, transient_memory_mode), reports=reports)
+    """A hook letting reader Maps write the copies of their source (`gt_copy_into_readers`).
+
+    The policy's `decide_copy_into_readers` decides each copy; the fail-safe is
+    `make_inline_hook`'s.
+
+    Args:
+        policy: as for `make_inline_hook`.
+        reports: where a report with one record per copy goes.
+        gpu: the target, for the default policy.
+        transient_memory_mode: gt4py's memory mode, for the default policy.
+
+    Returns:
+        The hook.
+    """
+    return CopyHook(policy=resolve_policy(policy, gpu, transient_memory_mode), reports=reports)
 
 
 def _has_copies(sdfg: dace.SDFG) -> bool:
@@ -384,30 +424,39 @@ def without_library(
 
 
 def optimization_hooks(
-    cost_model: Optional[InlinePolicy] = None,
+    policy: Optional[InlinePolicy] = None,
     *,
     gpu: bool = False,
     user_hooks: Optional[Mapping[GT4PyAutoOptHook, Callable]] = None,
     reports: Reports = None,
     copy_chains: bool = True,
-    transient_memory_mode=None,
+    transient_memory_mode: Any = None,
     windows: Optional[bool] = None,
 ) -> dict[GT4PyAutoOptHook, Callable]:
-    """The `optimization_hooks` argument for `gt_auto_optimize` that runs the pass.
-
-    `cost_model`: the policy deciding each sound candidate (default: `CostModel` for the
-    CPU, or the GPU with `gpu=True`; `InlineWhereSound()` inlines everything sound).
-    `transient_memory_mode`: the one given to the same `gt_auto_optimize` call, which the
-    default cost model prices (`CostModel.persistent_transients`).
+    """The `optimization_hooks` argument for `gt_auto_optimize` that runs the library.
 
     Hooks in `user_hooks` are kept: at a stage where the library also runs, the
     library's hook runs first, then the user's. Callback-type hooks are passed through
     untouched, but for the split checks: the library's `SplitGuard` asks the user's
-    after its own.
+    after its own. `run_hooks` runs the same hooks on an SDFG of your own.
+
+    Args:
+        policy: the policy deciding each sound candidate (default: `CostModel` for the
+            CPU, or the GPU with `gpu=True`; `InlineWhereSound()` inlines everything sound).
+        gpu: the target, for the default policy.
+        user_hooks: the caller's own hooks, chained after the library's.
+        reports: where each hook's report goes (a list, a `report.ReportFolder`, or None).
+        copy_chains: as for `make_inline_hook`.
+        transient_memory_mode: the one given to the same `gt_auto_optimize` call, which the
+            default cost model prices (`CostModel.transient_memory_mode`).
+        windows: as for `make_inline_hook`.
+
+    Returns:
+        The hooks, by stage.
     """
     hooks: dict[GT4PyAutoOptHook, Callable] = dict(user_hooks or {})
     inline = make_inline_hook(
-        cost_model,
+        policy,
         reports,
         gpu=gpu,
         copy_chains=copy_chains,
@@ -417,14 +466,57 @@ def optimization_hooks(
     for stage in INLINE_STAGES:
         hooks[stage] = chain_hooks(inline, hooks.get(stage))
     sweep = make_sweep_pair_hook(
-        cost_model, reports, gpu=gpu, transient_memory_mode=transient_memory_mode
+        policy, reports, gpu=gpu, transient_memory_mode=transient_memory_mode
     )
     # Copies into their readers at the same stage, after the sweep pairs: gt4py's top-level
     # fusion has made its Maps by then (docs/copy_into_readers.md).
-    copies = make_copy_hook(
-        cost_model, reports, gpu=gpu, transient_memory_mode=transient_memory_mode
-    )
+    copies = make_copy_hook(policy, reports, gpu=gpu, transient_memory_mode=transient_memory_mode)
     hooks[SWEEP_STAGE] = chain_hooks(sweep, copies, hooks.get(SWEEP_STAGE))
     for stage in SPLIT_CALLBACKS:
         hooks[stage] = SplitGuard(hooks.get(stage))
     return hooks
+
+
+def run_hooks(
+    sdfg: dace.SDFG,
+    policy: Optional[InlinePolicy] = None,
+    *,
+    gpu: bool = False,
+    copy_chains: bool = True,
+    transient_memory_mode: Any = None,
+    windows: Optional[bool] = None,
+) -> InlineReport:
+    """Run the library's hooks on `sdfg`, in the order `gt_auto_optimize` calls them.
+
+    These are the hooks `optimization_hooks` gives gt4py, with the same settings: the
+    inlining hook (`TopLevelDataFlowStep`), then the sweep pairs and the copies into
+    readers (`TopLevelDataFlowPost`). gt4py's own passes between those stages do not run,
+    so the result is what the library changes, not the SDFG `gt_auto_optimize` ends with.
+    `gt4py-dace-xforms optimize` runs this.
+
+    Args:
+        sdfg: the SDFG, changed in place.
+        policy: as for `optimization_hooks`.
+        gpu: the target, for the default policy.
+        copy_chains: as for `make_inline_hook`.
+        transient_memory_mode: gt4py's memory mode, for the default policy.
+        windows: as for `make_inline_hook`.
+
+    Returns:
+        The hooks' reports merged into one, in the order they ran.
+    """
+    reports: list[InlineReport] = []
+    hooks = optimization_hooks(
+        policy,
+        gpu=gpu,
+        reports=reports,
+        copy_chains=copy_chains,
+        transient_memory_mode=transient_memory_mode,
+        windows=windows,
+    )
+    for stage in (*INLINE_STAGES, SWEEP_STAGE):
+        hooks[stage](sdfg)
+    merged = InlineReport()
+    for r in reports:
+        merged.extend(r)
+    return merged

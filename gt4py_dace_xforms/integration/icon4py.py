@@ -60,7 +60,7 @@ def make_custom_dace_backend(
     use_metrics: bool = True,
     use_zero_origin: bool = False,
     use_max_domain_range_on_unstructured_shift: Optional[bool] = None,
-    cost_model: Optional[InlinePolicy] = None,
+    policy: Optional[InlinePolicy] = None,
     windows: Optional[bool] = None,
     reports: Any = None,
     **_: Any,
@@ -68,14 +68,14 @@ def make_custom_dace_backend(
     """icon4py's `make_custom_dace_backend` (same arguments, same meaning; other keys of
     the descriptor are ignored, as icon4py ignores them) with the library's hooks.
 
-    `cost_model`, `windows`: as for `backends.make_backend`; `reports`: where the hooks'
+    `policy`, `windows`: as for `backends.make_backend`; `reports`: where the hooks'
     reports go (a list, or a `report.ReportFolder` for builds in gt4py's workers). The cost model is told the
     `transient_memory_mode` found in `optimization_args` (icon4py's graupel sets
     `make_persistent` instead; both reach `gt_auto_optimize` unchanged)."""
     gpu = device != gtx.DeviceType.CPU
     args = dict(optimization_args or {})
     hooks = optimization_hooks(
-        cost_model,
+        policy,
         gpu=gpu,
         user_hooks=args.get("optimization_hooks"),
         reports=reports,
@@ -105,7 +105,7 @@ def descriptor_for(program_name: str, device: Any, **options: Any) -> dict[str, 
     """A backend descriptor for `setup_program` that builds with the library, carrying the
     per-program options icon4py's `get_dace_options` gives `program_name` with its own
     factory (which it skips for any other factory). `options`: further descriptor keys
-    (`cost_model`, `windows`, `optimization_args`, ...)."""
+    (`policy`, `windows`, `optimization_args`, ...)."""
     from icon4py.model.common import model_backends, model_options
 
     if "optimization_args" in options:  # get_dace_options adds to these dicts in place
@@ -138,21 +138,21 @@ class LibraryFactory:
     it takes the same descriptor and builds the same toolchain with the library added.
 
     Attributes:
-        cost_model: the policy (None: the `CostModel` for the device and memory mode).
+        policy: the policy (None: the `CostModel` for the device and memory mode).
         windows: as for `backends.make_backend`.
     """
 
-    cost_model: Optional[InlinePolicy] = None
+    policy: Optional[InlinePolicy] = None
     windows: Optional[bool] = None
 
     def __call__(self, **descriptor: Any) -> gtx_backend.DaCeBackend:
         return make_custom_dace_backend(
-            cost_model=self.cost_model, windows=self.windows, **descriptor
+            policy=self.policy, windows=self.windows, **descriptor
         )
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, LibraryFactory):
-            return (self.cost_model, self.windows) == (other.cost_model, other.windows)
+            return (self.policy, self.windows) == (other.policy, other.windows)
         return other is not None and other is _icon4py_factory()
 
     def __hash__(self) -> int:
@@ -162,7 +162,7 @@ class LibraryFactory:
 def backend(
     device: Any = None,
     *,
-    cost_model: Optional[InlinePolicy] = None,
+    policy: Optional[InlinePolicy] = None,
     windows: Optional[bool] = None,
     **options: Any,
 ) -> dict[str, Any]:
@@ -175,7 +175,7 @@ def backend(
 
         device = model_backends.CPU
     return {
-        "backend_factory": LibraryFactory(cost_model=cost_model, windows=windows),
+        "backend_factory": LibraryFactory(policy=policy, windows=windows),
         "device": device,
         **options,
     }

@@ -78,7 +78,7 @@ class InstallSettings:
     """What an install decides by, as plain data (it travels into gt4py's build workers).
 
     Attributes:
-        cost_model: the policy (None: the `CostModel` for each call's target and
+        policy: the policy (None: the `CostModel` for each call's target and
             `transient_memory_mode`).
         windows: as for `backends.make_backend`.
         fresh_page_bytes: the allocator regime at `install()` (`policy.allocator`).
@@ -86,19 +86,37 @@ class InstallSettings:
         build_identity: the library's (`identity.build_identity`).
     """
 
-    cost_model: Optional[InlinePolicy] = None
+    policy: Optional[InlinePolicy] = None
     windows: Optional[bool] = None
     fresh_page_bytes: int = allocator.GLIBC_MMAP_THRESHOLD_MAX
     strict: bool = False
     build_identity: str = dataclasses.field(default_factory=identity.build_identity)
 
-    def policy(self, gpu: bool, transient_memory_mode=None) -> InlinePolicy:
-        """The policy of one `gt_auto_optimize` call, with this install's regime."""
-        return resolve_policy(self.cost_model, gpu, transient_memory_mode, self.fresh_page_bytes)
+    def policy_for(self, gpu: bool, transient_memory_mode: Any = None) -> InlinePolicy:
+        """The policy of one `gt_auto_optimize` call, with this install's regime.
+
+        Args:
+            gpu: the call's target.
+            transient_memory_mode: the call's gt4py memory mode.
+
+        Returns:
+            `policy`, or the default `CostModel` for the call (`hooks.resolve_policy`).
+        """
+        return resolve_policy(self.policy, gpu, transient_memory_mode, self.fresh_page_bytes)
 
     def version_id(self, base: str) -> str:
-        """gt4py's `BUILD_CACHE_VERSION_ID` while installed: `base` salted with these settings."""
-        return f"{base}-gx{identity.digest(self.cost_model, self.windows, self.fresh_page_bytes, self.build_identity)}"
+        """gt4py's `BUILD_CACHE_VERSION_ID` while installed: `base` salted with these settings.
+
+        Args:
+            base: gt4py's own version id.
+
+        Returns:
+            The salted id.
+        """
+        digest = identity.digest(
+            self.policy, self.windows, self.fresh_page_bytes, self.build_identity
+        )
+        return f"{base}-gx{digest}"
 
 
 def installed() -> bool:
@@ -110,19 +128,25 @@ def settings() -> Optional[InstallSettings]:
     return _STATE.get("settings")
 
 
-def install(cost_model: Optional[InlinePolicy] = None, *, windows: Optional[bool] = None) -> None:
+def install(policy: Optional[InlinePolicy] = None, *, windows: Optional[bool] = None) -> None:
     """Make every `gt_auto_optimize` call, in this process and in gt4py's build workers, run
-    the library with `cost_model` (default: the `CostModel` for the call's target, CPU or
-    GPU, and its `transient_memory_mode`). Idempotent: installing again replaces the
-    settings. Raises `InstallError` where gt4py's build mode cannot be served."""
-    if cost_model is not None and not isinstance(cost_model, InlinePolicy):
-        raise TypeError(
-            f"install: cost_model must be an InlinePolicy, not {type(cost_model).__name__}"
-        )
+    the library. Idempotent: installing again replaces the settings.
+
+    Args:
+        policy: the policy (default: the `CostModel` for the call's target, CPU or GPU, and
+            its `transient_memory_mode`).
+        windows: as for `backends.make_backend`.
+
+    Raises:
+        InstallError: gt4py's build mode cannot be served.
+        TypeError: `policy` is not an `InlinePolicy`.
+    """
+    if policy is not None and not isinstance(policy, InlinePolicy):
+        raise TypeError(f"install: policy must be an InlinePolicy, not {type(policy).__name__}")
     runner_entry = _check_build_mode()
     _install(
         InstallSettings(
-            cost_model=cost_model,
+            policy=policy,
             windows=windows,
             fresh_page_bytes=allocator.fresh_page_bytes(),
             strict=failsafe.strict(),
@@ -134,11 +158,19 @@ def install(cost_model: Optional[InlinePolicy] = None, *, windows: Optional[bool
 
 @contextlib.contextmanager
 def installed_for(
-    cost_model: Optional[InlinePolicy] = None, *, windows: Optional[bool] = None
+    policy: Optional[InlinePolicy] = None, *, windows: Optional[bool] = None
 ) -> Iterator[None]:
-    """`install()` for the duration of a `with` block, then whatever was in force before."""
+    """`install()` for the duration of a `with` block, then whatever was in force before.
+
+    Args:
+        policy: as for `install`.
+        windows: as for `install`.
+
+    Yields:
+        None, while installed.
+    """
     before = settings()
-    install(cost_model, windows=windows)
+    install(policy, windows=windows)
     try:
         yield
     finally:
@@ -207,7 +239,7 @@ def _library_hooks(
     settings_: InstallSettings, gpu: bool, user: dict, record: dict, transient_memory_mode=None
 ):
     hooks = optimization_hooks(
-        settings_.policy(gpu, transient_memory_mode),
+        settings_.policy_for(gpu, transient_memory_mode),
         gpu=gpu,
         user_hooks=user,
         reports=record["reports"],

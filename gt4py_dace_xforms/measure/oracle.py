@@ -136,11 +136,11 @@ def predicted_sets(sdfg: Any) -> dict[str, frozenset[str]]:
     Returns:
         `model` and `sound` -> the intermediates they inline.
     """
-    from gt4py_dace_xforms.transformations.inline_fusion_pass import gt_inline_fusion
+    from gt4py_dace_xforms.transformations.inline_fusion_pass import gt_inline_intermediates
 
     out = {}
     for label, policy in ((MODEL, CostModel("cpu")), (SOUND, InlineWhereSound())):
-        report = gt_inline_fusion(copy.deepcopy(sdfg), cost_model=policy, validate=False)
+        report = gt_inline_intermediates(copy.deepcopy(sdfg), policy=policy, validate=False)
         out[label] = frozenset(r.intermediate for r in report.applied)
     return out
 

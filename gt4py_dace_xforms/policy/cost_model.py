@@ -27,7 +27,7 @@ nested SDFG would hide the inner node from that replacement; both inlined on ico
 than `max_distinct_offsets` and more operations per copy than `max_ops_per_copy`. On the
 CPU also a reader that repeats, at more than `shared_producer_max_offsets` offsets, work of a
 producer Map that stays for its other outputs (measured slower than the estimate says).
-With persistent transients (`persistent_transients`) the CPU model also declines what
+With persistent transients (`transient_memory_mode="PERSISTENT"`) the CPU model also declines what
 recomputes points or moves work into a scan's loop, and every vertical window: no
 allocation is saved to pay for it. The same holds for a per-call transient whose pages the
 allocator reuses from call to call (`fresh_page_bytes`, `policy/allocator.py`: glibc maps
@@ -54,7 +54,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
-from typing import Optional
+from typing import Optional, cast
 
 import dace
 from dace.sdfg import nodes as dn
@@ -62,7 +62,7 @@ from dace.sdfg import nodes as dn
 from gt4py_dace_xforms.analysis.broadcast import gt4py_replacement_fails
 from gt4py_dace_xforms.analysis.candidate import InlineCandidate, analyse_candidate
 from gt4py_dace_xforms.analysis.crossstate import co_executed_sets
-from gt4py_dace_xforms.analysis.producer import Decline
+from gt4py_dace_xforms.analysis.producer import Decline, ProducerSlice
 from gt4py_dace_xforms.analysis.scan_inputs import has_loop, scan_input_set
 from gt4py_dace_xforms.analysis.scan_window import windowed_copies
 from gt4py_dace_xforms.analysis.symbolic import to_sympy
@@ -106,6 +106,23 @@ class GpuShape:
 H100 = GpuShape()
 
 
+def is_persistent(transient_memory_mode: object) -> bool:
+    """Whether gt4py's `transient_memory_mode` allocates the transients once.
+
+    Args:
+        transient_memory_mode: a `TransientMemoryMode`, its name (any case), or None for
+            gt4py's default (transients allocated per call).
+
+    Returns:
+        True for `PERSISTENT`, else False.
+    """
+    if transient_memory_mode is None:
+        return False
+    return (
+        str(getattr(transient_memory_mode, "value", transient_memory_mode)).upper() == "PERSISTENT"
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class CostModel(InlinePolicy):
     """Decides whether a sound inlining pays off; see the module docstring.
@@ -131,7 +148,7 @@ class CostModel(InlinePolicy):
         scan_guard: decline every intermediate whose data transitively reaches a scan
             (a nested SDFG with a loop), whatever the estimate. None: by target (GPU on,
             CPU off; see the module docstring).
-        writeback_copies: let `gt_inline_fusion` write a write-back copy as a Map so that
+        writeback_copies: let `gt_inline_intermediates` write a write-back copy as a Map so that
             a group including it can remove the intermediate (docs/writeback.md). Off by
             default: on the CPU each of the four such groups of icon4py's
             compute_perturbed_quantities_and_interpolation was measured slower than
@@ -175,9 +192,11 @@ class CostModel(InlinePolicy):
             (three runs, 12-60 rounds), although the copies remove 0.92 M counted
             last-level misses (and add 27.6 M instructions; `bench/substep/target_variants.txt`).
             The GPU model, with its prior of 0.06 B/op, does not apply it (unmeasured).
-        persistent_transients: the transients are allocated once, not on every call
-            (gt4py's `TransientMemoryMode.PERSISTENT`; the library's backends, hooks and
-            `install()` set it from the memory mode they build with). On the CPU a
+        transient_memory_mode: gt4py's `TransientMemoryMode` the SDFG is built with (the
+            enum, its name, or None for gt4py's default: transients allocated per call);
+            kept as the name. The library's backends, hooks and `install()` set it from the
+            memory mode they build with. With `PERSISTENT` the transients are allocated
+            once, not on every call (`persistent`): on the CPU a
             removed transient then saves traffic only, no allocation. `make bench` measured
             the inlines that recompute points (seed, three_level, the target) and a scan
             argument evaluated in the scan's loop 1.08x-1.29x slower than stock in that
@@ -253,7 +272,7 @@ class CostModel(InlinePolicy):
     writeback_max_offsets: int = 1
     shared_producer_max_offsets: int = 1
     scan_guard: Optional[bool] = None
-    persistent_transients: bool = False
+    transient_memory_mode: Optional[str] = None
     allocation_bytes_per_byte: Optional[float] = None
     windows: Optional[bool] = None
     fresh_page_bytes: Optional[int] = None
@@ -261,9 +280,19 @@ class CostModel(InlinePolicy):
     copies_into_readers: bool = True
     gpu_shape: GpuShape = H100
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.target not in _BALANCE:
             raise ValueError(f"CostModel target must be 'cpu' or 'gpu', not {self.target!r}")
+        mode = self.transient_memory_mode
+        if mode is not None:
+            # gt4py's enum (a str enum) or its name, kept as the upper-case name
+            name = str(getattr(mode, "value", mode)).upper()
+            object.__setattr__(self, "transient_memory_mode", name)
+
+    @property
+    def persistent(self) -> bool:
+        """Whether the transients are allocated once (`transient_memory_mode` PERSISTENT)."""
+        return is_persistent(self.transient_memory_mode)
 
     @property
     def _guards_scans(self) -> bool:
@@ -279,7 +308,7 @@ class CostModel(InlinePolicy):
         persistent transients (nothing is allocated per call), none on the GPU (unmeasured)."""
         if self.allocation_bytes_per_byte is not None:
             return self.allocation_bytes_per_byte
-        if self.persistent_transients or self.target != "cpu":
+        if self.persistent or self.target != "cpu":
             return 0.0
         return _ALLOCATION_CPU
 
@@ -298,7 +327,7 @@ class CostModel(InlinePolicy):
         `page_threshold`); None where it gets fresh pages on every call, or off the CPU."""
         if self.target != "cpu":
             return None
-        if self.persistent_transients:
+        if self.persistent:
             return "with persistent transients"
         desc = sdfg.arrays.get(data)
         if desc is None:
@@ -702,6 +731,7 @@ class CostModel(InlinePolicy):
         if reused:
             return Decision(False, reused, figures=fig)
         state, prod = cand.producer_state, cand.producer
+        assert prod is not None  # a scan-input set is of single-mode candidates
         inside = [
             n
             for n in state.scope_subgraph(prod.map_entry).nodes()
@@ -790,7 +820,7 @@ class CostModel(InlinePolicy):
         reused = self.reused_memory(sdfg, data)
         if not reused:
             return None
-        what = "persistent_transients" if self.persistent_transients else "fresh_page_bytes"
+        what = "transient_memory_mode=PERSISTENT" if self.persistent else "fresh_page_bytes"
         if recomputed_points > 0:
             return (
                 f"recomputes {recomputed_points:.3g} points per call; {reused}, the CPU saves no allocation "
@@ -884,7 +914,12 @@ class CostModel(InlinePolicy):
         # priced with the branches read, icon4py's perturbed-quantities program took a
         # group that kept gtir_tmp_63 (a price on the safe side, decisions as before).
         writers = cand.concat.writers if cand.concat is not None else ()
-        slices = [cand.producer] if cand.concat is None else [b.slice for b in writers if b.slice]
+        # (single mode always has its producer's slice)
+        slices: list[ProducerSlice] = (
+            [cast(ProducerSlice, cand.producer)]
+            if cand.concat is None
+            else [b.slice for b in writers if b.slice]
+        )
         work = [_work(sdfg, s) for s in slices] or [(0.0, 0.0)]
         branch_ops = [w[0] for w in work]
         # Loads through a neighbor table (a tasklet indexing a row itself) are repeated by

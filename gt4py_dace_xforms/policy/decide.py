@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Optional
 
 import dace
 
 from gt4py_dace_xforms.analysis.candidate import InlineCandidate, analyse_candidate
 from gt4py_dace_xforms.analysis.producer import Decline
-from gt4py_dace_xforms.analysis.retarget import retarget_plan
+from gt4py_dace_xforms.analysis.retarget import RetargetPlan, retarget_plan
 from gt4py_dace_xforms.analysis.siblings import sibling_candidates
 from gt4py_dace_xforms.policy.default import Decision, InlinePolicy
 
@@ -28,10 +28,10 @@ def decide_candidate(
     (`analyse_candidate`, or the pass's memo of it for the unchanged graph)."""
     if cand.removes_intermediate or not policy.judges_groups:
         return policy.decide(sdfg, cand)
-    plan = None
+    plan: Optional[RetargetPlan] = None
     if policy.writeback_retarget:
-        plan = retarget_plan(sdfg, cand.intermediate.data, allow_map_readers=True)
-        plan = None if isinstance(plan, Decline) else plan
+        found = retarget_plan(sdfg, cand.intermediate.data, allow_map_readers=True)
+        plan = None if isinstance(found, Decline) else found
     group = sibling_candidates(sdfg, cand, retarget=plan, analyse=analyse)
     if group is None:
         return policy.decide(sdfg, cand)

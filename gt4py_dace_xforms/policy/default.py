@@ -60,8 +60,9 @@ class InlinePolicy:
     writeback_copies: bool = True
     writeback_retarget: bool = False
     output_buffers: bool = False
-    column_reads: bool = False
-    sweep_pairs: bool = False
+    #: (Optional: `CostModel` takes None for "by target".)
+    column_reads: Optional[bool] = False
+    sweep_pairs: Optional[bool] = False
     copies_into_readers: bool = False
 
     def narrows_column_reads(self, sdfg: dace.SDFG) -> bool:

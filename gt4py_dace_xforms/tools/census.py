@@ -36,7 +36,7 @@ from gt4py_dace_xforms.integration.hooks import optimization_hooks
 from gt4py_dace_xforms.policy import CostModel, InlinePolicy, InlineWhereSound
 from gt4py_dace_xforms.tools.compare import two_d_transients
 from gt4py_dace_xforms.tools.programs import ProgramRef, offset_provider_for
-from gt4py_dace_xforms.transformations.inline_fusion_pass import find_candidates, gt_inline_fusion
+from gt4py_dace_xforms.transformations.inline_fusion_pass import find_candidates, gt_inline_intermediates
 
 
 _STEP = (GT4PyAutoOptHook.TopLevelDataFlowStep, 1)
@@ -134,7 +134,7 @@ def census_program(
     ref: ProgramRef,
     *,
     grid: Any = None,
-    cost_model: Optional[InlinePolicy] = None,
+    policy: Optional[InlinePolicy] = None,
     transients: bool = True,
     final: bool = False,
     static: bool = False,
@@ -153,7 +153,7 @@ def census_program(
     Args:
         ref: the program.
         grid: the grid for its offsets (None: a generated one).
-        cost_model: the inline policy (None: the CPU cost model).
+        policy: the inline policy (None: the CPU cost model).
         transients: also count 2-D transients stock, with the policy and with everything sound.
         final: also count them at the end of `gt_auto_optimize`.
         static: lower with static arguments, as a model run compiles them.
@@ -196,14 +196,14 @@ def census_program(
             else:
                 result.sound += 1
         result.declines = dict(declines.most_common())
-        sound_report = gt_inline_fusion(
-            copy.deepcopy(step), cost_model=InlineWhereSound(), validate=False
+        sound_report = gt_inline_intermediates(
+            copy.deepcopy(step), policy=InlineWhereSound(), validate=False
         )
         result.applied_sound = len(sound_report.applied)
         result.retargeted_sound = len(sound_report.writebacks_retargeted)
         result.outbuf_sound = len(sound_report.outputs_as_buffers)
-        model_report = gt_inline_fusion(
-            copy.deepcopy(step), cost_model=cost_model or CostModel("cpu"), validate=False
+        model_report = gt_inline_intermediates(
+            copy.deepcopy(step), policy=policy or CostModel("cpu"), validate=False
         )
         result.applied_model = len(model_report.applied)
         result.retargeted_model = len(model_report.writebacks_retargeted)
@@ -221,7 +221,7 @@ def census_program(
             result.transients_stock = len(result.kept_stock)
             result.final_stock = len(two_d_transients(taken[OPTIMIZED])) if final else -1
             result.kept_model, result.final_model = _count_transients(
-                program, provider, optimization_hooks(cost_model), final, static_args
+                program, provider, optimization_hooks(policy), final, static_args
             )
             result.transients_model = len(result.kept_model)
             sound, result.final_sound = _count_transients(

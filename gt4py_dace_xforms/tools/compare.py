@@ -162,7 +162,7 @@ def icon4py_build(program_name: str, library: bool, policy: Optional[InlinePolic
     descriptor = (
         gx_icon4py.backend(
             model_backends.CPU,
-            cost_model=policy,
+            policy=policy,
             reports=build.report_folder,
             optimization_args=args,
         )

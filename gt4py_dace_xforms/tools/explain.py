@@ -31,7 +31,7 @@ from gt4py_dace_xforms.policy import InlinePolicy
 from gt4py_dace_xforms.report import NO_COPY_MODES, InlineRecord, InlineReport
 from gt4py_dace_xforms.tools import programs
 from gt4py_dace_xforms.tools.compare import two_d_transients
-from gt4py_dace_xforms.transformations.inline_fusion_pass import gt_inline_fusion
+from gt4py_dace_xforms.transformations.inline_fusion_pass import gt_inline_intermediates
 
 
 _STEP = (GT4PyAutoOptHook.TopLevelDataFlowStep, 1)
@@ -303,7 +303,7 @@ def explain(
     *,
     target: str = "cpu",
     grid: Any = None,
-    cost_model: Optional[InlinePolicy] = None,
+    policy: Optional[InlinePolicy] = None,
     static_args: Optional[Mapping[str, Any]] = None,
 ) -> Explanation:
     """Lower `program` (a `gtx.program` or "MODULE:NAME") stock and with the library, for
@@ -311,7 +311,7 @@ def explain(
 
     `grid`: neighbor tables for programs that shift by horizontal offsets (a grid with
     `.connectivities` or a mapping); required exactly when the program uses some.
-    `cost_model`: the library's policy (default: the target's `CostModel`).
+    `policy`: the library's policy (default: the target's `CostModel`).
     `static_args`: scalar parameters lowered as constants (name -> value), as icon4py's
     `setup_program` compiles them (`tools.static_values.program_static_values` gives the
     model's); None: the symbolic build.
@@ -322,7 +322,7 @@ def explain(
         program: a `gtx.program` or "MODULE:NAME".
         target: "cpu" or "gpu".
         grid: the grid for its offsets.
-        cost_model: the inline policy (None: the target's cost model).
+        policy: the inline policy (None: the target's cost model).
         static_args: scalar parameters compiled as constants.
 
     Returns:
@@ -341,7 +341,7 @@ def explain(
     else:
         name = getattr(program.definition_stage.definition, "__name__", "program")
     provider = offset_provider(program, grid)
-    policy = cost_model or default_policy(gpu)
+    policy = policy or default_policy(gpu)
     try:
         lower_to_gtir(
             program, None, provider, static_args=static_args
@@ -414,7 +414,7 @@ def explain(
     if before is not None:
         after = copy.deepcopy(before)
         fuse_states(after)  # as the hook does first
-        gt_inline_fusion(after, cost_model=policy, validate=False)
+        gt_inline_intermediates(after, policy=policy, validate=False)
     return Explanation(
         name,
         target,

@@ -10,7 +10,7 @@ in its next round; `NestedColumnRead` is the route of the viewer and
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Collection, Optional
 
 import dace
 from dace import properties, subsets as dace_sbs, transformation
@@ -18,6 +18,7 @@ from dace.sdfg import nodes as dn, utils as sdutil
 
 from gt4py_dace_xforms.analysis.column_reads import ColumnReadPlan, column_read_plan
 from gt4py_dace_xforms.analysis.producer import Decline
+from gt4py_dace_xforms.report import InlineReport
 
 
 def narrow_to_column(sdfg: dace.SDFG, plan: ColumnReadPlan) -> None:
@@ -44,11 +45,19 @@ def narrow_to_column(sdfg: dace.SDFG, plan: ColumnReadPlan) -> None:
 
 
 def gt_narrow_column_reads(
-    sdfg: dace.SDFG, names: Optional[list[str]] = None
-) -> list[tuple[str, str]]:
-    """Narrow every read of a transient (or of those in `names`) by a nested SDFG in a
-    top-level Map to the Map iteration's column, where the plan holds. Returns the
-    (array, nested SDFG) pairs narrowed, in order."""
+    sdfg: dace.SDFG, *, names: Optional[Collection[str]] = None, validate: bool = True
+) -> InlineReport:
+    """Narrow every read of a transient by a nested SDFG in a top-level Map to the Map
+    iteration's column, where the plan holds (`NestedColumnRead`).
+
+    Args:
+        sdfg: the SDFG, changed in place.
+        names: only these transients (None: every one).
+        validate: validate the SDFG at the end.
+
+    Returns:
+        The report: in `column_reads` the (array, nested SDFG) pairs narrowed, in order.
+    """
     done = []
     for state in sdfg.states():
         for node in list(state.nodes()):
@@ -65,7 +74,9 @@ def gt_narrow_column_reads(
                     continue
                 narrow_to_column(sdfg, plan)
                 done.append((data, node.label))
-    return done
+    if validate:
+        sdfg.validate()
+    return InlineReport(column_reads=done)
 
 
 @properties.make_properties

@@ -40,6 +40,7 @@ from gt4py.next.program_processors.runners.dace.transformations import (
 
 from gt4py_dace_xforms.analysis.copy_cover import copy_covers_array
 from gt4py_dace_xforms.analysis.races import race_problem
+from gt4py_dace_xforms.report import InlineReport
 
 
 _Mode = gt_rar.CopyChainRemoverMode
@@ -104,13 +105,24 @@ class ProvenCopyChainRemover(gt_rar.CopyChainRemover):
         return _Mode.NONE
 
 
-def gt_remove_copy_chains(sdfg: dace.SDFG, *, validate: bool = False) -> int:
-    """Apply `ProvenCopyChainRemover` to a fixed point; returns the number of arrays
-    removed (gt4py's `gt_remove_copy_chain` with the proven coverage)."""
+def gt_remove_copy_chains(sdfg: dace.SDFG, *, validate: bool = True) -> InlineReport:
+    """Apply `ProvenCopyChainRemover` to a fixed point (gt4py's `gt_remove_copy_chain` with
+    the proven coverage).
+
+    Args:
+        sdfg: the SDFG, changed in place.
+        validate: validate the SDFG at the end.
+
+    Returns:
+        The report: in `copy_chains_removed` the number of arrays removed.
+    """
     for state in sdfg.states():
         for edge in state.edges():
             edge.data.try_initialize(sdfg, state, edge)  # src/dst subsets of copies (dace#1703)
     single_use = dace_analysis.FindSingleUseData().apply_pass(sdfg, None)
-    return sdfg.apply_transformations_repeated(
-        ProvenCopyChainRemover(single_use_data=single_use), validate=validate, print_report=False
+    removed = sdfg.apply_transformations_repeated(
+        ProvenCopyChainRemover(single_use_data=single_use), validate=False, print_report=False
     )
+    if validate:
+        sdfg.validate()
+    return InlineReport(copy_chains_removed=removed)

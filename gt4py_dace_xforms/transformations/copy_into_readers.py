@@ -3,7 +3,7 @@ copied points, in their own iterations (analysis/copy_readers.py says when;
 docs/copy_into_readers.md).
 
 `copy_into_readers` is the mutation, driven by a frozen `CopyReadersPlan`;
-`gt_copies_into_readers` (the hooks run it after gt4py's top-level stage, where the
+`gt_copy_into_readers` (the hooks run it after gt4py's top-level stage, where the
 policy takes it) applies it to every copy it holds for; `CopyIntoReaders` is the route of
 the viewer and `apply_transformations`.
 """
@@ -47,15 +47,26 @@ def copy_into_readers(sdfg: dace.SDFG, plan: CopyReadersPlan) -> None:
     state.remove_edge(plan.edge)
 
 
-def gt_copies_into_readers(
+def gt_copy_into_readers(
     sdfg: dace.SDFG,
     *,
     policy: Optional["InlinePolicy"] = None,
-    report: Optional[InlineReport] = None,
-) -> list[str]:
+    validate: bool = True,
+) -> InlineReport:
     """Let the reader Maps write every copy in the SDFG (nested SDFGs included) whose plan
-    holds and that `policy` accepts (`decide_copy_into_readers`; default: all). Records
-    each applied one in `report`; returns the copies' targets, in order."""
+    holds (`CopyIntoReaders`).
+
+    Args:
+        sdfg: the SDFG, changed in place.
+        policy: an `InlinePolicy` whose `decide_copy_into_readers` takes or declines each
+            plan. None: every plan that holds.
+        validate: validate the SDFG at the end.
+
+    Returns:
+        The report: one record per copy moved (mode "copy_into_readers"), and in
+        `copied_into_readers` the copies' targets, in order.
+    """
+    report = InlineReport()
     done = []
     for sd in list(sdfg.all_sdfgs_recursive()):
         for state in list(sd.states()):
@@ -71,15 +82,25 @@ def gt_copies_into_readers(
                 decision = policy.decide_copy_into_readers(sd, plan) if policy is not None else None
                 if decision is not None and not decision.accept:
                     continue
+                readers = ", ".join(p.entry.map.label for p in plan.pieces)
                 copy_into_readers(sd, plan)
                 done.append(dst.data)
-                if report is not None:
-                    readers = ", ".join(p.entry.map.label for p in plan.pieces)
-                    report.add(InlineRecord(state.label, dst.data, readers, (), True,
-                                            decision.reason if decision else "sound",
-                                            figures=decision.figures if decision else None,
-                                            mode="copy_into_readers"))  # fmt: skip
-    return done
+                report.add(
+                    InlineRecord(
+                        state.label,
+                        dst.data,
+                        readers,
+                        (),
+                        True,
+                        decision.reason if decision else "sound",
+                        figures=decision.figures if decision else None,
+                        mode="copy_into_readers",
+                    )
+                )
+    report.copied_into_readers = done
+    if validate:
+        sdfg.validate()
+    return report
 
 
 @properties.make_properties

@@ -101,13 +101,25 @@ class InlineFuser(transformation.SingleStateTransformation):
     nested Maps inside the consumer that read `T`, loops around producer or consumer
     state, regions not provably disjoint or not provably covering the reads.
 
+    No cost model: applied through DaCe (`sdfg.apply_transformations(InlineFuser)`: one
+    match, the first listed; `apply_transformations_repeated`: to a fixed point; the
+    viewer) it consults no policy. Every match that is proven sound and needs at most
+    `max_distinct_offsets` copies is applied, also where the intermediate must stay for
+    other readers (`allow_partial`), eagerly where that is proven memory safe
+    (`allow_eager`): per read what `InlineWhereSound()` accepts, but none of the rewrites
+    `gt_inline_intermediates` runs around its inlining (in-place updates, outputs as
+    buffers, windows, write-back copies and their retargeting, sibling tails, column
+    reads). Inlining whatever is sound made icon4py's programs slower than stock on the
+    CPU (docs/cost_model.md): for a build, use `gt_inline_intermediates` or the hooks,
+    which ask the `CostModel`.
+
     Order: DaCe's pattern matcher, not this class, decides in which order matches are
     listed (per state, expression 0 before 1, then the subgraph matcher's order). So that
-    applying them one by one from the top of the list (the viewer) ends where
-    `gt_inline_fusion` ends, a match declines while an intermediate its producer reads
-    can itself be inlined into that producer (`upstream_first`, see
-    `transformations.upstream`): upstream matches are listed first, downstream ones once
-    those are applied.
+    applying them one by one from the top of the list (the viewer) ends where the
+    inlining loop of `gt_inline_intermediates` ends (upstream first), a match declines
+    while an intermediate its producer reads can itself be inlined into that producer
+    (`upstream_first`, see `transformations.upstream`): upstream matches are listed first,
+    downstream ones once those are applied.
 
     Everything is derived from the graph, so a match found by DaCe's pattern matcher can
     be serialized, rebuilt and applied (the DaCe VS Code viewer's path).
@@ -140,7 +152,7 @@ class InlineFuser(transformation.SingleStateTransformation):
         default=True,
         desc="Decline while an intermediate the producer reads can itself be inlined into the producer "
         "(apply that match first: this copy would block it). Makes one-by-one application, in any "
-        "order, end where gt_inline_fusion ends.",
+        "order, end where gt_inline_intermediates ends.",
     )
 
     @classmethod
@@ -148,7 +160,15 @@ class InlineFuser(transformation.SingleStateTransformation):
         return shifted_read_expressions(cls)
 
     def analyse(self, state: dace.SDFGState, sdfg: dace.SDFG) -> Union[InlineCandidate, Decline]:
-        """The analysis of this match, including this instance's configuration."""
+        """The analysis of this match, including this instance's configuration.
+
+        Args:
+            state: the state of the match.
+            sdfg: its SDFG.
+
+        Returns:
+            The candidate to inline, or why not (a `Decline`; never raises).
+        """
         try:
             return self._analyse(state, sdfg)
         except Exception as err:  # noqa: BLE001  # a matcher must decline, never abort compilation
@@ -176,9 +196,32 @@ class InlineFuser(transformation.SingleStateTransformation):
     def can_be_applied(
         self, graph, expr_index: int, sdfg: dace.SDFG, permissive: bool = False
     ) -> bool:
+        """Whether the match is sound (no policy asked; see the class docstring).
+
+        Args:
+            graph: the state of the match.
+            expr_index: which of the two patterns matched.
+            sdfg: its SDFG.
+            permissive: unused (DaCe's signature).
+
+        Returns:
+            True where `apply` would inline; never raises, never mutates.
+        """
         return isinstance(self.analyse(graph, sdfg), InlineCandidate)
 
     def apply(self, graph: dace.SDFGState, sdfg: dace.SDFG) -> list[dn.NestedSDFG]:
+        """Inline the match (`rewrite.inline_candidate`).
+
+        Args:
+            graph: the state of the match.
+            sdfg: its SDFG, changed in place.
+
+        Returns:
+            The nested SDFGs (producer copies) put into the consumer.
+
+        Raises:
+            ValueError: the match does not apply (`can_be_applied` is False).
+        """
         result = self.analyse(graph, sdfg)
         if isinstance(result, Decline):
             raise ValueError(f"InlineFuser cannot be applied: {result.reason}")

@@ -1,4 +1,4 @@
-"""`gt_inline_fusion()`: apply `InlineFuser` wherever it is sound and the policy agrees."""
+"""`gt_inline_intermediates()`: apply `InlineFuser` wherever it is sound and the policy agrees."""
 
 from __future__ import annotations
 
@@ -14,15 +14,23 @@ from gt4py_dace_xforms.policy.decide import decide_candidate
 from gt4py_dace_xforms.report import InlineRecord, InlineReport
 from gt4py_dace_xforms.transformations import rewrite
 from gt4py_dace_xforms.transformations.column_reads import gt_narrow_column_reads
-from gt4py_dace_xforms.transformations.inplace_update import gt_updates_in_place
-from gt4py_dace_xforms.transformations.output_buffer import gt_outputs_as_buffers
+from gt4py_dace_xforms.transformations.inplace_update import gt_update_in_place
+from gt4py_dace_xforms.transformations.output_buffer import gt_use_outputs_as_buffers
 from gt4py_dace_xforms.transformations.retarget import gt_retarget_writebacks
 from gt4py_dace_xforms.transformations.sibling_tail import gt_split_sibling_tails
-from gt4py_dace_xforms.transformations.vertical_window import gt_vertical_windows
+from gt4py_dace_xforms.transformations.vertical_window import gt_apply_vertical_windows
 from gt4py_dace_xforms.transformations.writeback import convert_writeback_copies
 
 
 def mode_of(candidate) -> str:
+    """The record mode of an applied candidate: "selected", "single", "eager" or "lazy".
+
+    Args:
+        candidate: an `InlineCandidate`.
+
+    Returns:
+        The mode its `InlineRecord` gets.
+    """
     if candidate.selected is not None:
         return "selected"
     if candidate.concat is None:
@@ -30,18 +38,20 @@ def mode_of(candidate) -> str:
     return "eager" if candidate.eager else "lazy"
 
 
-def gt_inline_fusion(
+def gt_inline_intermediates(
     sdfg: dace.SDFG,
     *,
-    cost_model: Optional[InlinePolicy] = None,
+    policy: Optional[InlinePolicy] = None,
     validate: bool = True,
 ) -> InlineReport:
     """Inline shifted reads of intermediates into their consumers, to a fixed point.
 
-    Every candidate is analysed (`analyse_candidate`); sound ones go to `cost_model`
-    (default `CostModel("cpu")`; any `InlinePolicy` works, e.g. `InlineWhereSound()` to
-    inline everything sound); accepted ones are rewritten exactly as `InlineFuser.apply()`
-    does.
+    Every candidate is analysed (`analyse_candidate`); sound ones go to `policy`; accepted
+    ones are rewritten exactly as `InlineFuser.apply()` does. Before that the rewrites that
+    recompute nothing run where the policy takes them (`gt_update_in_place`,
+    `gt_use_outputs_as_buffers`, `gt_apply_vertical_windows`, write-back copies as Maps,
+    `gt_split_sibling_tails`); after it `gt_retarget_writebacks` and
+    `gt_narrow_column_reads`.
 
     Order: candidates are taken upstream first (`find_candidates`), so a producer is
     inlined into its consumer before that consumer is judged as a producer itself; the
@@ -51,20 +61,27 @@ def gt_inline_fusion(
     re-analysed on the current graph first), then enumerates again, since a rewrite can
     enable another (chains), until a round changes nothing.
 
+    Args:
+        sdfg: the SDFG, changed in place.
+        policy: the `InlinePolicy` deciding each sound candidate. None: `CostModel("cpu")`;
+            `InlineWhereSound()` inlines everything sound.
+        validate: validate the SDFG at the end.
+
     Returns:
-        The report: the last decision for every candidate, applied ones in order.
+        The report: the last decision for every candidate, applied ones in order, and what
+        the other rewrites changed.
     """
-    chosen = cost_model or CostModel("cpu")
+    chosen = policy or CostModel("cpu")
     report = InlineReport()
     # A concat node that is its (dead) source updated pointwise first: its source may
     # then be the output's buffer.
-    report.updated_in_place = gt_updates_in_place(sdfg, policy=chosen, report=report)
+    report.extend(gt_update_in_place(sdfg, policy=chosen, validate=False))
     # Buffers that can become their output next: nothing is recomputed, where inlining
     # their readers would recompute what the output then holds.
-    report.outputs_as_buffers = gt_outputs_as_buffers(sdfg, policy=chosen, report=report)
+    report.extend(gt_use_outputs_as_buffers(sdfg, policy=chosen, validate=False))
     # Windows next, where the policy takes them: a consumer swept in K evaluates each
     # level once, where inlining its reads would evaluate it once per offset.
-    report.windowed = gt_vertical_windows(sdfg, policy=chosen, report=report)
+    report.extend(gt_apply_vertical_windows(sdfg, policy=chosen, validate=False))
     # Intermediates whose readers the policy accepted as a group: the gain needs every
     # one of them inlined, so the rest are not second-guessed one by one.
     committed: set[str] = set()
@@ -73,7 +90,7 @@ def gt_inline_fusion(
     committed.update(convert_writeback_copies(sdfg, chosen))
     # An intermediate computed from another output of its Map: its readers inline that
     # tail alone (a split only where the trial says the readers' group is then taken).
-    gt_split_sibling_tails(sdfg, chosen, report)
+    report.extend(gt_split_sibling_tails(sdfg, policy=chosen, validate=False))
     # Analyses of the graph as it is: the loop and the policy's group judgement (every
     # reader of an intermediate, `sibling_candidates`) ask for the same ones. Emptied by
     # each rewrite.
@@ -143,13 +160,11 @@ def gt_inline_fusion(
         # Transients now read only by their write-back copy: the writers write the output
         # (of a pinned decision set, only its own intermediates).
         pinned = chosen.pinned
-        report.writebacks_retargeted.extend(
-            gt_retarget_writebacks(sdfg, list(pinned) if pinned is not None else None)
-        )
+        report.extend(gt_retarget_writebacks(sdfg, names=pinned, validate=False))
     if chosen.narrows_column_reads(sdfg):
         # Last, once windows have made column producers: a scan that gets only the column
         # of its iteration can be fused with the Map writing it (gt4py's next round).
-        report.column_reads = gt_narrow_column_reads(sdfg)
+        report.extend(gt_narrow_column_reads(sdfg, validate=False))
     if validate:
         sdfg.validate()
     return report

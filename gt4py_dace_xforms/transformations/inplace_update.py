@@ -3,7 +3,7 @@ becomes the source, updated in place (analysis/inplace_update.py says when;
 docs/inplace_update.md).
 
 `update_in_place` is the mutation, driven by a frozen `InPlacePlan`;
-`gt_updates_in_place` applies it wherever the plan holds (run by `gt_inline_fusion`
+`gt_update_in_place` applies it wherever the plan holds (run by `gt_inline_intermediates`
 before the output buffers, where the policy takes output buffers: nothing is
 recomputed); `InPlaceUpdate` is the route of `apply_transformations` and the viewer.
 """
@@ -55,18 +55,28 @@ def update_in_place(sdfg: dace.SDFG, plan: InPlacePlan) -> dn.AccessNode:
     return after
 
 
-def gt_updates_in_place(
+def gt_update_in_place(
     sdfg: dace.SDFG,
+    *,
     policy: Optional["InlinePolicy"] = None,
-    report: Optional[InlineReport] = None,
-    validate: bool = False,
-) -> list[str]:
+    validate: bool = True,
+) -> InlineReport:
     """Fold every concat node of `sdfg` that is its source updated pointwise into that
-    source (see the module docstring), where `policy` takes output buffers (its
-    `output_buffers`; None: every one). One record per fold (mode "in_place", the consumer
-    column names `S`) goes to `report`. Returns the folded arrays, in order."""
+    source (`InPlaceUpdate`, see the module docstring).
+
+    Args:
+        sdfg: the SDFG, changed in place.
+        policy: an `InlinePolicy`; the folds are made where it takes output buffers (its
+            `output_buffers`). None: every fold that holds.
+        validate: validate the SDFG at the end.
+
+    Returns:
+        The report: one record per fold (mode "in_place", the consumer column names the
+        source), and in `updated_in_place` the folded arrays, in order.
+    """
+    report = InlineReport()
     if policy is not None and not getattr(policy, "output_buffers", False):
-        return []
+        return report
     done, changed = [], True
     while changed:
         changed = False
@@ -76,26 +86,26 @@ def gt_updates_in_place(
                 continue
             saved = plan.saved_elements()
             update_in_place(sdfg, plan)
-            if report is not None:
-                report.add(
-                    InlineRecord(
-                        state.label,
-                        plan.name,
-                        plan.source,
-                        (),
-                        True,
-                        f"updated in place in '{plan.source}': the copies of "
-                        f"{saved} elements go, nothing recomputed",
-                        removed_intermediate=True,
-                        mode="in_place",
-                    )
+            report.add(
+                InlineRecord(
+                    state.label,
+                    plan.name,
+                    plan.source,
+                    (),
+                    True,
+                    f"updated in place in '{plan.source}': the copies of "
+                    f"{saved} elements go, nothing recomputed",
+                    removed_intermediate=True,
+                    mode="in_place",
                 )
+            )
             done.append(plan.name)
             changed = True
             break
-    if done and validate:
+    report.updated_in_place = done
+    if validate:
         sdfg.validate()
-    return done
+    return report
 
 
 @properties.make_properties

@@ -2,14 +2,14 @@
 it is copied into (analysis/output_buffer.py says when; docs/writeback.md).
 
 `use_output_as_buffer` is the mutation, driven by a frozen `OutputBufferPlan`;
-`gt_outputs_as_buffers` (run by `gt_inline_fusion` before it inlines, where the policy
+`gt_use_outputs_as_buffers` (run by `gt_inline_intermediates` before it inlines, where the policy
 takes it) applies it to every transient it holds for; `OutputAsBuffer` is the route of
 the viewer and `apply_transformations`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Collection, Optional
 
 import dace
 from dace import properties, subsets as dace_sbs, transformation
@@ -187,16 +187,28 @@ def use_output_as_buffer(sdfg: dace.SDFG, plan: OutputBufferPlan) -> None:
         sdfg.remove_data(name, validate=False)
 
 
-def gt_outputs_as_buffers(
+def gt_use_outputs_as_buffers(
     sdfg: dace.SDFG,
-    names: Optional[list[str]] = None,
     *,
+    names: Optional[Collection[str]] = None,
     policy: Optional["InlinePolicy"] = None,
-    report: Optional[InlineReport] = None,
-) -> list[str]:
-    """Replace every transient (or those in `names`) whose plan holds, and that `policy`
-    accepts (`decide_output_buffer`; default: all), by the output it is copied into.
-    Records each applied one in `report`. Returns them, in order."""
+    validate: bool = True,
+) -> InlineReport:
+    """Replace every transient whose plan holds by the output it is copied into
+    (`OutputAsBuffer`).
+
+    Args:
+        sdfg: the SDFG, changed in place.
+        names: only these transients (None: every one).
+        policy: an `InlinePolicy` whose `decide_output_buffer` takes or declines each plan.
+            None: every plan that holds.
+        validate: validate the SDFG at the end.
+
+    Returns:
+        The report: one record per buffer replaced (mode "output_buffer"), and in
+        `outputs_as_buffers` those transients, in order.
+    """
+    report = InlineReport()
     done = []
     for name in sorted(
         names if names is not None else [n for n, d in sdfg.arrays.items() if d.transient]
@@ -212,11 +224,23 @@ def gt_outputs_as_buffers(
         state = plan.copies[0].state.label
         use_output_as_buffer(sdfg, plan)
         done.append(name)
-        if report is not None:
-            report.add(InlineRecord(state, name, plan.target, (), True, decision.reason if decision else "sound",
-                                    removed_intermediate=True, figures=decision.figures if decision else None,
-                                    mode="output_buffer"))  # fmt: skip
-    return done
+        report.add(
+            InlineRecord(
+                state,
+                name,
+                plan.target,
+                (),
+                True,
+                decision.reason if decision else "sound",
+                removed_intermediate=True,
+                figures=decision.figures if decision else None,
+                mode="output_buffer",
+            )
+        )
+    report.outputs_as_buffers = done
+    if validate:
+        sdfg.validate()
+    return report
 
 
 @properties.make_properties

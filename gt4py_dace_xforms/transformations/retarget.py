@@ -2,13 +2,13 @@
 (analysis/retarget.py says when; docs/writeback.md).
 
 `retarget` is the mutation, driven by a frozen `RetargetPlan`; `gt_retarget_writebacks`
-(run by `gt_inline_fusion` after its fixed point) applies it to every transient it
+(run by `gt_inline_intermediates` after its fixed point) applies it to every transient it
 holds for; `WriteBackRetarget` is the route of the viewer and `apply_transformations`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Collection, Optional
 
 import dace
 from dace import properties, subsets as dace_sbs, transformation
@@ -16,6 +16,7 @@ from dace.sdfg import nodes as dn, utils as sdutil
 
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.analysis.retarget import RetargetPlan, retarget_plan
+from gt4py_dace_xforms.report import InlineReport
 from gt4py_dace_xforms.transformations.planned import PlannedMatch
 
 
@@ -81,9 +82,20 @@ def retarget(sdfg: dace.SDFG, plan: RetargetPlan) -> None:
         sdfg.remove_data(plan.name, validate=False)
 
 
-def gt_retarget_writebacks(sdfg: dace.SDFG, names: Optional[list[str]] = None) -> list[str]:
-    """Retarget every transient (or those in `names`) whose only reader is a write-back
-    copy and whose plan holds. Returns the retargeted transients, in order."""
+def gt_retarget_writebacks(
+    sdfg: dace.SDFG, *, names: Optional[Collection[str]] = None, validate: bool = True
+) -> InlineReport:
+    """Retarget every transient whose only reader is a write-back copy and whose plan holds
+    (`WriteBackRetarget`): its writers write the copy's target.
+
+    Args:
+        sdfg: the SDFG, changed in place.
+        names: only these transients (None: every one).
+        validate: validate the SDFG at the end.
+
+    Returns:
+        The report: in `writebacks_retargeted` the retargeted transients, in order.
+    """
     done = []
     for name in sorted(
         names if names is not None else [n for n, d in sdfg.arrays.items() if d.transient]
@@ -93,7 +105,9 @@ def gt_retarget_writebacks(sdfg: dace.SDFG, names: Optional[list[str]] = None) -
             continue
         retarget(sdfg, plan)
         done.append(name)
-    return done
+    if validate:
+        sdfg.validate()
+    return InlineReport(writebacks_retargeted=done)
 
 
 @properties.make_properties

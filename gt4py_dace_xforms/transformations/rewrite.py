@@ -25,7 +25,7 @@ from gt4py_dace_xforms.analysis.nested_reads import NestedRead, receives_whole, 
 from gt4py_dace_xforms.analysis.producer import ProducerSlice, SliceInput, referenced_elsewhere
 from gt4py_dace_xforms.analysis.selected import SelectedWriters
 from gt4py_dace_xforms.analysis.symbolic import to_sympy
-from gt4py_dace_xforms.transformations.scan_window import gt_window_scan_copies
+from gt4py_dace_xforms.transformations.scan_window import window_template_copies
 
 
 #: Name of the output of an inlined producer copy, inside its nested SDFG.
@@ -395,7 +395,7 @@ def inline_candidate(sdfg: dace.SDFG, cand: InlineCandidate) -> list[dn.NestedSD
     for node, copies in per_scan.items():
         # Copies a scan's loop evaluates at consecutive levels: one per iteration, the rest
         # carried from the iterations before (docs/scans.md, *Nested reads*, the scan window).
-        gt_window_scan_copies(sdfg, node, copies)
+        window_template_copies(sdfg, node, copies)
 
     for conn in in_conns.values():
         _drop_unused_entry_connector(state, consumer, conn)  # every copy read it from elsewhere

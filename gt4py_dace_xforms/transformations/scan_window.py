@@ -3,7 +3,7 @@ evaluation per iteration and values carried from the iterations before (a k-cach
 analysis/scan_window.py says when; docs/scans.md).
 
 `window_scan_copies` is the mutation of one `ScanWindowPlan`; the inlining rewrite calls
-`gt_window_scan_copies` on the copies it has just put into a scan's nested SDFG
+`window_template_copies` on the copies it has just put into a scan's nested SDFG
 (`rewrite.inline_candidate`), so the cost of several copies per level is paid once per
 level. There is no pattern-matching transformation: it is a step of the nested-read
 rewrite, which knows which copies share a template.
@@ -78,7 +78,6 @@ def window_scan_copies(inner: dace.SDFG, plan: ScanWindowPlan) -> None:
         )
 
     # The shift, after every read of the window in the state.
-    ins: dict[str, str] = {}
     outs: dict[str, str] = {}
     code: list[str] = []
     sources = {}
@@ -101,11 +100,20 @@ def window_scan_copies(inner: dace.SDFG, plan: ScanWindowPlan) -> None:
     inner.root_sdfg.reset_cfg_list()
 
 
-def gt_window_scan_copies(
+def window_template_copies(
     sdfg: dace.SDFG, node: dn.NestedSDFG, copies: Sequence[dn.NestedSDFG]
 ) -> int:
-    """Window every set of `copies` (nodes of one template inside the nested SDFG `node`)
-    that share a loop-body state and a plan; returns the number of copies removed."""
+    """Window every set of `copies` that share a loop-body state and a plan: a step of the
+    inlining rewrite, not a pass over an SDFG (hence no `gt_` name and no report).
+
+    Args:
+        sdfg: the SDFG holding `node`.
+        node: the scan's nested SDFG.
+        copies: nodes of one template inside `node`'s SDFG.
+
+    Returns:
+        The number of copies removed.
+    """
     by_state = defaultdict(list)
     for c in copies:
         for st in node.sdfg.all_states():

@@ -3,7 +3,7 @@ from that output, read back, in a Map of its own, where that lets its readers in
 (analysis/sibling_tail.py says when; docs/sibling_tail.md).
 
 `split_sibling_tail` is the mutation of one `SiblingTail`; `gt_split_sibling_tails`
-(run by `gt_inline_fusion` before it inlines) splits the tails of an intermediate only
+(run by `gt_inline_intermediates` before it inlines) splits the tails of an intermediate only
 where, on a trial copy, the policy then accepts inlining every reader of it: on its own
 a split adds a pass over memory. There is no pattern-matching transformation: the split
 pays only together with the inline it enables.
@@ -153,12 +153,27 @@ def _readers_accepted(sdfg: dace.SDFG, name: str, policy: "InlinePolicy") -> Opt
 
 
 def gt_split_sibling_tails(
-    sdfg: dace.SDFG, policy: "InlinePolicy", report: Optional[InlineReport] = None
-) -> list[str]:
+    sdfg: dace.SDFG, *, policy: Optional["InlinePolicy"] = None, validate: bool = True
+) -> InlineReport:
     """Split the tails of every transient whose readers the policy declines to inline
     whole but accepts to inline once each writer's tail reads its sibling output (tried
-    on a copy first). Returns the intermediates split; one record each (mode
-    "sibling_tail") goes to `report`."""
+    on a copy first).
+
+    Args:
+        sdfg: the SDFG, changed in place.
+        policy: the `InlinePolicy` that judges the readers, as `gt_inline_intermediates`
+            asks it. None: the CPU `CostModel`.
+        validate: validate the SDFG at the end.
+
+    Returns:
+        The report: one record per intermediate split (mode "sibling_tail"), and in
+        `sibling_tails_split` those intermediates, in order.
+    """
+    if policy is None:
+        from gt4py_dace_xforms.policy import CostModel
+
+        policy = CostModel("cpu")
+    report = InlineReport()
     done = []
     for name in sorted(n for n, d in sdfg.arrays.items() if d.transient and len(d.shape) >= 1):
         plans = _plans(sdfg, name)
@@ -175,19 +190,21 @@ def gt_split_sibling_tails(
         for p in plans:
             split_sibling_tail(sdfg, p)
         done.append(name)
-        if report is not None:
-            over = sorted({p.y_name for p in plans})
-            report.add(
-                InlineRecord(
-                    plans[0].state.label,
-                    name,
-                    plans[0].entry.map.label,
-                    (),
-                    True,
-                    f"computed from {', '.join(over)} (written by the same Map at the same point) "
-                    f"in a Map of its own, {len(plans[0].tail)} node(s), so that its readers "
-                    f"inline it without recomputing the rest",
-                    mode="sibling_tail",
-                )
+        over = sorted({p.y_name for p in plans})
+        report.add(
+            InlineRecord(
+                plans[0].state.label,
+                name,
+                plans[0].entry.map.label,
+                (),
+                True,
+                f"computed from {', '.join(over)} (written by the same Map at the same point) "
+                f"in a Map of its own, {len(plans[0].tail)} node(s), so that its readers "
+                f"inline it without recomputing the rest",
+                mode="sibling_tail",
             )
-    return done
+        )
+    report.sibling_tails_split = done
+    if validate:
+        sdfg.validate()
+    return report

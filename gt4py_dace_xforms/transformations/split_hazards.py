@@ -22,11 +22,19 @@ from dace.sdfg import nodes as dn, propagation
 
 from gt4py_dace_xforms.analysis.later_stages import splitter_failures
 from gt4py_dace_xforms.analysis.symbolic import to_sympy
+from gt4py_dace_xforms.report import InlineReport
 
 
-def gt_trim_split_hazards(sdfg: dace.SDFG) -> list[str]:
-    """Shrink each Map `splitter_failures` names to the part of its transient that is read;
-    returns the transients whose writers were trimmed."""
+def gt_trim_split_hazards(sdfg: dace.SDFG, *, validate: bool = True) -> InlineReport:
+    """Shrink each Map `splitter_failures` names to the part of its transient that is read.
+
+    Args:
+        sdfg: the SDFG, changed in place.
+        validate: validate the SDFG at the end.
+
+    Returns:
+        The report: in `split_hazards_trimmed` the transients whose writers were trimmed.
+    """
     trimmed = []
     for label, data, consumed in splitter_failures(sdfg):
         state = next((s for s in sdfg.states() if s.label == label), None)
@@ -37,7 +45,9 @@ def gt_trim_split_hazards(sdfg: dace.SDFG) -> list[str]:
         )
         if node is not None and _trim(sdfg, state, node, consumed):
             trimmed.append(data)
-    return trimmed
+    if validate:
+        sdfg.validate()
+    return InlineReport(split_hazards_trimmed=trimmed)
 
 
 def _trim(sdfg: dace.SDFG, state: dace.SDFGState, node: dn.AccessNode, consumed) -> bool:

@@ -11,7 +11,7 @@ docs/scans.md).
 from __future__ import annotations
 
 import copy
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Collection, Optional
 
 import dace
 from dace import properties, subsets as dace_sbs, transformation
@@ -24,8 +24,12 @@ from gt4py_dace_xforms.analysis.sweep_pair import (
     same_map as _same_map,
     sweep_pair_plan,
 )
-from gt4py_dace_xforms.report import InlineRecord
+from gt4py_dace_xforms.report import InlineRecord, InlineReport
 from gt4py_dace_xforms.transformations.column_reads import gt_narrow_column_reads
+
+
+if TYPE_CHECKING:
+    from gt4py_dace_xforms.policy import InlinePolicy
 
 
 def _column_memlet(buffer: ColumnBuffer, name: str, memlet: dace.Memlet) -> dace.Memlet:
@@ -156,28 +160,36 @@ def _column_candidates(sdfg: dace.SDFG) -> list[str]:
 
 def gt_fuse_sweep_pairs(
     sdfg: dace.SDFG,
-    names: Optional[list[str]] = None,
-    validate: bool = True,
-    narrow_columns: bool = False,
-    policy=None,
-    report=None,
+    *,
+    names: Optional[Collection[str]] = None,
+    policy: Optional["InlinePolicy"] = None,
+    narrow_columns: bool = True,
     keep_narrowed: bool = True,
-) -> int:
-    """Fuse every sweep pair of `sdfg`'s states (only intermediates in `names`, if given):
-    each top-level Map reading columns of 2-D transients that Maps of its range write
-    takes their writers in, the transients becoming per-iteration column buffers.
+    validate: bool = True,
+) -> InlineReport:
+    """Fuse every sweep pair of `sdfg`'s states (`SweepPairFusion`): each top-level Map
+    reading columns of 2-D transients that Maps of its range write takes their writers in,
+    the transients becoming per-iteration column buffers.
 
-    `narrow_columns`: first pass the readers' nested SDFGs only their column of such
-    transients (`gt_narrow_column_reads`, where its own proof holds), as the library's
-    column reads do at the end of `gt_inline_fusion`; gt4py passes a scan the whole
-    array. With `keep_narrowed` a narrowed read stays narrowed even where the fusion then
-    declines (it computes the same, docs/scans.md); without it (the GPU, whose
-    model keeps scans' whole-array reads) the plans are made and decided on a copy, and
-    only the taken plans' reads are narrowed and fused in `sdfg`, which a decline leaves
-    as it was. `policy`: an `InlinePolicy` whose `decide_sweep_pair` takes or declines
-    each plan (None: every plan); `report`: an `InlineReport` that gets one record per
-    buffer (mode "sweep_pair") and per declined plan. Returns the number of fusions (one
-    per reader Map)."""
+    Args:
+        sdfg: the SDFG, changed in place.
+        names: only these intermediates (None: every one).
+        policy: an `InlinePolicy` whose `decide_sweep_pair` takes or declines each plan.
+            None: every plan.
+        narrow_columns: first pass the readers' nested SDFGs only their column of such
+            transients (`gt_narrow_column_reads`, where its own proof holds), as the
+            library's hooks do; gt4py passes a scan the whole array.
+        keep_narrowed: a narrowed read stays narrowed even where the fusion then declines
+            (it computes the same, docs/scans.md). False (the GPU, whose model keeps scans'
+            whole-array reads): the plans are made and decided on a copy, and only the
+            taken plans' reads are narrowed and fused in `sdfg`, which a decline leaves as
+            it was.
+        validate: validate the SDFG at the end.
+
+    Returns:
+        The report: one record per buffer (mode "sweep_pair") and per declined plan, and in
+        `sweep_pairs_fused` the number of fusions (one per reader Map).
+    """
     records: list[InlineRecord] = []
     if narrow_columns and not keep_narrowed and _column_candidates(sdfg):
         # (Without candidates narrowing changes nothing: no copy needed.)
@@ -187,17 +199,15 @@ def gt_fuse_sweep_pairs(
         count = _fuse_all(sdfg, taken, True, policy, None) if taken else 0
     else:
         count = _fuse_all(sdfg, names, narrow_columns, policy, records)
-    if report is not None:
-        for r in records:
-            report.add(r)
-    if count and validate:
+    report = InlineReport(records=records, sweep_pairs_fused=count)
+    if validate:
         sdfg.validate()
-    return count
+    return report
 
 
 def _fuse_all(
     sdfg: dace.SDFG,
-    names: Optional[list[str]],
+    names: Optional[Collection[str]],
     narrow_columns: bool,
     policy,
     records: Optional[list],
@@ -207,7 +217,7 @@ def _fuse_all(
     if narrow_columns:
         cands = [n for n in _column_candidates(sdfg) if wanted is None or n in wanted]
         if cands:
-            gt_narrow_column_reads(sdfg, names=cands)
+            gt_narrow_column_reads(sdfg, names=cands, validate=False)
     count = 0
     declined: set = set()
     for state in list(sdfg.all_states()):

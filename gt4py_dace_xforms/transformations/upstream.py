@@ -5,7 +5,7 @@ expression, in the subgraph matcher's order), not this library. Applying a downs
 match first copies its producer into the consumer; the copy reads the producer's inputs
 through whole-array Memlets, so an intermediate among those inputs that could have been
 inlined into the producer no longer can (seed `t + t(K+1) + t(K+2)` at gt4py's
-`TopLevelDataFlowPre`: 2 transients left instead of the pass's 1). `gt_inline_fusion`
+`TopLevelDataFlowPre`: 2 transients left instead of the pass's 1). `gt_inline_intermediates`
 avoids this by taking intermediates in topological order; a single match cannot choose
 the order, so it declines while such an upstream match is pending, and is listed again
 once that one is applied.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Collection, Optional, Union
 
 import dace
 from dace import properties, transformation
@@ -11,11 +11,16 @@ from dace.sdfg import nodes as dn
 from gt4py_dace_xforms.analysis.candidate import analyse_candidate, find_candidates
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.analysis.window import WindowPlan, analyse_window, window_group
+from gt4py_dace_xforms.report import InlineRecord, InlineReport
 from gt4py_dace_xforms.transformations.inline_fuser import (
     candidate_of_match,
     shifted_read_expressions,
 )
 from gt4py_dace_xforms.transformations.window_rewrite import window_candidate
+
+
+if TYPE_CHECKING:
+    from gt4py_dace_xforms.policy import InlinePolicy
 
 
 @properties.make_properties
@@ -56,7 +61,7 @@ class VerticalWindow(transformation.SingleStateTransformation):
 
     Several readers (gt4py splits a consumer at a decomposed rank's halo or a limited-area
     grid's boundary zone): `shared=True` sweeps this reader though others read `T` too
-    (`T` stays until its last reader is swept); `gt_vertical_windows` takes a whole group
+    (`T` stays until its last reader is swept); `gt_apply_vertical_windows` takes a whole group
     at once (`analysis.window.window_group`), priced by the policy's
     `decide_window_group`.
 
@@ -106,26 +111,35 @@ class VerticalWindow(transformation.SingleStateTransformation):
         return window_candidate(sdfg, plan)
 
 
-def gt_vertical_windows(
+def gt_apply_vertical_windows(
     sdfg: dace.SDFG,
     *,
+    names: Optional[Collection[str]] = None,
+    policy: Optional["InlinePolicy"] = None,
     max_width: int = 8,
-    only=None,
-    validate: bool = False,
-    policy=None,
-    report=None,
-) -> list[str]:
-    """Apply `VerticalWindow` wherever it applies in the top-level states (`only`: just the
-    named intermediates), to a fixed point; returns the intermediates removed, in order.
+    validate: bool = True,
+) -> InlineReport:
+    """Apply `VerticalWindow` wherever it applies in the top-level states, to a fixed point.
 
     An intermediate read by several top-level Maps of one state (`window_group`) is swept
     in each of them, or in none, as the policy's `decide_window_group` says.
 
-    `policy`: an `InlinePolicy` whose `decide_window` chooses per candidate (the cost
-    model: on the CPU with per-call transients, docs/cost_model.md); None: every window
-    that applies. `report`: an `InlineReport` that gets one record per window taken."""
+    Args:
+        sdfg: the SDFG, changed in place.
+        names: only these intermediates (None: every one).
+        policy: an `InlinePolicy` whose `decide_window` chooses per candidate (the cost
+            model: docs/cost_model.md). None: every window that applies.
+        max_width: the widest window (levels kept in registers) planned.
+        validate: validate the SDFG at the end.
+
+    Returns:
+        The report: one record per window taken (mode "window"), and in `windowed` the
+        intermediates removed, in order.
+    """
+    report = InlineReport()
     if policy is not None and not policy.takes_windows:
-        return []  # nothing to plan: the policy would refuse every window (windows off)
+        return report  # nothing to plan: the policy would refuse every window (windows off)
+    only = names
     done: list[str] = []
     refused: set = set()
     groups_tried: set[str] = set()
@@ -161,9 +175,10 @@ def gt_vertical_windows(
             done.append(node.data)
             progress = True
             break  # the graph changed: enumerate again
+    report.windowed = done
     if validate:
         sdfg.validate()
-    return done
+    return report
 
 
 def _group_plans(
@@ -215,8 +230,6 @@ def _window_group(sdfg: dace.SDFG, name: str, max_width: int, policy, report) ->
 def _take(sdfg: dace.SDFG, plan: WindowPlan, decision, report) -> None:
     """Sweep `plan`'s consumer; `report` (if any) gets its record (`decision`: the policy's,
     None where every window that applies is taken)."""
-    from gt4py_dace_xforms.report import InlineRecord
-
     cand = plan.cand
     if report is not None:
         report.add(

@@ -3,7 +3,7 @@ inliner can take it as a reader (analysis/writeback.py says when and why; docs/w
 
 `copy_to_map` is the mutation; `group_problem` decides, on a deep copy of the SDFG, whether
 converting lets every reader of `T` be inlined under a policy; `convert_writeback_copies`
-(run by `gt_inline_fusion` first) and the `WriteBackToMap` transformation (the viewer's
+(run by `gt_inline_intermediates` first) and the `WriteBackToMap` transformation (the viewer's
 and `apply_transformations`' route, with "everything sound") convert only then, so a
 declined group leaves the SDFG unchanged.
 """
@@ -165,7 +165,7 @@ class WriteBackToMap(transformation.SingleStateTransformation):
 
     Pattern: `(T) -> (G)`, `T` a transient array, `G` global data, a plain copy edge.
     Applies only where, with every write-back copy of `T` written as a Map, every reader
-    of `T` is a sound `InlineFuser` candidate ("everything sound"; `gt_inline_fusion`
+    of `T` is a sound `InlineFuser` candidate ("everything sound"; `gt_inline_intermediates`
     asks its policy instead, see `convert_writeback_copies`).
 
     Restrictions (declined, the SDFG untouched): a copy `WriteBackRetarget` can take once
@@ -194,7 +194,7 @@ class WriteBackToMap(transformation.SingleStateTransformation):
             if not isinstance(
                 retarget_plan(sdfg, self.source.data, allow_map_readers=True), Decline
             ):
-                # As in `gt_inline_fusion`: inline the Map readers, then `WriteBackRetarget`.
+                # As in `gt_inline_intermediates`: inline the Map readers, then `WriteBackRetarget`.
                 return "the writers can write the output directly once the Maps are inlined (WriteBackRetarget)"
             return group_problem(sdfg, self.source.data, InlineWhereSound())
         except Exception as err:  # noqa: BLE001  # a matcher must decline, never abort compilation
