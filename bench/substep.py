@@ -227,7 +227,7 @@ def library_descriptor(program_name: str, mode: str, cost_model: Any = None) -> 
         {"optimization_args": _optimization_args(mode)} if mode != "default" else {}
     )
     return model_options.get_options(
-        program_name, **backend(model_backends.CPU, policy=cost_model, **extra)
+        program_name, **backend(model_backends.CPU, cost_model=cost_model, **extra)
     )
 
 
@@ -264,11 +264,14 @@ def gt4py_default_backend(*, transient_memory_mode: Any = None, **_: Any) -> Any
     )
 
 
-def library_default_backend(*, transient_memory_mode: Any = None, **_: Any) -> Any:
-    """The library's `backends.make_backend(False)` (`run_dace_cpu`), with the memory mode."""
+def library_default_backend(
+    *, transient_memory_mode: Any = None, policy: Any = None, **_: Any
+) -> Any:
+    """The library's `backends.make_backend(False)` (`run_dace_cpu`), with the memory mode
+    (and a policy other than the default, for the counts' GPU-model build)."""
     from gt4py_dace_xforms import backends
 
-    return backends.make_backend(False, transient_memory_mode=transient_memory_mode)
+    return backends.make_backend(False, transient_memory_mode=transient_memory_mode, policy=policy)
 
 
 def _default_config_descriptor(factory: Any, mode: str) -> dict:
@@ -285,6 +288,13 @@ def descriptors(label: str, program_name: str, mode: str) -> dict:
             return _default_config_descriptor(gt4py_default_backend, mode)
         if label == "library":
             return _default_config_descriptor(library_default_backend, mode)
+        if label == "library_gpu_model":
+            import gt4py_dace_xforms as gx
+
+            return {
+                **_default_config_descriptor(library_default_backend, mode),
+                "policy": gx.CostModel(target="gpu"),
+            }
         raise ValueError(f"{label}: not built in the gt4py-default configuration")
     if label in ("stock", "A/A"):
         return stock_descriptor(program_name, mode)
@@ -742,8 +752,8 @@ def substep_limit(rows: list[dict], sub: str) -> dict:
         return {}
     return {
         "limit": {
-            k: sum(r["calls"].get(sub, 0) * r["limit"][k] for r in rows)
-            for k in ("bytes", "fill_bytes", "read_bytes", "written_bytes")
+            k: sum(r["calls"].get(sub, 0) * r["limit"].get(k, 0) for r in rows)
+            for k in ("bytes", "fill_bytes", "read_bytes", "written_bytes", "whole_extent_bytes")
         }
     }
 
@@ -993,7 +1003,7 @@ def limit_table(res: dict, w: int, b: int) -> list[str]:
         "calls x per call)"
     ]
     head = (
-        f"{'program':<{w}}  {'build':<{b}}  {'limit MB':>9}  {'fills MB':>9}  {'LL cpu MB':>9}  "
+        f"{'program':<{w}}  {'build':<{b}}  {'limit MB':>9}  {'whole MB':>9}  {'fills MB':>9}  {'LL cpu MB':>9}  "
         f"{'/limit':>6}  {'/fills':>6}  {'LL gpu MB':>9}  {'/limit':>6}  {'/fills':>6}"
     )
     lines += [head, "-" * len(head)]
@@ -1005,7 +1015,8 @@ def limit_table(res: dict, w: int, b: int) -> list[str]:
             gpu = f["ll_misses_gpu"] * LINE_BYTES["gpu"]
             lim, fills = max(limit["bytes"], 1), max(limit["fill_bytes"], 1)
             lines.append(
-                f"{name:<{w}}  {label:<{b}}  {limit['bytes'] / 1e6:9.2f}  {limit['fill_bytes'] / 1e6:9.2f}  "
+                f"{name:<{w}}  {label:<{b}}  {limit['bytes'] / 1e6:9.2f}  "
+                f"{limit.get('whole_extent_bytes', 0) / 1e6:9.2f}  {limit['fill_bytes'] / 1e6:9.2f}  "
                 f"{cpu / 1e6:9.2f}  {cpu / lim:6.2f}  {cpu / fills:6.2f}  {gpu / 1e6:9.2f}  "
                 f"{gpu / lim:6.2f}  {gpu / fills:6.2f}"
             )
@@ -1018,7 +1029,8 @@ def limit_table(res: dict, w: int, b: int) -> list[str]:
             add(f"substep ({sub})", t["builds"], t["limit"])
     lines.append(
         "limit: the read regions plus the written regions of the call's arguments (a field updated "
-        "in place counts twice); fills: their union (each line brought in once, read or written: the "
+        "in place counts twice); whole: of it, arrays read through a neighbor table or an offset field, "
+        "counted whole (an upper bound of what they touch); fills: their union (each line brought in once, read or written: the "
         "floor of callgrind's misses, which count no write-back); LL MB: last-level misses x line "
         "(cpu 64 B, gpu 128 B), instruction misses included (docs/traffic.md)"
     )

@@ -167,3 +167,29 @@ def test_cold_call_misses_never_below_the_fill_floor(tmp_path, in_place):
             assert data_bytes >= floor.bytes
         # and not far above it: the transient T (written and read once) is the rest
         assert data_bytes <= floor.fill_bytes + 2 * n * k * 8 + 64 * line, (cache, ev)
+
+
+def test_a_read_through_a_table_counts_its_whole_array_and_says_so():
+    """gt4py's memlet for a read it cannot bound (a neighbor table, a vertical offset field)
+    names the array's own extent: the box is the whole array, flagged `whole_extent`."""
+    sdfg = dace.SDFG("compulsory_whole_extent")
+    sdfg.add_array("x", ("__x_Cell_range_1 - __x_Cell_range_0",), dace.float64)
+    sdfg.add_array("tab", (6,), dace.int32)
+    sdfg.add_array("y", (6,), dace.float64)
+    state = sdfg.add_state()
+    x, tab, y = state.add_read("x"), state.add_read("tab"), state.add_write("y")
+    entry, exit_ = state.add_map("m", {"i": "0:6"})
+    t = state.add_tasklet("gather", {"field", "j"}, {"o"}, "o = field[j]")
+    state.add_memlet_path(
+        x,
+        entry,
+        t,
+        dst_conn="field",
+        memlet=dace.Memlet("x[0:__x_Cell_range_1 - __x_Cell_range_0]"),
+    )
+    state.add_memlet_path(tab, entry, t, dst_conn="j", memlet=dace.Memlet("tab[i]"))
+    state.add_memlet_path(t, exit_, y, src_conn="o", memlet=dace.Memlet("y[i]"))
+    got = compulsory_traffic(sdfg, sizes={"Cell": 100})
+    assert got.arrays["x"].whole_extent and got.arrays["x"].read_bytes == 100 * 8
+    assert not got.arrays["tab"].whole_extent and got.arrays["tab"].read_bytes == 6 * 4
+    assert got.whole_extent_bytes == 800 and got.bytes == 800 + 24 + 48

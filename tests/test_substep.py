@@ -352,6 +352,8 @@ def test_counts_table_gives_the_limit_beside_the_simulated_traffic():
     assert head.split()[2:] == [
         "limit",
         "MB",
+        "whole",
+        "MB",
         "fills",
         "MB",
         "LL",
@@ -371,7 +373,8 @@ def test_counts_table_gives_the_limit_beside_the_simulated_traffic():
         for line in text.splitlines()
         if line.startswith("p ") and " stock " in line and "0.03" in line
     )
-    assert row.split()[2:10] == ["0.03", "0.02", "0.01", "0.20", "0.40", "0.01", "0.20", "0.40"]
+    got = row.split()[2:11]
+    assert got == ["0.03", "0.00", "0.02", "0.01", "0.20", "0.40", "0.01", "0.20", "0.40"]
     assert any(line.startswith("substep (later)") and "0.06" in line for line in text.splitlines())
     del rows[1]["limit"]  # a row without its limit: no substep limit, no table
     assert bench.substep_limit(rows, "later") == {}

@@ -29,8 +29,10 @@ than the elements touched where the read is indirect (a neighbor table: the meml
 the array's extent in that dimension, the box is the whole extent although the table may
 hit less of it) or conditional (a dynamic memlet: a `where` branch counts whole). So the
 figure is an upper bound on the elements a program must touch, and not a lower bound of
-the measured traffic where a read through a table touches a part of its array only; for
-the programs of icon4py's substep the tables reach (nearly) every cell of a rank.
+the measured traffic where a read through a table touches a part of its array only. Such
+an array (its read subset names its own extent symbol) is flagged `whole_extent`, and
+`Compulsory.whole_extent_bytes` says how much of the limit it is: a neighbor table on a
+rank reaches (nearly) every cell of it, a vertical offset field (`ikoffset`) a few levels.
 
 **Sizes.** Expressions are evaluated with `symbols` (the call's values: domain bounds,
 sizes), the SDFG's constants, and, for gt4py's own per-argument symbols not given, the
@@ -76,6 +78,9 @@ class ArrayFootprint:
         read: the read region's box (None: not read).
         written: the written region's box (None: not written).
         notes: what was approximated or left out, in words.
+        whole_extent: a read's subset reaches the array's own extent symbol (gt4py's
+            `__<arg>_<Dim>_range_1`): a read through a neighbor table or a vertical offset
+            field, whose box is the whole array although it may touch less.
     """
 
     name: str
@@ -83,6 +88,7 @@ class ArrayFootprint:
     read: Optional[IntBox] = None
     written: Optional[IntBox] = None
     notes: tuple[str, ...] = ()
+    whole_extent: bool = False
 
     @property
     def read_bytes(self) -> int:
@@ -137,6 +143,12 @@ class Compulsory:
         return sum(a.fill_bytes for a in self.arrays.values())
 
     @property
+    def whole_extent_bytes(self) -> int:
+        """The read bytes of the arrays read over their whole extent (`whole_extent`): the
+        part of the limit that is an upper bound rather than the elements touched."""
+        return sum(a.read_bytes for a in self.arrays.values() if a.whole_extent)
+
+    @property
     def notes(self) -> list[str]:
         """Every array's notes, as `name: note`."""
         return [f"{a.name}: {n}" for a in self.arrays.values() for n in a.notes]
@@ -153,6 +165,7 @@ class Compulsory:
             "read_bytes": self.read_bytes,
             "written_bytes": self.written_bytes,
             "fill_bytes": self.fill_bytes,
+            "whole_extent_bytes": self.whole_extent_bytes,
             "arrays": {
                 n: {
                     "read": a.read,
@@ -160,6 +173,7 @@ class Compulsory:
                     "itemsize": a.itemsize,
                     "read_bytes": a.read_bytes,
                     "written_bytes": a.written_bytes,
+                    "whole_extent": a.whole_extent,
                     "notes": list(a.notes),
                 }
                 for n, a in sorted(self.arrays.items())
@@ -240,6 +254,7 @@ def compulsory_traffic(
     reads: dict[str, Optional[IntBox]] = {}
     writes: dict[str, Optional[IntBox]] = {}
     notes: dict[str, set[str]] = {}
+    whole: set[str] = set()
     for state in sdfg.all_states():
         extra = [r for region, r in loops if _inside(state, region)]
         for an in state.data_nodes():
@@ -251,7 +266,10 @@ def compulsory_traffic(
                 for e in edges:
                     if e.data.is_empty():
                         continue
-                    box = _box(_subset_of(e.data, an.data), desc, subs, ranges, notes, an.data)
+                    subset = _subset_of(e.data, an.data)
+                    if regions is reads and _reaches_extent(subset, desc):
+                        whole.add(an.data)
+                    box = _box(subset, desc, subs, ranges, notes, an.data)
                     if box is not None:
                         regions[an.data] = _join(regions.get(an.data), box)
                     if e.data.dynamic:
@@ -266,8 +284,23 @@ def compulsory_traffic(
             reads.get(name),
             writes.get(name),
             tuple(sorted(notes.get(name, ()))),
+            name in whole,
         )
     return Compulsory(arrays)
+
+
+def _reaches_extent(subset: Any, desc: Any) -> bool:
+    """A subset naming one of the array's own extent symbols (`..._range_1`): gt4py's
+    memlet for a read whose index it cannot bound (a neighbor table, an offset field)."""
+    if subset is None:
+        return False
+    mine = {
+        str(f)
+        for s in desc.shape
+        for f in symbolic.pystr_to_symbolic(str(s)).free_symbols
+        if str(f).endswith("_range_1")
+    }
+    return bool(mine & {str(f) for f in subset.free_symbols})
 
 
 def _subset_of(memlet: dace.Memlet, name: str) -> Any:
