@@ -71,7 +71,25 @@ def make_custom_dace_backend(
     `policy`, `windows`: as for `backends.make_backend`; `reports`: where the hooks'
     reports go (a list, or a `report.ReportFolder` for builds in gt4py's workers). The cost model is told the
     `transient_memory_mode` found in `optimization_args` (icon4py's graupel sets
-    `make_persistent` instead; both reach `gt_auto_optimize` unchanged)."""
+    `make_persistent` instead; both reach `gt_auto_optimize` unchanged).
+
+    Args:
+        device: icon4py's device (`gtx.DeviceType`).
+        auto_optimize: run `gt_auto_optimize` (with the library's hooks).
+        async_sdfg_call: as icon4py: asynchronous SDFG calls on the GPU.
+        optimization_args: `gt_auto_optimize`'s arguments; their `optimization_hooks` are chained
+            after the library's.
+        use_metrics: as icon4py.
+        use_zero_origin: as icon4py.
+        use_max_domain_range_on_unstructured_shift: as icon4py.
+        policy: the inline policy (None: the `CostModel` for the device and memory mode).
+        windows: as for `backends.make_backend`.
+        reports: where the hooks' reports go.
+        _: other descriptor keys, ignored.
+
+    Returns:
+        the gt4py backend.
+    """
     gpu = device != gtx.DeviceType.CPU
     args = dict(optimization_args or {})
     hooks = optimization_hooks(
@@ -105,7 +123,16 @@ def descriptor_for(program_name: str, device: Any, **options: Any) -> dict[str, 
     """A backend descriptor for `setup_program` that builds with the library, carrying the
     per-program options icon4py's `get_dace_options` gives `program_name` with its own
     factory (which it skips for any other factory). `options`: further descriptor keys
-    (`policy`, `windows`, `optimization_args`, ...)."""
+    (`policy`, `windows`, `optimization_args`, ...).
+
+    Args:
+        program_name: the icon4py program's name.
+        device: icon4py's `model_backends.CPU` or `GPU`.
+        options: further descriptor keys.
+
+    Returns:
+        the descriptor, for `setup_program(backend=...)`.
+    """
     from icon4py.model.common import model_backends, model_options
 
     if "optimization_args" in options:  # get_dace_options adds to these dicts in place
@@ -146,9 +173,7 @@ class LibraryFactory:
     windows: Optional[bool] = None
 
     def __call__(self, **descriptor: Any) -> gtx_backend.DaCeBackend:
-        return make_custom_dace_backend(
-            policy=self.policy, windows=self.windows, **descriptor
-        )
+        return make_custom_dace_backend(policy=self.policy, windows=self.windows, **descriptor)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, LibraryFactory):
@@ -169,7 +194,17 @@ def backend(
     """A backend descriptor for icon4py (`setup_program(backend=...)`, a component's
     `backend=`) that builds every program with the library and with icon4py's own
     per-program options. `device`: icon4py's `model_backends.CPU` (default) or `GPU`;
-    `options`: further descriptor keys (`optimization_args`, `use_metrics`, ...)."""
+    `options`: further descriptor keys (`optimization_args`, `use_metrics`, ...).
+
+    Args:
+        device: icon4py's `model_backends.CPU` (default) or `GPU`.
+        policy: the inline policy (None: the `CostModel` for the device and memory mode).
+        windows: as for `backends.make_backend`.
+        options: further descriptor keys.
+
+    Returns:
+        the descriptor.
+    """
     if device is None:
         from icon4py.model.common import model_backends
 
