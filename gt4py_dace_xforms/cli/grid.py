@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from gt4py_dace_xforms.cli.errors import CliError
+
 
 def add_parser(sub: Any) -> None:
     """Register the `grid` subcommand.
@@ -48,7 +50,6 @@ def cmd_grid(args: argparse.Namespace) -> int:
         CliError: a cell count that makes no rectangular torus, a bad edge length, or an
             output file that cannot be written.
     """
-    from gt4py_dace_xforms.cli.main import CliError
     from gt4py_dace_xforms.tools import gridfile
 
     if args.edge_length is not None and not args.edge_length > 0:

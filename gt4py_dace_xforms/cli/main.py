@@ -12,16 +12,14 @@ import os
 import sys
 from typing import Any, Callable, NoReturn, Optional, Sequence
 
+from gt4py_dace_xforms.cli.errors import CliError
+
 
 EXIT_USAGE = 2
 
 #: gt4py's `TransientMemoryMode` names (`--transient-memory-mode`; test_cli checks them
 #: against gt4py's enum, which is not imported to build the parser).
 TRANSIENT_MEMORY_MODES = ("SCOPED", "PERSISTENT", "POOL", "EXTERNAL")
-
-
-class CliError(Exception):
-    """A user-facing error: printed as one line, exit status 2."""
 
 
 class _Parser(argparse.ArgumentParser):
