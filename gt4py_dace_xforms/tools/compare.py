@@ -44,11 +44,20 @@ class CaptureSDFG:
         write_new_file(self.folder, ".sdfgz", lambda path: sdfg.save(str(path), compress=True))
 
     def files(self) -> list[pathlib.Path]:
-        """The saved SDFGs' files, oldest first."""
+        """The saved SDFGs' files, oldest first.
+
+        Returns:
+            The paths of the `.sdfgz` files in `folder`, sorted by name (the order they
+            were written in).
+        """
         return sorted(pathlib.Path(self.folder).glob("*.sdfgz"))
 
     def read(self) -> list[dace.SDFG]:
-        """The saved SDFGs, oldest first."""
+        """The saved SDFGs, oldest first.
+
+        Returns:
+            Each file of `files()` loaded anew (not cached).
+        """
         return [dace.SDFG.from_file(str(p)) for p in self.files()]
 
 
@@ -87,10 +96,13 @@ class Build:
 
     @property
     def reports(self) -> list[InlineReport]:
+        """The report of every hook call the builds made so far, as `report_folder` holds
+        them."""
         return self.report_folder.read()
 
     @property
     def report(self) -> InlineReport:
+        """`reports` merged into one, in the order they were read."""
         merged = InlineReport()
         for r in self.reports:
             merged.extend(r)
@@ -100,7 +112,15 @@ class Build:
 def stock_build(
     gpu: bool = False, transient_memory_mode: Optional[TransientMemoryMode] = None
 ) -> Build:
-    """gt4py's dace backend, unchanged but for a capture hook (and `transient_memory_mode`)."""
+    """gt4py's dace backend, unchanged but for a capture hook (and `transient_memory_mode`).
+
+    Args:
+        gpu: build for the GPU, else the CPU.
+        transient_memory_mode: given to gt4py's `gt_auto_optimize` (None: gt4py's default).
+
+    Returns:
+        The build, its `backend` set and its capture hook at `TopLevelDataFlowPost`.
+    """
     build = Build()
     hooks = {GT4PyAutoOptHook.TopLevelDataFlowPost: build.capture}
     build.backend = compat.make_dace_toolchain(
@@ -120,9 +140,19 @@ def inline_build(
     transient_memory_mode: Optional[TransientMemoryMode] = None,
     windows: Optional[bool] = None,
 ) -> Build:
-    """The library's backend as `backends.make_backend` builds it (`policy`: the cost model
-    or any policy; default the target's `CostModel`), plus a capture hook (and
-    `transient_memory_mode`)."""
+    """The library's backend as `backends.make_backend` builds it, plus a capture hook (and
+    `transient_memory_mode`).
+
+    Args:
+        gpu: build for the GPU, else the CPU (also picks the default cost model).
+        policy: the cost model or any policy (None: the target's `CostModel`).
+        transient_memory_mode: given to gt4py's `gt_auto_optimize` and priced by the
+            default cost model (None: gt4py's default).
+        windows: as for `integration.hooks.make_inline_hook`.
+
+    Returns:
+        The build, its `backend` set, its hooks' reports going to its `report_folder`.
+    """
     build = Build()
     capture: dict[GT4PyAutoOptHook, Callable] = {
         GT4PyAutoOptHook.TopLevelDataFlowPost: build.capture
@@ -152,7 +182,20 @@ def icon4py_build(program_name: str, library: bool, policy: Optional[InlinePolic
     """A build as icon4py's model run makes it for `program_name`: its `customize_backend`
     with icon4py's own `dace_cpu` descriptor (stock) or the library's
     (`integration.icon4py.backend`), icon4py's per-program options applied to both, plus a
-    capture hook. Needs icon4py."""
+    capture hook. Needs icon4py.
+
+    Args:
+        program_name: the icon4py program whose per-program options apply.
+        library: the library's descriptor, else icon4py's stock `dace_cpu` one.
+        policy: the library's policy (None: the default cost model); unused if not
+            `library`.
+
+    Returns:
+        The build, its `backend` set.
+
+    Raises:
+        ImportError: icon4py is not installed.
+    """
     from icon4py.model.common import model_backends, model_options
 
     from gt4py_dace_xforms.integration import icon4py as gx_icon4py
@@ -183,5 +226,12 @@ def icon4py_build(program_name: str, library: bool, policy: Optional[InlinePolic
 
 
 def two_d_transients(sdfg: dace.SDFG) -> list[str]:
-    """Transient arrays with two dimensions (Cell x K fields) in the top-level SDFG."""
+    """Transient arrays with two dimensions (Cell x K fields) in the top-level SDFG.
+
+    Args:
+        sdfg: the SDFG; its nested SDFGs are not looked into.
+
+    Returns:
+        The arrays' names, sorted.
+    """
     return sorted(n for n, d in sdfg.arrays.items() if d.transient and len(d.shape) == 2)

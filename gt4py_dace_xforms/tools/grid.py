@@ -101,11 +101,24 @@ class Grid:
 
     @property
     def limited_area(self) -> bool:
+        """Whether the grid has a lateral boundary (`boundary` names a seam)."""
         return bool(self.boundary)
 
 
 def torus_shape(n_cells: int) -> tuple[int, int]:
-    """(nx, ny) of the squarest torus with `n_cells` cells (R2B4's 20480: 128 x 80)."""
+    """(nx, ny) of the squarest torus with `n_cells` cells (R2B4's 20480: 128 x 80).
+
+    Args:
+        n_cells: the number of triangular cells (two per vertex).
+
+    Returns:
+        The vertices along x and along y, ny the largest divisor of `n_cells // 2` not
+        above its square root.
+
+    Raises:
+        ValueError: `n_cells` is odd or below 32, or its squarest torus has fewer than
+            4 vertices along y.
+    """
     if n_cells % 2 or n_cells < 32:
         raise ValueError(
             f"a triangular torus has an even number of cells, at least 32; got {n_cells}"
@@ -358,8 +371,23 @@ def generate(
     """The torus of `nx` x `ny` vertices, a limited-area domain if `boundary` names seams,
     a decomposed rank if `cut` does (`SEAMS`), its elements ordered owned first (by zone,
     then locality), then halo level 1, halo level 2, the rest; tables renumbered to match.
-    `rectangular`: ICON's planar torus (module docstring; ny even, no column seam, which
-    the twisted row seam would leave open)."""
+    Cached (the last 16 grids).
+
+    Args:
+        nx: vertices along x (at least 4).
+        ny: vertices along y (at least 4).
+        boundary: the seams (`SEAMS`) that are the limited-area domain's lateral boundary.
+        cut: the seams (`SEAMS`) where neighbor ranks own the cells beyond (halo levels).
+        rectangular: ICON's planar torus (module docstring; ny even, no column seam, which
+            the twisted row seam would leave open).
+
+    Returns:
+        The grid.
+
+    Raises:
+        ValueError: `nx` or `ny` below 4, a seam not in `SEAMS` or in both `boundary` and
+            `cut`, or `rectangular` with an odd `ny` or a column seam.
+    """
     if nx < 4 or ny < 4:
         raise ValueError(f"a torus needs at least 4 x 4 vertices; got {nx} x {ny}")
     unknown = [s for s in boundary + cut if s not in SEAMS]
@@ -394,8 +422,19 @@ def generate(
 
 
 def connectivities(grid: Grid, offsets: Mapping[str, Any]) -> dict[str, Any]:
-    """gt4py connectivities of `grid` for `offsets` (name -> the program's `FieldOffset`),
-    with the dimensions the program declares for them."""
+    """gt4py connectivities of `grid` for `offsets`, with the dimensions the program
+    declares for them.
+
+    Args:
+        grid: the generated grid whose tables are used.
+        offsets: offset name -> the program's `FieldOffset`.
+
+    Returns:
+        Offset name -> `gtx.as_connectivity` of the grid's table.
+
+    Raises:
+        ValueError: the grid has no table for some offset.
+    """
     import gt4py.next as gtx
 
     missing = [n for n in offsets if n not in grid.tables]

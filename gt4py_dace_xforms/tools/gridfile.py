@@ -76,7 +76,14 @@ _CONNECTIVITIES = {
 
 
 def default_edge_length(n_cells: int) -> float:
-    """The edge length (m) of an equilateral triangle of 1/`n_cells` of the Earth's surface."""
+    """The edge length (m) of an equilateral triangle of 1/`n_cells` of the Earth's surface.
+
+    Args:
+        n_cells: the number of cells the Earth's surface is split into.
+
+    Returns:
+        The edge length in m (`EARTH_RADIUS`'s sphere).
+    """
     area = 4.0 * math.pi * EARTH_RADIUS**2 / n_cells
     return math.sqrt(4.0 * area / math.sqrt(3.0))
 
@@ -207,7 +214,15 @@ def zone_indices(rows: np.ndarray, dim: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def grid_uuid(n_cells: int, edge_length: float) -> str:
-    """A name-based UUID of the file's parameters: the same grid always gets the same one."""
+    """A name-based UUID of the file's parameters: the same grid always gets the same one.
+
+    Args:
+        n_cells: the grid's cell count.
+        edge_length: its edge length in m.
+
+    Returns:
+        The UUID (version 5) as a string.
+    """
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"gt4py-dace-xforms/torus/{n_cells}/{edge_length!r}"))
 
 
@@ -294,7 +309,15 @@ def write(
 
 
 def summary_lines(summary: Mapping[str, Any]) -> list[str]:
-    """Human-readable lines of `write`'s summary, for the command line."""
+    """Human-readable lines of `write`'s summary, for the command line.
+
+    Args:
+        summary: what `write` returned.
+
+    Returns:
+        Two lines: the path and the element counts, then the edge length, the domain's
+        size (km) and the uuid.
+    """
     sizes = summary["sizes"]
     return [
         f"wrote {summary['path']}: ICON planar torus (GeometryType.TORUS), "
