@@ -103,6 +103,19 @@ class AnnotatingTranslator(gtx_translation.DaCeTranslator):
     raised, as stock raises it; `GT4PY_DACE_XFORMS_STRICT=1` raises the first one."""
 
     def generate_sdfg(self, *args, **kwargs):
+        """gt4py's `generate_sdfg`, with the annotations recorded and the fail-safe above.
+
+        Args:
+            *args: as for gt4py's `DaCeTranslator.generate_sdfg`.
+            **kwargs: as for gt4py's `DaCeTranslator.generate_sdfg`.
+
+        Returns:
+            The SDFG: the library's, or stock's where the library's translation raised.
+
+        Raises:
+            Exception: what stock's translation raises, or with `GT4PY_DACE_XFORMS_STRICT=1`
+                the library's first failure.
+        """
         try:
             with record_annotations():
                 return super().generate_sdfg(*args, **kwargs)
@@ -115,7 +128,12 @@ class AnnotatingTranslator(gtx_translation.DaCeTranslator):
             return sdfg
 
     def as_stock(self) -> "AnnotatingTranslator":
-        """This translator with the library's hooks taken out of `auto_optimize_args`."""
+        """This translator with the library's hooks taken out of `auto_optimize_args`.
+
+        Returns:
+            A copy whose `optimization_hooks` are `hooks.without_library`'s (the caller's
+            kept); `auto_optimize_args` None if it is left empty.
+        """
         args = dict(self.auto_optimize_args or {})
         if "optimization_hooks" in args:
             args["optimization_hooks"] = without_library(args["optimization_hooks"])
@@ -123,7 +141,15 @@ class AnnotatingTranslator(gtx_translation.DaCeTranslator):
 
 
 def annotating_translator(cfg, /, **kwargs) -> AnnotatingTranslator:
-    """`make_dace_translator` (same arguments and checks), as an `AnnotatingTranslator`."""
+    """`make_dace_translator` (same arguments and checks), as an `AnnotatingTranslator`.
+
+    Args:
+        cfg: gt4py's `DaCeConfig` (positional only).
+        **kwargs: `make_dace_translator`'s keyword arguments (`auto_optimize_args`, ...).
+
+    Returns:
+        The translator, its fields those of the stock one `make_dace_translator` makes.
+    """
     stock = compat.make_dace_translator(cfg, **kwargs)
     return AnnotatingTranslator(
         **{f.name: getattr(stock, f.name) for f in dataclasses.fields(stock)}

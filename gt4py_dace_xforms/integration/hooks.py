@@ -335,7 +335,14 @@ def fuse_states(sdfg: dace.SDFG) -> int:
     after this hook. Done first, so that the rewrites see the states gt4py's next round
     sees; otherwise a rewrite can split a state's dataflow into components that the
     fusion's conservative check then refuses to merge, and the write-back buffers that
-    only become removable in one state stay (issue 40: the static target's gtir_tmp_12)."""
+    only become removable in one state stay (issue 40: the static target's gtir_tmp_12).
+
+    Args:
+        sdfg: the SDFG, changed in place (not validated).
+
+    Returns:
+        How many times the fusion was applied.
+    """
     from gt4py.next.program_processors.runners.dace.transformations import GT4PyStateFusion
 
     return sdfg.apply_transformations_repeated([GT4PyStateFusion], validate=False)
@@ -350,7 +357,12 @@ _WARNED: "weakref.WeakSet[dace.SDFG]" = weakref.WeakSet()
 
 
 def warn_races(sdfg: dace.SDFG, races) -> None:
-    """One `UnorderedAccessWarning` per program for the races `unordered_accesses` found."""
+    """One `UnorderedAccessWarning` per program for the races `unordered_accesses` found.
+
+    Args:
+        sdfg: the program's SDFG; nothing is warned if it was warned about before.
+        races: what `analysis.races.unordered_accesses(sdfg)` returned (not empty).
+    """
     if sdfg in _WARNED:
         return
     _WARNED.add(sdfg)
@@ -397,7 +409,14 @@ class SplitGuard:
 
 
 def chain_hooks(*funs: Optional[HookFun]) -> ChainedHook:
-    """One hook that calls every given hook in order (None entries are skipped)."""
+    """One hook that calls every given hook in order (None entries are skipped).
+
+    Args:
+        *funs: the hooks, or None.
+
+    Returns:
+        The `ChainedHook` of the hooks that are not None.
+    """
     return ChainedHook(tuple(f for f in funs if f is not None))
 
 
@@ -405,7 +424,16 @@ def without_library(
     hooks: Optional[Mapping[GT4PyAutoOptHook, Callable]],
 ) -> dict[GT4PyAutoOptHook, Callable]:
     """`hooks` with the library's own taken out and the caller's kept, in their order: what
-    a stock `gt_auto_optimize` call would have been given (the whole-run fail-safe)."""
+    a stock `gt_auto_optimize` call would have been given (the whole-run fail-safe).
+
+    Args:
+        hooks: `optimization_hooks` by stage, as `optimization_hooks` made them (or None).
+
+    Returns:
+        The caller's hooks by stage: a `ChainedHook` loses its `LibraryHook`s (and goes if
+        none is left), a `SplitGuard` becomes its `user` callback (or goes), a stage with
+        only a library hook goes.
+    """
     out: dict[GT4PyAutoOptHook, Callable] = {}
     for stage, hook in (hooks or {}).items():
         if isinstance(hook, ChainedHook):

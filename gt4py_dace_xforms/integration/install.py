@@ -120,11 +120,20 @@ class InstallSettings:
 
 
 def installed() -> bool:
+    """Whether `install()` is in force in this process.
+
+    Returns:
+        True between `install()` and `uninstall()`.
+    """
     return bool(_STATE)
 
 
 def settings() -> Optional[InstallSettings]:
-    """The settings in force, or None when not installed."""
+    """The settings in force, or None when not installed.
+
+    Returns:
+        The `InstallSettings` the last `install()` gave, or None.
+    """
     return _STATE.get("settings")
 
 
