@@ -48,6 +48,11 @@ class InlineRecord:
     mode: str = ""
 
     def to_json(self) -> dict:
+        """The record as JSON-serialisable data.
+
+        Returns:
+            Its fields by name (`dataclasses.asdict`), `shifts` as lists of lists.
+        """
         d = dataclasses.asdict(self)
         d["shifts"] = [list(s) for s in self.shifts]
         return d
@@ -105,10 +110,12 @@ class InlineReport:
 
     @property
     def applied(self) -> list[InlineRecord]:
+        """The records of the rewrites that were applied, in order."""
         return [r for r in self.records if r.applied]
 
     @property
     def declined(self) -> list[InlineRecord]:
+        """The records of the candidates that were declined, in order."""
         return [r for r in self.records if not r.applied]
 
     @property
@@ -122,6 +129,11 @@ class InlineReport:
         return sum(len(r.shifts) for r in self.inlined)
 
     def add(self, record: InlineRecord) -> None:
+        """Append one decision to `records`.
+
+        Args:
+            record: the decision.
+        """
         self.records.append(record)
 
     def extend(self, other: "InlineReport") -> "InlineReport":
@@ -149,13 +161,30 @@ class InlineReport:
         return self
 
     def to_json(self) -> list[dict]:
+        """The records as JSON-serialisable data (the other fields are not included).
+
+        Returns:
+            `InlineRecord.to_json` of each record, in order.
+        """
         return [r.to_json() for r in self.records]
 
     def dumps(self) -> str:
+        """The records as a JSON text.
+
+        Returns:
+            `to_json()` dumped with an indent of 2.
+        """
         return json.dumps(self.to_json(), indent=2)
 
     def table(self) -> str:
-        """A fixed-width table, one line per record."""
+        """A fixed-width table, one line per record.
+
+        Returns:
+            The table's lines joined by newlines: a header, a rule, a row per record
+            (intermediate, consumer, shifts, decision), then a line per window, output as
+            buffer, in-place update, column read, copy into readers, retargeted write-back,
+            trimmed writer, race and failure.
+        """
         head = ("intermediate", "consumer", "shifts", "decision")
         rows = [
             (
@@ -207,7 +236,11 @@ class InlineReport:
         return "\n".join(lines)
 
     def cost_lines(self) -> list[str]:
-        """One line per record with cost-model figures: the decision and what it weighed."""
+        """One line per record with cost-model figures: the decision and what it weighed.
+
+        Returns:
+            The lines, in record order; records without `figures` have none.
+        """
         lines = []
         for r in self.records:
             if not r.figures:
@@ -274,7 +307,16 @@ def write_new_file(folder: str, suffix: str, write: Callable[[pathlib.Path], Any
     """A new file in `folder` (made if missing) written by `write(path)`, for several
     processes at once: named by time, process and a random part, so names sort in the
     order written; written under a temporary name and renamed, so that readers never see
-    a partial file. Returns its path."""
+    a partial file.
+
+    Args:
+        folder: the folder (made, with its parents, if missing).
+        suffix: the file name's ending, dot included (".report").
+        write: writes the file at the path it is given.
+
+    Returns:
+        The new file's path.
+    """
     where = pathlib.Path(folder)
     where.mkdir(parents=True, exist_ok=True)
     name = f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -293,9 +335,19 @@ class ReportFolder:
     path: str
 
     def append(self, report: "InlineReport") -> None:
+        """Write `report` (pickled) as a new file in `path`.
+
+        Args:
+            report: the report.
+        """
         write_new_file(self.path, ".report", lambda path: path.write_bytes(pickle.dumps(report)))
 
     def read(self) -> list["InlineReport"]:
+        """The reports appended so far, by any process.
+
+        Returns:
+            The reports in the order they were written; empty if `path` does not exist.
+        """
         folder = pathlib.Path(self.path)
         if not folder.is_dir():
             return []
