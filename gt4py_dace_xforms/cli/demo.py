@@ -36,22 +36,58 @@ CKField = gtx.Field[Dims[Cell, K], gtx.float64]  # type: ignore[valid-type]
 
 @gtx.field_operator
 def theta_on_half_levels(interior: CKField, surface: CKField) -> CKField:
+    """A field on half levels: `surface` at level 0, `interior` below.
+
+    Args:
+        interior: the values from level 1 down.
+        surface: the values at level 0.
+
+    Returns:
+        `concat_where(K < 1, surface, interior)`.
+    """
     return concat_where(K < 1, surface, interior)
 
 
 @gtx.field_operator
 def vertical_difference(interior: CKField, surface: CKField) -> CKField:
+    """The seed case: a `concat_where` intermediate read at k and k+1.
+
+    Args:
+        interior: as for `theta_on_half_levels`.
+        surface: as for `theta_on_half_levels`.
+
+    Returns:
+        `theta(K + 1) - theta` of `theta_on_half_levels(interior, surface)`.
+    """
     theta = theta_on_half_levels(interior, surface)
     return theta(K + 1) - theta
 
 
 @gtx.program
 def vertical_difference_program(interior: CKField, surface: CKField, out: CKField, nlev: gtx.int32):
+    """`vertical_difference` on 64 cells and levels 0 to `nlev - 1` (exclusive).
+
+    Args:
+        interior: as for `theta_on_half_levels`.
+        surface: as for `theta_on_half_levels`.
+        out: written on that domain.
+        nlev: the fields' number of levels.
+    """
     vertical_difference(interior, surface, out=out, domain={Cell: (0, 64), K: (0, nlev - 1)})
 
 
 @gtx.field_operator
 def vertical_difference_computed(interior: CKField, surface: CKField) -> CKField:
+    """`vertical_difference` with computed branches (`surface * 2`, `interior + 1`), so that
+    each inlined copy recomputes them.
+
+    Args:
+        interior: the values from level 1 down, before `+ 1`.
+        surface: the values at level 0, before `* 2`.
+
+    Returns:
+        `theta(K + 1) - theta` of the concat.
+    """
     theta = concat_where(K < 1, surface * 2.0, interior + 1.0)
     return theta(K + 1) - theta
 
@@ -60,6 +96,14 @@ def vertical_difference_computed(interior: CKField, surface: CKField) -> CKField
 def vertical_difference_computed_program(
     interior: CKField, surface: CKField, out: CKField, nlev: gtx.int32
 ):
+    """`vertical_difference_computed` on 64 cells and levels 0 to `nlev - 1` (exclusive).
+
+    Args:
+        interior: as for `vertical_difference_computed`.
+        surface: as for `vertical_difference_computed`.
+        out: written on that domain.
+        nlev: the fields' number of levels.
+    """
     vertical_difference_computed(
         interior, surface, out=out, domain={Cell: (0, 64), K: (0, nlev - 1)}
     )
@@ -67,12 +111,29 @@ def vertical_difference_computed_program(
 
 @gtx.field_operator
 def three_level_sum(a: CKField, b: CKField) -> CKField:
+    """An intermediate read at three levels: k, k+1, k+2.
+
+    Args:
+        a: a field, doubled.
+        b: a field, added.
+
+    Returns:
+        `t + t(K + 1) + t(K + 2)` of `t = a * 2 + b`.
+    """
     t = a * 2.0 + b
     return t + t(K + 1) + t(K + 2)
 
 
 @gtx.program
 def three_level_sum_program(a: CKField, b: CKField, out: CKField, nlev: gtx.int32):
+    """`three_level_sum` on 64 cells and levels 0 to `nlev - 2` (exclusive).
+
+    Args:
+        a: as for `three_level_sum`.
+        b: as for `three_level_sum`.
+        out: written on that domain.
+        nlev: the fields' number of levels.
+    """
     three_level_sum(a, b, out=out, domain={Cell: (0, 64), K: (0, nlev - 2)})
 
 
@@ -109,7 +170,14 @@ CASES = [
 
 @contextlib.contextmanager
 def progress(what: str) -> Iterator[None]:
-    """`what ... N s` on one line: counting while it runs on a terminal, once at the end otherwise."""
+    """`what ... N s` on one line: counting while it runs on a terminal, once at the end otherwise.
+
+    Args:
+        what: what is being done, printed before the seconds.
+
+    Yields:
+        None, while the `with` block runs (a thread ticks each second on a terminal).
+    """
     start = time.perf_counter()
     live = sys.stdout.isatty()
     done = threading.Event()
@@ -145,7 +213,19 @@ def _table(head: tuple, rows: list[tuple]) -> str:
 
 
 def run_seeds(verbose: bool = False, ncells: int = 64, nlev: int = 20) -> int:
-    """The three seed programs: transients, copies, agreement with numpy and stock. Returns failures."""
+    """The three seed programs: transients, copies, agreement with numpy and stock.
+
+    Each is built with stock's backend and the library's, run once, and a table printed.
+
+    Args:
+        verbose: also print each library build's report table.
+        ncells: cells of the random input fields (the programs' domain is 64 cells).
+        nlev: levels of the fields.
+
+    Returns:
+        How many programs failed (library's output not equal to stock's, or off numpy's by
+        more than 1e-12).
+    """
     rng = np.random.default_rng(0)
     rows = []
     failures = 0
@@ -225,6 +305,14 @@ TARGET_OUTPUTS = (
 
 
 def target_program() -> Any:
+    """icon4py's `compute_perturbed_quantities_and_interpolation` (`TARGET_SPEC`).
+
+    Returns:
+        The `gtx.program`.
+
+    Raises:
+        ValueError: icon4py, or the program in it, cannot be imported.
+    """
     from gt4py_dace_xforms.tools.programs import load_program
 
     return load_program(TARGET_SPEC)
@@ -234,7 +322,20 @@ def target_args(
     n_cells: int, n_levels: int, *, seed: int = 0, taylor_hydro: bool = True
 ) -> dict[str, Any]:
     """Keyword arguments: random fields in [0.5, 1.5), the full domain, `nflatlev=4`.
-    Half-level fields have `n_levels + 1` levels; `surface_level = n_levels + 1`."""
+    Half-level fields have `n_levels + 1` levels; `surface_level = n_levels + 1`.
+
+    Args:
+        n_cells: cells of every field, and the domain's end.
+        n_levels: full levels.
+        seed: the random generator's seed.
+        taylor_hydro: `igradp_method` TAYLOR_HYDRO, else CONVENTIONAL.
+
+    Returns:
+        The target program's arguments by name.
+
+    Raises:
+        ValueError: icon4py's program cannot be imported (`target_program`).
+    """
     from icon4py.model.atmosphere.dycore.dycore_states import (
         HorizontalPressureDiscretizationType as Method,
     )
@@ -271,10 +372,23 @@ def run_target(
     layout: Optional[str] = None,
 ) -> int:
     """The icon4py target compiled three times (stock, a second stock build, the library's),
-    outputs compared, run times measured. Returns failures (0 or 1). `static`: built as
-    icon4py's model run builds it (`setup_program`): the domain bounds, levels and
-    `igradp_method` compiled as constants (`tools.static`). `layout`: the domain bounds of
-    that layout of the generated grid (`tools.layouts`; None: a global grid on one rank)."""
+    outputs compared, run times measured, a table printed. Skipped (a line printed) where
+    icon4py cannot be imported.
+
+    Args:
+        n_cells: cells of the fields.
+        n_levels: full levels.
+        rounds: timing rounds (`measure.timing.time_rounds`).
+        verbose: also print the library build's report table.
+        static: built as icon4py's model run builds it (`setup_program`): the domain
+            bounds, levels and `igradp_method` compiled as constants (`tools.static`).
+        layout: the domain bounds of that layout of the generated grid (`tools.layouts`;
+            None: a global grid on one rank).
+
+    Returns:
+        0 if both the library's and the second stock build's outputs equal stock's (or
+        the target was skipped), else 1.
+    """
     try:
         program = target_program()
     except ValueError as err:
@@ -398,7 +512,17 @@ def run_substep_summary(layout: str, cells: int = 20480, levels: int = 30, round
     """A short model-level summary: a few of the substep's programs, built static as icon4py
     builds them (its backend factory and per-program options), stock vs library, timed in
     this process's allocator regime (glibc's, as a user has it), the later substep's sum.
-    Runs `bench/substep.py` from the source tree (`make demo`); says so where it is absent."""
+    Runs `bench/substep.py` from the source tree (`make demo`); says so where it is absent.
+
+    Args:
+        layout: the generated grid's layout (`tools.layouts`).
+        cells: cells of the grid.
+        levels: full levels.
+        rounds: timing rounds.
+
+    Returns:
+        1 if the script exited non-zero, else 0 (also where it is absent).
+    """
     import pathlib
     import subprocess
 
@@ -456,7 +580,22 @@ def run_demo(
 ) -> int:
     """The seed programs, then the target: static on `layout` (default `DEFAULT_LAYOUT`, a
     production run's rank: a decomposed limited-area one), then symbolic; then a short
-    substep summary (`run_substep_summary`)."""
+    substep summary (`run_substep_summary`). Third-party output is quieted.
+
+    Args:
+        verbose: also print the library builds' report tables.
+        ncells: cells of the seed programs' fields.
+        nlev: levels of the seed programs' fields.
+        target: run the icon4py target (both builds).
+        target_size: the target's (cells, levels).
+        rounds: the target's timing rounds.
+        layout: the static target's and the substep summary's layout (None:
+            `DEFAULT_LAYOUT`).
+        substep: run the substep summary.
+
+    Returns:
+        The exit status: 0 if nothing failed, else 1.
+    """
     from gt4py_dace_xforms.tools.layouts import DEFAULT_LAYOUT
 
     with quiet_third_party():

@@ -248,6 +248,21 @@ def _static_layout(args: argparse.Namespace) -> Optional[str]:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    """`explain`: one program lowered stock and with the library (no compilation), every
+    decision and what it weighed printed (`tools.explain`); `--sdfg-out` also writes both
+    SDFGs.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        The exit status: 0, or 1 where the library's lowering raised (a bug, told in one
+        line).
+
+    Raises:
+        CliError: the program, its grid or a static value cannot be had, the program does
+            not lower stock, or `--sdfg-out` cannot be written.
+    """
     from gt4py_dace_xforms.tools import explain as ex, programs
 
     if "" not in sys.path and os.getcwd() not in sys.path:
@@ -383,6 +398,21 @@ def _check_traffic(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
 
 
 def cmd_census(args: argparse.Namespace) -> int:
+    """`census`: the given programs (default: icon4py's, `programs.census_programs`), each
+    lowered in a process pool, one table row each (`tools.census`); `--eager`,
+    `--compare`, `--determinism` and `--layout all` run their own variants.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        The exit status: 0, or 1 where a program failed (or, for `--compare` and
+        `--determinism`, differed).
+
+    Raises:
+        CliError: a named program cannot be loaded, none is found, or `--json` cannot be
+            written.
+    """
     from gt4py_dace_xforms.tools import census, programs
 
     if args.programs:
@@ -539,7 +569,18 @@ def _census_determinism(refs, args: argparse.Namespace) -> int:
 
 def cmd_traffic(args: argparse.Namespace) -> int:
     """`traffic`: the substep's 2-D transients by bytes per substep, stock vs the library
-    (tools/traffic.py, docs/traffic.md)."""
+    (tools/traffic.py, docs/traffic.md).
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        The exit status: 0, or 1 where a program failed.
+
+    Raises:
+        CliError: `traffic.substep_traffic` refuses the arguments (a ValueError: an
+            unknown substep, target, layout or program), or `--json` cannot be written.
+    """
     from gt4py_dace_xforms.tools import traffic
 
     if args.json:
