@@ -144,7 +144,10 @@ def test_a_workers_library_warning_reaches_the_process_that_asked():
     from gt4py_dace_xforms.integration import failsafe, workers
 
     wrapped = workers.run_collecting(
-        lambda: (warnings.warn("rewrite failed", failsafe.LibraryFailureWarning), _Artifact())[1]
+        lambda: (
+            warnings.warn("rewrite failed", failsafe.LibraryFailureWarning, stacklevel=1),
+            _Artifact(),
+        )[1]
     )
     with pytest.warns(failsafe.LibraryFailureWarning, match="rewrite failed"):
         artifact = pickle.loads(pickle.dumps(wrapped))

@@ -175,7 +175,7 @@ def test_a_neighbour_column_is_narrowed_but_not_fused():
     sdfg = build(read="i + 1, k", memlet="0:i + 2, 0:K")
     assert gx.gt_narrow_column_reads(sdfg).column_reads == [("T", "scan")]
     sdfg.validate()
-    st, edge = _scan_edge(sdfg)
+    _st, edge = _scan_edge(sdfg)
     assert str(edge.data.subset) == f"i + 1, 0:{K}"
     assert (
         sdfg.apply_transformations_repeated(

@@ -51,7 +51,9 @@ def captured(tmp_path_factory, monkeypatch_module):
         call(**args, offset_provider={})
         buffers = [v.ndarray for v in args.values() if hasattr(v, "ndarray")]
         [folders[label]] = counts.capture_call(
-            lambda: call(**args, offset_provider={}), tmp_path_factory.mktemp(label), buffers
+            lambda call=call, args=args: call(**args, offset_provider={}),
+            tmp_path_factory.mktemp(label),
+            buffers,
         )
     return folders
 

@@ -105,7 +105,7 @@ def test_a_cpu_sdfg_has_no_cuda_code(tmp_path):
     state.add_mapped_tasklet(
         "m", {"i": "0:4"}, {}, "o = 1.0", {"o": dace.Memlet("a[i]")}, external_edges=True
     )
-    with pytest.raises(cuda_check.CudaCheckError, match="no .cu file"):
+    with pytest.raises(cuda_check.CudaCheckError, match=r"no \.cu file"):
         cuda_check.generate(sdfg, tmp_path)
 
 

@@ -17,10 +17,13 @@ def test_quiet_filters_only_inside_the_demo():
                 warnings.warn(
                     "Python is not running in optimized mode, which may impact performance.",
                     UserWarning,
+                    stacklevel=1,
                 )
-                warnings.warn("something else", UserWarning)
+                warnings.warn("something else", UserWarning, stacklevel=1)
         warnings.warn(
-            "Python is not running in optimized mode, which may impact performance.", UserWarning
+            "Python is not running in optimized mode, which may impact performance.",
+            UserWarning,
+            stacklevel=1,
         )
     messages = [str(w.message) for w in caught]
     assert messages.count("something else") == 1  # shown once

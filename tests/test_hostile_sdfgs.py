@@ -1226,7 +1226,7 @@ def _two_states(name, *, loop: bool = False, clobber: bool = False, condition_on
     # Split: the consumer moves to a second state that reads `tmp` again.
     cons = [n for n in st.nodes() if "consumer" in n.label]
     out = next(n for n in st.data_nodes() if n.data == "out")
-    for n in cons + [out]:
+    for n in [*cons, out]:
         st.remove_node(n)
     if loop:
         lr = dace.sdfg.state.LoopRegion("loop", "it < 2", "it", "it = 0", "it = it + 1")
@@ -1272,7 +1272,7 @@ def later_state_symbol_reassigned():
     st = sdfg.states()[0]
     cons = [n for n in st.nodes() if "consumer" in n.label]
     out = next(n for n in st.data_nodes() if n.data == "out")
-    for n in cons + [out]:
+    for n in [*cons, out]:
         st.remove_node(n)
     s2 = sdfg.add_state_after(st, "consume", assignments={"s": "s + 1"})
     s2.add_mapped_tasklet(
@@ -1423,9 +1423,9 @@ def _nested_column(
     body = loop.add_state("body", is_start_block=True)
     ins, code = ["__c", "__d"], "__o = __c + 0.5 * __d"
     if second_read:
-        ins, code = ins + ["__s"], code + " - 0.25 * __s"
+        ins, code = [*ins, "__s"], code + " - 0.25 * __s"
     if inner_a:
-        ins, code = ins + ["__e"], code + " + __e"
+        ins, code = [*ins, "__e"], code + " + __e"
     t = body.add_tasklet("use", dict.fromkeys(ins), {"__o": None}, code)
     col = body.add_access("col")
     body.add_edge(col, None, t, "__c", dace.Memlet("col[i, k]"))
@@ -1920,7 +1920,7 @@ def read_before_write_same_state():
         external_edges=True,
     )
     tr = body.add_access("tmp")
-    _, ce, cx = body.add_mapped_tasklet(
+    _, _ce, _cx = body.add_mapped_tasklet(
         "consumer",
         SHIFTED,
         {"__t": dace.Memlet("tmp[i, k + 1]")},
@@ -1930,7 +1930,7 @@ def read_before_write_same_state():
         input_nodes={"tmp": tr},
     )
     tw = body.add_access("tmp")
-    _, pe, px = body.add_mapped_tasklet(
+    _, pe, _px = body.add_mapped_tasklet(
         "producer",
         FULL,
         {"__a": dace.Memlet("a[i, k]")},
@@ -2177,7 +2177,7 @@ def test_hostile_sdfg_applied_equals_original(case):
     symbols, arrays = APPLIES[case]
     sdfg = globals()[case]()
     sdfg.validate()
-    work, report, matches = check(sdfg, symbols=symbols, arrays=arrays)
+    _work, report, matches = check(sdfg, symbols=symbols, arrays=arrays)
     assert any(why == "applicable" for _, why in matches), [why for _, why in matches]
     # The pass looks at top-level transient arrays only; DaCe's loop (checked by
     # `check`) also reaches nested SDFGs and scalars.
@@ -2190,7 +2190,7 @@ def test_hostile_sdfg_applied_equals_original(case):
 @pytest.mark.parametrize("b", [0, 3, 7])
 def test_concat_split_at_a_symbol_with_empty_branches(b):
     """One compiled pair, run with the split below, inside and above the range."""
-    work, report, _ = check(concat_split_at_symbol(), symbols=dict(SYMS, b=b))
+    _work, report, _ = check(concat_split_at_symbol(), symbols=dict(SYMS, b=b))
     assert report.applied and report.applied[0].mode == "lazy"
 
 
@@ -2198,7 +2198,7 @@ def test_concat_split_at_a_symbol_with_empty_branches(b):
 
 
 def _declines_unchanged(sdfg, reason):
-    work, report, matches = check(sdfg)
+    work, report, _matches = check(sdfg)
     assert not report.applied and work.hash_sdfg() == sdfg.hash_sdfg()
     assert any(reason in r.reason for r in report.declined), report.table()
     return work
@@ -2369,7 +2369,7 @@ def _with_dim(rng, d, value):
 
 def edit_shift_read(sdfg, data, safe):
     """Read another element: add a constant to one index of a read inside a Map."""
-    st, e = _pick(data, _inner_reads(sdfg), "read")
+    _st, e = _pick(data, _inner_reads(sdfg), "read")
     d = data.draw(hst.integers(0, len(e.data.subset) - 1), label="dim")
     c = data.draw(hst.sampled_from([-2, -1, 1, 2]), label="offset")
     b, en, s = e.data.subset.ranges[d]
@@ -2378,7 +2378,7 @@ def edit_shift_read(sdfg, data, safe):
 
 
 def edit_swap_read_dims(sdfg, data, safe):
-    st, e = _pick(
+    _st, e = _pick(
         data, [(st, e) for st, e in _inner_reads(sdfg) if len(e.data.subset) >= 2], "read"
     )
     ranges = list(e.data.subset.ranges)
@@ -2389,7 +2389,7 @@ def edit_swap_read_dims(sdfg, data, safe):
 
 def edit_map_range(sdfg, data, safe):
     """Move the start or the stop of a top-level Map (only shrink it when `safe`)."""
-    st, me = _pick(data, _top_maps(sdfg), "map")
+    _st, me = _pick(data, _top_maps(sdfg), "map")
     d = data.draw(hst.integers(0, len(me.map.range) - 1), label="dim")
     c = data.draw(hst.integers(1, 2) if safe else hst.sampled_from([-2, -1, 1, 2]), label="by")
     b, e, s = me.map.range.ranges[d]
@@ -2401,7 +2401,7 @@ def edit_map_range(sdfg, data, safe):
 
 
 def edit_map_step(sdfg, data, safe):
-    st, me = _pick(data, _top_maps(sdfg), "map")
+    _st, me = _pick(data, _top_maps(sdfg), "map")
     d = data.draw(hst.integers(0, len(me.map.range) - 1), label="dim")
     step = data.draw(hst.integers(2, 3), label="step")
     b, e, _ = me.map.range.ranges[d]
@@ -2529,7 +2529,7 @@ SAFE_EDITS = [
     edit_rename_param,
     edit_drop_read,
 ]
-ALL_EDITS = SAFE_EDITS + [edit_shift_read, edit_swap_read_dims]
+ALL_EDITS = [*SAFE_EDITS, edit_shift_read, edit_swap_read_dims]
 
 
 def _edited(name, data, edits, safe):
@@ -2698,7 +2698,7 @@ def test_hostile_sdfg_with_literal_bounds_applied_equals_original(case):
     name, values = LITERAL_APPLIES[case]
     sdfg = literal(globals()[name](), values)
     assert not {str(s) for s in sdfg.free_symbols}, sdfg.free_symbols
-    work, report, _ = check(sdfg, symbols={}, viewer=False)
+    _work, report, _ = check(sdfg, symbols={}, viewer=False)
     assert report.applied or report.writebacks_retargeted or report.column_reads, report.table()
 
 
@@ -2728,7 +2728,7 @@ def test_next_w_chain_variants_under_the_contract(case):
     import test_inplace_update as chain
 
     sdfg = chain.build(case)
-    work, report, _ = check(sdfg, symbols={}, arrays=chain._inputs(), viewer=False)
+    _work, report, _ = check(sdfg, symbols={}, arrays=chain._inputs(), viewer=False)
     folded = [r.intermediate for r in report.applied if r.mode == "in_place"]
     assert folded == ([] if case == "shifted_update" else ["T"]), report.table()
 

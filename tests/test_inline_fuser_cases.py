@@ -5,13 +5,13 @@ import copy
 import dace
 import numpy as np
 import pytest
+from builders import compare_before_after, inlined_copies, producer_consumer, transient_arrays
 from dace.transformation.optimizer import SDFGOptimizer
 
 import gt4py_dace_xforms as gx
 
 
 SOUND = gx.InlineWhereSound()  # these tests are about soundness: inline whatever is sound
-from builders import compare_before_after, inlined_copies, producer_consumer, transient_arrays
 
 
 RNG = np.random.default_rng(7)

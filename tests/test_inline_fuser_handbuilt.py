@@ -6,12 +6,12 @@ import json
 import dace
 import numpy as np
 import pytest
+from builders import compare_before_after, inlined_copies, producer_consumer, transient_arrays
 
 import gt4py_dace_xforms as gx
 
 
 SOUND = gx.InlineWhereSound()  # these tests are about soundness: inline whatever is sound
-from builders import compare_before_after, inlined_copies, producer_consumer, transient_arrays
 
 
 RNG = np.random.default_rng(42)

@@ -121,7 +121,7 @@ def test_the_chain_folds_and_becomes_the_output():
     plan = inplace_update_plan(
         sdfg,
         sdfg.start_state,
-        *[(s, t) for _, s, t in inplace_candidates(sdfg) if s.data == "S"][0],
+        *next((s, t) for _, s, t in inplace_candidates(sdfg) if s.data == "S"),
     )
     assert not isinstance(plan, Decline), plan
     assert [e.data.subset.ndrange()[1][0] for e in plan.copies] == [0, DAMP + 1]
@@ -181,7 +181,7 @@ def test_the_cost_model_takes_it_and_a_policy_without_output_buffers_does_not():
 def test_hostile_in_place_variants_decline_unchanged(variant, reason):
     sdfg = build(variant)
     st = sdfg.start_state
-    (s, t) = [(s, t) for _, s, t in inplace_candidates(sdfg) if s.data == "S"][0]
+    (s, t) = next((s, t) for _, s, t in inplace_candidates(sdfg) if s.data == "S")
     plan = inplace_update_plan(sdfg, st, s, t)
     assert isinstance(plan, Decline) and reason in plan.reason, plan
     before = _state(sdfg)

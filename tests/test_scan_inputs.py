@@ -284,7 +284,7 @@ def test_a_producer_reading_the_scans_output_declines():
     scan's loop it would read what the scan has just written. Declined, SDFG unchanged."""
     sdfg = build(producer_reads_out=True)
     before = sdfg.hash_sdfg()
-    cands, declines = _candidates(sdfg)
+    cands, _declines = _candidates(sdfg)
     assert "T0" not in cands, cands
     report = gx.gt_inline_intermediates(sdfg, policy=gx.InlineWhereSound())
     assert "T0" not in [r.intermediate for r in report.applied], report.table()

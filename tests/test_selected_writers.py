@@ -102,7 +102,7 @@ def test_condition_reading_data_is_declined(choose_step):
     block = next(
         b for b in sdfg.all_control_flow_blocks() if type(b).__name__ == "ConditionalBlock"
     )
-    cond, region = block.branches[0]
+    cond, _region = block.branches[0]
     data = next(n for n, d in sdfg.arrays.items() if not d.transient and len(d.shape) == 2)
     cond.as_string = f"flag and ({data}[0, 0] > 0)"
     before = sdfg.to_json()

@@ -57,7 +57,7 @@ def test_two_or_three_builds_follow_every_other_equally_often():
     for labels in ("xy", "sai"):
         n = len(labels)
         orders = [timing.round_order(labels, r) for r in range(2 * n)]
-        follows = collections.Counter((a, b) for o in orders for a, b in zip(o, o[1:]))
+        follows = collections.Counter((a, b) for o in orders for a, b in itertools.pairwise(o))
         assert len(follows) == n * (n - 1) and len(set(follows.values())) == 1
 
 
@@ -85,7 +85,7 @@ def test_median_interval_takes_the_order_statistics_with_95_percent_coverage():
 
 def test_one_outlying_round_does_not_reach_the_interval():
     base = [1.00, 0.99, 1.01, 1.02, 0.98, 1.00, 0.995, 1.005, 1.0]
-    a, b = timing.median_interval(base), timing.median_interval(base[:-1] + [3.0])
+    a, b = timing.median_interval(base), timing.median_interval([*base[:-1], 3.0])
     assert (a.lo, a.hi) == (0.99, 1.01) and (b.lo, b.hi) == (0.99, 1.02)  # not 3.0
 
 

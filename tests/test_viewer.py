@@ -65,8 +65,8 @@ def test_upstream_match_is_listed_before_its_downstream_one(multi_offset):
     clicked = click_through(sdfg, 0)
     # The first intermediate of the chain is clicked before the one its producer feeds.
     assert clicked.index("gtir_tmp_2") < clicked.index("gtir_tmp_8"), clicked
-    # the last one, copied into the output, is retargeted once its Map reader is inlined
-    # (docs/writeback.md)
+    # the last one, copied into the output, is retargeted once its Map reader is inlined,
+    # as docs/writeback.md says
     assert two_d_transients(sdfg) == [] and any(c.startswith("retarget:") for c in clicked), clicked
 
 
