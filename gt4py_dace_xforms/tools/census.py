@@ -36,7 +36,10 @@ from gt4py_dace_xforms.integration.hooks import optimization_hooks
 from gt4py_dace_xforms.policy import CostModel, InlinePolicy, InlineWhereSound
 from gt4py_dace_xforms.tools.compare import two_d_transients
 from gt4py_dace_xforms.tools.programs import ProgramRef, offset_provider_for
-from gt4py_dace_xforms.transformations.inline_fusion_pass import find_candidates, gt_inline_intermediates
+from gt4py_dace_xforms.transformations.inline_fusion_pass import (
+    find_candidates,
+    gt_inline_intermediates,
+)
 
 
 _STEP = (GT4PyAutoOptHook.TopLevelDataFlowStep, 1)
