@@ -43,7 +43,15 @@ _set: list[int] = []
 
 def set_fresh_page_bytes(nbytes: Optional[int]) -> None:
     """Tell the cost model the smallest array this process maps fresh on every call
-    (None: forget a value set before)."""
+    (None: forget a value set before). Also sets the environment variable `ENV`, so
+    that build workers started later read the same value.
+
+    Args:
+        nbytes: the size in bytes, or None.
+
+    Raises:
+        ValueError: `nbytes` is negative.
+    """
     _set.clear()
     if nbytes is None:
         os.environ.pop(ENV, None)
@@ -57,7 +65,17 @@ def set_fresh_page_bytes(nbytes: Optional[int]) -> None:
 @contextlib.contextmanager
 def fresh_pages_from(nbytes: Optional[int]) -> Iterator[int]:
     """`set_fresh_page_bytes(nbytes)` for the duration of a `with` block (None: leave it as
-    it is), then the value and the variable as they were; yields the value in force."""
+    it is), then the value and the variable as they were.
+
+    Args:
+        nbytes: the size in bytes, or None.
+
+    Yields:
+        The value in force in the block (`fresh_page_bytes()`).
+
+    Raises:
+        ValueError: `nbytes` is negative.
+    """
     saved_set, saved_env = list(_set), os.environ.get(ENV)
     if nbytes is not None:
         set_fresh_page_bytes(nbytes)
@@ -83,7 +101,16 @@ def _parse(value: str, where: str) -> int:
 
 def fresh_page_bytes() -> int:
     """The smallest per-call array, in bytes, that gets fresh pages on every call in this
-    process (see the module docstring for where the value comes from)."""
+    process (see the module docstring for where the value comes from).
+
+    Returns:
+        The value set by `set_fresh_page_bytes`, else `ENV`'s, else glibc's mmap
+        threshold from `MALLOC_MMAP_THRESHOLD_` or `GLIBC_TUNABLES`, else
+        `GLIBC_MMAP_THRESHOLD_MAX`.
+
+    Raises:
+        ValueError: one of those variables does not hold a non-negative byte count.
+    """
     if _set:
         return _set[0]
     if os.environ.get(ENV, "").strip():

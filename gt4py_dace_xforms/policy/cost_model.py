@@ -300,6 +300,7 @@ class CostModel(InlinePolicy):
 
     @property
     def balance(self) -> float:
+        """Bytes of traffic one operation is worth: `bytes_per_op`, or the target's default."""
         return self.bytes_per_op if self.bytes_per_op is not None else _BALANCE[self.target]
 
     @property
@@ -324,7 +325,16 @@ class CostModel(InlinePolicy):
     def reused_memory(self, sdfg: dace.SDFG, data: str) -> Optional[str]:
         """Why removing `data` saves the CPU no allocation (its memory is persistent, or the
         allocator serves it from reused heap: its size is known and below
-        `page_threshold`); None where it gets fresh pages on every call, or off the CPU."""
+        `page_threshold`); None where it gets fresh pages on every call, or off the CPU.
+
+        Args:
+            sdfg: the SDFG holding the array.
+            data: the array's name.
+
+        Returns:
+            The reason, or None (also where `data` is not in `sdfg.arrays` or its size
+            has a symbol the model assumes).
+        """
         if self.target != "cpu":
             return None
         if self.persistent:
@@ -349,6 +359,7 @@ class CostModel(InlinePolicy):
 
     @property
     def takes_windows(self) -> bool:
+        """`windows_on`: whether the pass plans windows for this model at all."""
         return self.windows_on
 
     @property
@@ -359,6 +370,14 @@ class CostModel(InlinePolicy):
         return self.target == "cpu"
 
     def narrows_column_reads(self, sdfg: dace.SDFG) -> bool:
+        """Whether the pass narrows scans' column reads (`column_reads_on`).
+
+        Args:
+            sdfg: the SDFG the pass runs on (unused: the target decides).
+
+        Returns:
+            `column_reads`, or by target where None (on for the CPU).
+        """
         return self.column_reads_on
 
     # -- the policy interface ---------------------------------------------------------
@@ -366,7 +385,17 @@ class CostModel(InlinePolicy):
     def decide_window(self, sdfg: dace.SDFG, plan) -> Decision:
         """A window removes the intermediate and evaluates each level it reads once, plus
         `width - 1` levels per column to fill the window: taken where the hard limits
-        pass and it saves traffic, when windows are on (`windows`)."""
+        pass and it saves traffic, when windows are on (`windows`).
+
+        Args:
+            sdfg: the SDFG holding the consumer.
+            plan: the `WindowPlan`.
+
+        Returns:
+            The decision, with the estimate's figures and the window's (`window_width`,
+            `window_fill_points`, `window_extra_ops`, `window_saved_bytes`, `gain_bytes`)
+            once the hard limits pass.
+        """
         cand = plan.cand
         if not self.windows_on:
             return Decision(
@@ -432,7 +461,16 @@ class CostModel(InlinePolicy):
         decomposed rank's local and halo cells, a limited-area grid's zones): the
         intermediate's write, every read and its allocation go away; every level a reader
         reads is evaluated once in its sweep, plus its fill points, where the producer
-        evaluated the intermediate's volume once. Readers that overlap pay their overlap."""
+        evaluated the intermediate's volume once. Readers that overlap pay their overlap.
+
+        Args:
+            sdfg: the SDFG holding the readers.
+            plans: one `WindowPlan` per reader of the intermediate.
+
+        Returns:
+            One decision for all of them: `decide_window`'s refusal where windows are off
+            or the allocation is reused, a hard limit's, or the priced group's.
+        """
         if not self.windows_on or self.reused_memory(sdfg, plans[0].cand.intermediate.data):
             return self.decide_window(sdfg, plans[0])  # says why windows are off
         for plan in plans:
@@ -478,6 +516,18 @@ class CostModel(InlinePolicy):
         )
 
     def decide(self, sdfg: dace.SDFG, cand: InlineCandidate) -> Decision:
+        """`cand` on its own: declined by a hard limit (copies, partial reads, ...), too
+        many operations per copy, a recomputation that saves no allocation, no gain, or a
+        repeat of a producer kept anyway; a scan's inputs are decided as one set.
+
+        Args:
+            sdfg: the SDFG the candidate is in.
+            cand: the sound candidate.
+
+        Returns:
+            The decision, with `estimate`'s figures once the hard limits pass;
+            `force_lazy` unless `prefer_eager`.
+        """
         limit = self._limits(sdfg, cand, partial_ok=self.allow_partial)
         if limit is not None:
             return limit
@@ -527,7 +577,17 @@ class CostModel(InlinePolicy):
 
         `writeback_points`: the extents of a write-back copy that is then retargeted (its
         writers write the output): the producer keeps computing those points, and the
-        copy's read of the intermediate is saved too."""
+        copy's read of the intermediate is saved too.
+
+        Args:
+            sdfg: the SDFG the candidates are in.
+            cand: the reader being decided.
+            group: every reader's candidate of the same intermediate, `cand` among them.
+            writeback_points: the retargeted write-back copy's extents, or None.
+
+        Returns:
+            The decision for the whole group (never None: this model judges groups).
+        """
         for other in group:
             limit = self._limits(sdfg, other, partial_ok=True)
             if limit is not None:
@@ -642,12 +702,29 @@ class CostModel(InlinePolicy):
         )
 
     def fuses_sweep_pairs(self, sdfg: dace.SDFG) -> bool:
+        """Whether the pipeline looks for sweep pairs: unless `sweep_pairs` is False (on
+        the GPU `decide_sweep_pair` prices each plan).
+
+        Args:
+            sdfg: the SDFG the hook runs on (unused).
+
+        Returns:
+            `sweep_pairs is not False`.
+        """
         return self.sweep_pairs is not False
 
     def decide_sweep_pair(self, sdfg: dace.SDFG, plan) -> Decision:
         """A sweep pair's buffers become per-iteration columns (see `sweep_pairs`): priced
         as every buffer's write and read saved, nothing recomputed; on the GPU only where
-        the columns stay in the SM's L1 (`_decide_gpu_columns`)."""
+        the columns stay in the SM's L1 (`_decide_gpu_columns`).
+
+        Args:
+            sdfg: the SDFG holding the Maps.
+            plan: the `SweepPairPlan`.
+
+        Returns:
+            The decision, its figures the bytes saved and the column's bytes per iteration.
+        """
         item = {b.data: sdfg.arrays[b.data].dtype.bytes for b in plan.buffers}
         saved = sum(
             2 * self._points(sdfg.arrays[n].shape, sdfg, set()) * i for n, i in item.items()
@@ -891,7 +968,17 @@ class CostModel(InlinePolicy):
         )
 
     def estimate(self, sdfg: dace.SDFG, cand: InlineCandidate) -> dict:
-        """The figures of the decision (all in bytes unless named otherwise)."""
+        """The figures of the decision (all in bytes unless named otherwise).
+
+        Args:
+            sdfg: the SDFG the candidate is in.
+            cand: the sound candidate.
+
+        Returns:
+            The figures by name (`saved_bytes`, `extra_load_bytes`, `extra_work_bytes`,
+            `gain_bytes`, `copies`, `ops_per_copy`, `points`, `assumed`, ...), as a
+            `Decision`'s `figures` and `InlineReport.cost_lines` show them.
+        """
         assumed: set[str] = set()
         desc = sdfg.arrays[cand.intermediate.data]
         item = desc.dtype.bytes
@@ -1064,7 +1151,15 @@ def horizontal_extents(sdfg: dace.SDFG) -> tuple[dict[str, float], set[str]]:
     the largest constant extent, and the dimensions spanned with a symbolic extent (the
     program's domain). gt4py knows the size of a dimension it reaches through a neighbor
     table (the table's target) and writes such temporaries over all of it, while the
-    program's own domain stays symbolic."""
+    program's own domain stays symbolic.
+
+    Args:
+        sdfg: the SDFG; only its top-level Maps are read.
+
+    Returns:
+        (dimension name -> largest constant extent, names of the dimensions with a
+        symbolic extent).
+    """
     known: dict[str, float] = {}
     symbolic: set[str] = set()
     for state in sdfg.states():
@@ -1091,7 +1186,15 @@ def horizontal_guess(known: dict[str, float], dim: Optional[str]) -> Optional[fl
     domain as `default_extent` points next to a known 10242-vertex temporary made the
     model take a recomputation it priced 80 times too low (measured 1.5x slower,
     `compute_diagnostics_from_normal_wind`); counting that program's Edge domain as its
-    10242 vertices still priced a recomputation over 30720 edges 3x too low."""
+    10242 vertices still priced a recomputation over 30720 edges 3x too low.
+
+    Args:
+        known: dimension name -> constant size (`horizontal_extents`' first result).
+        dim: the dimension wanted (Cell, Edge, Vertex, ...), or None.
+
+    Returns:
+        The size in points, or None where `known` is empty.
+    """
     if not known:
         return None
     if dim in known:
@@ -1247,7 +1350,16 @@ def feeds_scan(sdfg: dace.SDFG, cand: InlineCandidate, moved=None) -> bool:
 
     `moved(state, access_node)`: True where that array is a scan input the policy moves
     into the scan's loop (`scan_input_set`); what reaches the scan only through such
-    arrays is not counted (no scan argument is materialized on that path)."""
+    arrays is not counted (no scan argument is materialized on that path).
+
+    Args:
+        sdfg: the SDFG the candidate is in.
+        cand: the candidate whose intermediate is followed.
+        moved: `moved(state, access_node)` as above, or None (nothing moved).
+
+    Returns:
+        Whether some scan reads data computed from the intermediate.
+    """
     seen_data: set[str] = set()
     frontier = {cand.intermediate.data}
     scopes: dict[int, dict] = {}

@@ -24,8 +24,19 @@ def decide_candidate(
     intermediate goes away once the last one is, which a one-by-one view cannot see).
     A write-back copy whose writers can write the output instead (`retarget_plan`) does
     not keep the intermediate: the group is priced with the copied points still
-    computed (`writeback_points`). `analyse`: how the other readers are analysed
-    (`analyse_candidate`, or the pass's memo of it for the unchanged graph)."""
+    computed (`writeback_points`).
+
+    Args:
+        sdfg: the SDFG the candidate is in.
+        policy: the policy deciding.
+        cand: the sound candidate.
+        analyse: how the other readers are analysed (`analyse_candidate`, or the pass's
+            memo of it for the unchanged graph).
+
+    Returns:
+        `policy.decide_group`'s decision where the group is formed and the policy judges
+        it, else `policy.decide`'s.
+    """
     if cand.removes_intermediate or not policy.judges_groups:
         return policy.decide(sdfg, cand)
     plan: Optional[RetargetPlan] = None

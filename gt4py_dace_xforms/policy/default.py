@@ -24,7 +24,15 @@ class Decision:
 def too_many_copies(candidate: InlineCandidate, bound: int) -> str | None:
     """Why `candidate` needs more copies than `bound` (one per distinct read offset and
     one per indirect read), or None. The one place the `max_distinct_offsets` bound of
-    the policies and of `InlineFuser` is checked."""
+    the policies and of `InlineFuser` is checked.
+
+    Args:
+        candidate: the sound candidate; its `copies` is counted.
+        bound: the most copies allowed (`max_distinct_offsets`).
+
+    Returns:
+        The reason to decline, or None where `candidate.copies <= bound`.
+    """
     n = candidate.copies
     if n <= bound:
         return None
@@ -66,7 +74,14 @@ class InlinePolicy:
     copies_into_readers: bool = False
 
     def narrows_column_reads(self, sdfg: dace.SDFG) -> bool:
-        """Whether the pass narrows scans' column reads (`column_reads`)."""
+        """Whether the pass narrows scans' column reads (`column_reads`).
+
+        Args:
+            sdfg: the SDFG the pass runs on (unused here; `CostModel` reads its target).
+
+        Returns:
+            `column_reads`, and no decision set pinned.
+        """
         return bool(self.column_reads) and self.pinned is None
 
     @property
@@ -76,7 +91,18 @@ class InlinePolicy:
         return None
 
     def decide(self, sdfg: dace.SDFG, candidate: InlineCandidate) -> Decision:
-        """Whether to inline `candidate` (proven sound) on its own."""
+        """Whether to inline `candidate` (proven sound) on its own.
+
+        Args:
+            sdfg: the SDFG the candidate is in (not to be changed).
+            candidate: the (intermediate, consumer Map) pair, proven sound.
+
+        Returns:
+            The decision.
+
+        Raises:
+            NotImplementedError: here; subclasses implement it.
+        """
         raise NotImplementedError(f"{type(self).__name__} does not decide")
 
     def decide_group(
@@ -89,14 +115,32 @@ class InlinePolicy:
         """The decision for `candidate` as one of `group`, every reader of its intermediate,
         all inlinable: inlining them all removes the intermediate. `writeback_points`: the
         extents of a write-back copy that is then retargeted. None (this default): judge
-        each reader on its own with `decide`."""
+        each reader on its own with `decide`.
+
+        Args:
+            sdfg: the SDFG the candidates are in.
+            candidate: the reader being decided.
+            group: every reader's candidate of the same intermediate, `candidate` among them.
+            writeback_points: the write-back copy's extents, or None.
+
+        Returns:
+            The decision, or None to decide `candidate` alone.
+        """
         return None
 
     def decide_output_buffer(self, sdfg: dace.SDFG, plan) -> Decision:
         """Whether to replace `plan`'s buffer by its output (an `OutputBufferPlan`,
         `analysis.output_buffer`). Nothing is recomputed and every access stays an access,
         now of the output: the copy (one read and one write per copied element) and the
-        buffer's allocation are saved, so where `output_buffers` is on it is taken."""
+        buffer's allocation are saved, so where `output_buffers` is on it is taken.
+
+        Args:
+            sdfg: the SDFG holding the buffer.
+            plan: the `OutputBufferPlan`.
+
+        Returns:
+            The decision, its figures the bytes of copy traffic saved and the target.
+        """
         itemsize = sdfg.arrays[plan.name].dtype.bytes
         elements = plan.saved_elements()
         saved = 2 * itemsize * elements
@@ -116,13 +160,28 @@ class InlinePolicy:
         )
 
     def fuses_sweep_pairs(self, sdfg: dace.SDFG) -> bool:
-        """Whether the pipeline looks for sweep pairs at all (`sweep_pairs`)."""
+        """Whether the pipeline looks for sweep pairs at all (`sweep_pairs`).
+
+        Args:
+            sdfg: the SDFG the hook runs on (unused here; `CostModel` reads its target).
+
+        Returns:
+            `sweep_pairs`, and no decision set pinned.
+        """
         return bool(self.sweep_pairs) and self.pinned is None
 
     def decide_sweep_pair(self, sdfg: dace.SDFG, plan) -> Decision:
         """Whether to fuse `plan` (a `SweepPairPlan`, `analysis.sweep_pair`): its buffers
         become one column per iteration of the reader Map; nothing is recomputed. This
-        default takes it where `sweep_pairs` is on (and the buffers are not pinned out)."""
+        default takes it where `sweep_pairs` is on (and the buffers are not pinned out).
+
+        Args:
+            sdfg: the SDFG holding the Maps.
+            plan: the `SweepPairPlan`.
+
+        Returns:
+            The decision.
+        """
         if not self.sweep_pairs:
             return Decision(False, f"{type(self).__name__} does not fuse sweep pairs")
         pinned = self.pinned
@@ -136,7 +195,15 @@ class InlinePolicy:
         """Whether the readers of `plan` (a `CopyReadersPlan`, `analysis.copy_readers`) write
         its copy's target. The copy's read of the source is saved (they load those points
         anyway), its write stays, nothing is recomputed: where `copies_into_readers` is on
-        and no decision set is pinned, it is taken."""
+        and no decision set is pinned, it is taken.
+
+        Args:
+            sdfg: the SDFG holding the copy.
+            plan: the `CopyReadersPlan`.
+
+        Returns:
+            The decision, its figures the bytes of source reads saved and the readers' count.
+        """
         itemsize = sdfg.arrays[plan.src.data].dtype.bytes
         saved = itemsize * plan.elements
         figures = {
@@ -162,13 +229,29 @@ class InlinePolicy:
     def decide_window(self, sdfg: dace.SDFG, plan) -> Decision:
         """Whether to sweep `plan`'s consumer in K (a `WindowPlan`, `analysis.window`):
         each level of the intermediate evaluated once, the levels read kept in registers,
-        the intermediate removed. Asked before `decide`; this default never windows."""
+        the intermediate removed. Asked before `decide`; this default never windows.
+
+        Args:
+            sdfg: the SDFG holding the consumer.
+            plan: the `WindowPlan`.
+
+        Returns:
+            The decision (here: declined).
+        """
         return Decision(False, f"{type(self).__name__} does not window")
 
     def decide_window_group(self, sdfg: dace.SDFG, plans: list) -> Decision:
         """Whether to sweep every reader of one intermediate in its own window (`plans`,
         one `WindowPlan` per reader; the last removes the intermediate). This default never
-        windows."""
+        windows.
+
+        Args:
+            sdfg: the SDFG holding the readers.
+            plans: one `WindowPlan` per reader of the intermediate.
+
+        Returns:
+            One decision for all of them (here: declined).
+        """
         return Decision(False, f"{type(self).__name__} does not window")
 
     @property
@@ -215,6 +298,16 @@ class InlineWhereSound(InlinePolicy):
     copies_into_readers: bool = True
 
     def decide(self, sdfg: dace.SDFG, candidate: InlineCandidate) -> Decision:
+        """Accept within `max_distinct_offsets`, but a pointwise read vertical Map fusion
+        could take where `skip_pointwise`.
+
+        Args:
+            sdfg: the SDFG the candidate is in.
+            candidate: the sound candidate.
+
+        Returns:
+            The decision; `force_lazy` unless `allow_eager`.
+        """
         n = len(candidate.groups)
         too_many = too_many_copies(candidate, self.max_distinct_offsets)
         if too_many:
@@ -254,9 +347,19 @@ class InlineOnly(InlinePolicy):
 
     @property
     def pinned(self) -> Optional[tuple[str, ...]]:
+        """`intermediates`: the only ones this policy touches."""
         return tuple(self.intermediates)
 
     def decide(self, sdfg: dace.SDFG, candidate: InlineCandidate) -> Decision:
+        """Accept a candidate of a named intermediate within `max_distinct_offsets`.
+
+        Args:
+            sdfg: the SDFG the candidate is in.
+            candidate: the sound candidate.
+
+        Returns:
+            The decision; `force_lazy` unless `allow_eager`.
+        """
         name = candidate.intermediate.data
         if name not in self.intermediates:
             return Decision(False, f"{name} is not among the intermediates to inline")
