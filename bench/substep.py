@@ -743,7 +743,7 @@ def substep_limit(rows: list[dict], sub: str) -> dict:
     return {
         "limit": {
             k: sum(r["calls"].get(sub, 0) * r["limit"].get(k, 0) for r in rows)
-            for k in ("bytes", "fill_bytes", "read_bytes", "written_bytes", "whole_extent_bytes")
+            for k in ("bytes", "fill_bytes", "read_bytes", "written_bytes", "upper_bound_bytes")
         }
     }
 
@@ -993,7 +993,7 @@ def limit_table(res: dict, w: int, b: int) -> list[str]:
         "calls x per call)"
     ]
     head = (
-        f"{'program':<{w}}  {'build':<{b}}  {'limit MB':>9}  {'whole MB':>9}  {'fills MB':>9}  {'LL cpu MB':>9}  "
+        f"{'program':<{w}}  {'build':<{b}}  {'limit MB':>9}  {'upper MB':>9}  {'fills MB':>9}  {'LL cpu MB':>9}  "
         f"{'/limit':>6}  {'/fills':>6}  {'LL gpu MB':>9}  {'/limit':>6}  {'/fills':>6}"
     )
     lines += [head, "-" * len(head)]
@@ -1006,7 +1006,7 @@ def limit_table(res: dict, w: int, b: int) -> list[str]:
             lim, fills = max(limit["bytes"], 1), max(limit["fill_bytes"], 1)
             lines.append(
                 f"{name:<{w}}  {label:<{b}}  {limit['bytes'] / 1e6:9.2f}  "
-                f"{limit.get('whole_extent_bytes', 0) / 1e6:9.2f}  {limit['fill_bytes'] / 1e6:9.2f}  "
+                f"{limit.get('upper_bound_bytes', 0) / 1e6:9.2f}  {limit['fill_bytes'] / 1e6:9.2f}  "
                 f"{cpu / 1e6:9.2f}  {cpu / lim:6.2f}  {cpu / fills:6.2f}  {gpu / 1e6:9.2f}  "
                 f"{gpu / lim:6.2f}  {gpu / fills:6.2f}"
             )
@@ -1019,8 +1019,8 @@ def limit_table(res: dict, w: int, b: int) -> list[str]:
             add(f"substep ({sub})", t["builds"], t["limit"])
     lines.append(
         "limit: the read regions plus the written regions of the call's arguments (a field updated "
-        "in place counts twice); whole: of it, arrays read through a neighbor table or an offset field, "
-        "counted whole (an upper bound of what they touch); fills: their union (each line brought in once, read or written: the "
+        "in place counts twice); upper: of it, arrays whose read box is an upper bound of what they "
+        "touch (a dynamic memlet: a neighbor table, an offset field, a where branch); fills: their union (each line brought in once, read or written: the "
         "floor of callgrind's misses, which count no write-back); LL MB: last-level misses x line "
         "(cpu 64 B, gpu 128 B), instruction misses included (docs/traffic.md)"
     )

@@ -171,7 +171,7 @@ def test_cold_call_misses_never_below_the_fill_floor(tmp_path, in_place):
 
 def test_a_read_through_a_table_counts_its_whole_array_and_says_so():
     """gt4py's memlet for a read it cannot bound (a neighbor table, a vertical offset field)
-    names the array's own extent: the box is the whole array, flagged `whole_extent`."""
+    names the array's own extent: the box is the whole array, flagged `upper_bound`."""
     sdfg = dace.SDFG("compulsory_whole_extent")
     sdfg.add_array("x", ("__x_Cell_range_1 - __x_Cell_range_0",), dace.float64)
     sdfg.add_array("tab", (6,), dace.int32)
@@ -190,6 +190,6 @@ def test_a_read_through_a_table_counts_its_whole_array_and_says_so():
     state.add_memlet_path(tab, entry, t, dst_conn="j", memlet=dace.Memlet("tab[i]"))
     state.add_memlet_path(t, exit_, y, src_conn="o", memlet=dace.Memlet("y[i]"))
     got = compulsory_traffic(sdfg, sizes={"Cell": 100})
-    assert got.arrays["x"].whole_extent and got.arrays["x"].read_bytes == 100 * 8
-    assert not got.arrays["tab"].whole_extent and got.arrays["tab"].read_bytes == 6 * 4
-    assert got.whole_extent_bytes == 800 and got.bytes == 800 + 24 + 48
+    assert got.arrays["x"].upper_bound and got.arrays["x"].read_bytes == 100 * 8
+    assert not got.arrays["tab"].upper_bound and got.arrays["tab"].read_bytes == 6 * 4
+    assert got.upper_bound_bytes == 800 and got.bytes == 800 + 24 + 48

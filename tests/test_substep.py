@@ -352,7 +352,7 @@ def test_counts_table_gives_the_limit_beside_the_simulated_traffic():
     assert head.split()[2:] == [
         "limit",
         "MB",
-        "whole",
+        "upper",
         "MB",
         "fills",
         "MB",

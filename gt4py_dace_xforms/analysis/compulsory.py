@@ -30,9 +30,11 @@ the array's extent in that dimension, the box is the whole extent although the t
 hit less of it) or conditional (a dynamic memlet: a `where` branch counts whole). So the
 figure is an upper bound on the elements a program must touch, and not a lower bound of
 the measured traffic where a read through a table touches a part of its array only. Such
-an array (its read subset names its own extent symbol) is flagged `whole_extent`, and
-`Compulsory.whole_extent_bytes` says how much of the limit it is: a neighbor table on a
-rank reaches (nearly) every cell of it, a vertical offset field (`ikoffset`) a few levels.
+an array (a dynamic read memlet, or a read subset naming the array's own extent symbol) is
+flagged `upper_bound`, and `Compulsory.upper_bound_bytes` says how much of the limit it is:
+a neighbor table on a rank reaches (nearly) every cell of it, a vertical offset field
+(`ikoffset`) a few levels, and a `where` inside a Map over a few halo cells gets a
+dynamic memlet over every cell (`update_theta_and_exner_in_halo`).
 
 **Sizes.** Expressions are evaluated with `symbols` (the call's values: domain bounds,
 sizes), the SDFG's constants, and, for gt4py's own per-argument symbols not given, the
@@ -78,9 +80,10 @@ class ArrayFootprint:
         read: the read region's box (None: not read).
         written: the written region's box (None: not written).
         notes: what was approximated or left out, in words.
-        whole_extent: a read's subset reaches the array's own extent symbol (gt4py's
-            `__<arg>_<Dim>_range_1`): a read through a neighbor table or a vertical offset
-            field, whose box is the whole array although it may touch less.
+        upper_bound: its read box is an upper bound of what it touches: a read memlet is
+            dynamic (gt4py's conditional or indirect access) or its subset names the
+            array's own extent symbol (`__<arg>_<Dim>_range_1`: a neighbor table or a
+            vertical offset field, the box the whole array).
     """
 
     name: str
@@ -88,7 +91,7 @@ class ArrayFootprint:
     read: Optional[IntBox] = None
     written: Optional[IntBox] = None
     notes: tuple[str, ...] = ()
-    whole_extent: bool = False
+    upper_bound: bool = False
 
     @property
     def read_bytes(self) -> int:
@@ -143,10 +146,10 @@ class Compulsory:
         return sum(a.fill_bytes for a in self.arrays.values())
 
     @property
-    def whole_extent_bytes(self) -> int:
-        """The read bytes of the arrays read over their whole extent (`whole_extent`): the
-        part of the limit that is an upper bound rather than the elements touched."""
-        return sum(a.read_bytes for a in self.arrays.values() if a.whole_extent)
+    def upper_bound_bytes(self) -> int:
+        """The read bytes of the arrays flagged `upper_bound`: the part of the limit that
+        is an upper bound rather than the elements touched."""
+        return sum(a.read_bytes for a in self.arrays.values() if a.upper_bound)
 
     @property
     def notes(self) -> list[str]:
@@ -165,7 +168,7 @@ class Compulsory:
             "read_bytes": self.read_bytes,
             "written_bytes": self.written_bytes,
             "fill_bytes": self.fill_bytes,
-            "whole_extent_bytes": self.whole_extent_bytes,
+            "upper_bound_bytes": self.upper_bound_bytes,
             "arrays": {
                 n: {
                     "read": a.read,
@@ -173,7 +176,7 @@ class Compulsory:
                     "itemsize": a.itemsize,
                     "read_bytes": a.read_bytes,
                     "written_bytes": a.written_bytes,
-                    "whole_extent": a.whole_extent,
+                    "upper_bound": a.upper_bound,
                     "notes": list(a.notes),
                 }
                 for n, a in sorted(self.arrays.items())
@@ -254,7 +257,7 @@ def compulsory_traffic(
     reads: dict[str, Optional[IntBox]] = {}
     writes: dict[str, Optional[IntBox]] = {}
     notes: dict[str, set[str]] = {}
-    whole: set[str] = set()
+    bounded: set[str] = set()
     for state in sdfg.all_states():
         extra = [r for region, r in loops if _inside(state, region)]
         for an in state.data_nodes():
@@ -267,8 +270,8 @@ def compulsory_traffic(
                     if e.data.is_empty():
                         continue
                     subset = _subset_of(e.data, an.data)
-                    if regions is reads and _reaches_extent(subset, desc):
-                        whole.add(an.data)
+                    if regions is reads and (e.data.dynamic or _reaches_extent(subset, desc)):
+                        bounded.add(an.data)
                     box = _box(subset, desc, subs, ranges, notes, an.data)
                     if box is not None:
                         regions[an.data] = _join(regions.get(an.data), box)
@@ -284,7 +287,7 @@ def compulsory_traffic(
             reads.get(name),
             writes.get(name),
             tuple(sorted(notes.get(name, ()))),
-            name in whole,
+            name in bounded,
         )
     return Compulsory(arrays)
 
