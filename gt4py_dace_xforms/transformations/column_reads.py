@@ -23,7 +23,13 @@ from gt4py_dace_xforms.report import InlineReport
 
 def narrow_to_column(sdfg: dace.SDFG, plan: ColumnReadPlan) -> None:
     """Apply `plan`: the outer memlet takes one index (the Map parameter) in `plan.dim`,
-    the nested array and every memlet of it inside lose that dimension."""
+    the nested array and every memlet of it inside lose that dimension.
+
+    Args:
+        sdfg: the SDFG, changed in place.
+        plan: the `ColumnReadPlan` (`analysis.column_reads`): the edge into the nested
+            SDFG and the dimension `dim` read at one index.
+    """
     d = plan.dim
     m = plan.edge.data
     rng = list(m.subset.ndrange())
@@ -105,6 +111,11 @@ class NestedColumnRead(transformation.SingleStateTransformation):
 
     @classmethod
     def expressions(cls) -> Any:
+        """DaCe's pattern: a MapEntry with an edge into a nested SDFG (the scan).
+
+        Returns:
+            One path graph, `map_entry` -> `nested`.
+        """
         return [sdutil.node_path_graph(cls.map_entry, cls.nested)]
 
     def _plans(self, state: dace.SDFGState, sdfg: dace.SDFG) -> list:
@@ -118,12 +129,32 @@ class NestedColumnRead(transformation.SingleStateTransformation):
     def can_be_applied(
         self, graph: dace.SDFGState, expr_index: int, sdfg: dace.SDFG, permissive: bool = False
     ) -> bool:
+        """Whether some edge from `map_entry` into `nested` reads one column.
+
+        Args:
+            graph: the state the pattern matched in.
+            expr_index: which of `expressions()` matched (unused).
+            sdfg: the SDFG holding `graph`.
+            permissive: DaCe's permissive flag (unused).
+
+        Returns:
+            True if some edge has a plan; False otherwise, also where the analysis raised.
+        """
         try:
             return bool(self._plans(graph, sdfg))
         except Exception:  # noqa: BLE001  # a matcher must decline, never abort compilation
             return False
 
     def apply(self, graph: dace.SDFGState, sdfg: dace.SDFG) -> None:
+        """Narrow every edge from `map_entry` into `nested` that reads one column.
+
+        Args:
+            graph: the state the pattern matched in.
+            sdfg: the SDFG, changed in place.
+
+        Raises:
+            ValueError: no edge reads one column at the Map's index.
+        """
         plans = self._plans(graph, sdfg)
         if not plans:
             raise ValueError(

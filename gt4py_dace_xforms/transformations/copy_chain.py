@@ -64,6 +64,19 @@ class ProvenCopyChainRemover(gt_rar.CopyChainRemover):
     def can_be_applied(
         self, graph, expr_index: int, sdfg: dace.SDFG, permissive: bool = False
     ) -> bool:
+        """gt4py's `CopyChainRemover` check, with the single-use data computed where none
+        was given.
+
+        Args:
+            graph: the state the pattern matched in.
+            expr_index: which of `expressions()` matched.
+            sdfg: the SDFG holding `graph`.
+            permissive: DaCe's permissive flag, passed on.
+
+        Returns:
+            Whether the copy is folded; False where `sdfg` has no single-use data or the
+            check raised.
+        """
         try:
             self._single_use(sdfg)
             if sdfg not in self._single_use_data:

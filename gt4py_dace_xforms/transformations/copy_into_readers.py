@@ -28,7 +28,13 @@ if TYPE_CHECKING:
 
 def copy_into_readers(sdfg: dace.SDFG, plan: CopyReadersPlan) -> None:
     """Give each reader Map of `plan` a tasklet `D[p + shift] = S[p]` at its top scope,
-    reading `S` through the connector it already reads it on, and remove the copy edge."""
+    reading `S` through the connector it already reads it on, and remove the copy edge.
+
+    Args:
+        sdfg: the SDFG, changed in place.
+        plan: the `CopyReadersPlan` (`analysis.copy_readers`): the copy `S -> D`, its
+            shift and the reader Maps' pieces.
+    """
     state, name, target = plan.state, plan.src.data, plan.dst.data
     for piece in plan.pieces:
         entry, exit_ = piece.entry, state.exit_node(piece.entry)
@@ -126,14 +132,33 @@ class CopyIntoReaders(PlannedMatch, transformation.SingleStateTransformation):
 
     @classmethod
     def expressions(cls) -> Any:
+        """DaCe's pattern: an access node (the copy's source) with an edge into another (its target).
+
+        Returns:
+            One path graph, `source` -> `target`.
+        """
         return [sdutil.node_path_graph(cls.source, cls.target)]
 
     def plan(self, state: dace.SDFGState, sdfg: dace.SDFG):
-        """The `CopyReadersPlan` for this match, or a Decline."""
+        """The `CopyReadersPlan` for this match, or a Decline.
+
+        Args:
+            state: the state the pattern matched in.
+            sdfg: the SDFG holding `state`.
+
+        Returns:
+            The plan, or a `Decline` (also where the analysis raised).
+        """
         try:
             return copy_into_readers_plan(sdfg, state, self.source, self.target)
         except Exception as err:  # noqa: BLE001  # a matcher must decline, never abort compilation
             return Decline(f"analysis failed: {type(err).__name__}: {err}")
 
     def rewrite(self, sdfg: dace.SDFG, plan) -> None:
+        """`copy_into_readers(sdfg, plan)`.
+
+        Args:
+            sdfg: the SDFG, changed in place.
+            plan: what `plan` returned (not a `Decline`).
+        """
         copy_into_readers(sdfg, plan)

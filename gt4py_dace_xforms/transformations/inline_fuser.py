@@ -19,7 +19,12 @@ from gt4py_dace_xforms.transformations.upstream import pending_upstream
 def shifted_read_expressions(cls) -> list:
     """The two patterns `InlineFuser` and `VerticalWindow` match: 0, a Map writes the
     intermediate in this state (single or concat mode); 1, no Map writes it here: copies
-    only (a concat of copies) or an earlier state."""
+    only (a concat of copies) or an earlier state.
+
+    Returns:
+        The two path graphs: `producer_exit` -> `intermediate` -> `consumer_entry`, and
+        `intermediate` -> `consumer_entry`.
+    """
     return [
         sdutil.node_path_graph(cls.producer_exit, cls.intermediate, cls.consumer_entry),
         sdutil.node_path_graph(cls.intermediate, cls.consumer_entry),
@@ -31,7 +36,17 @@ def candidate_of_match(
 ) -> Union[InlineCandidate, Decline]:
     """The inliner's analysis of a match of the two patterns `InlineFuser` and
     `VerticalWindow` share (`producer_exit`, `intermediate`, `consumer_entry`), each pair
-    reported once: for the first writing Map, or by the second pattern where no Map writes."""
+    reported once: for the first writing Map, or by the second pattern where no Map writes.
+
+    Args:
+        xf: the matched transformation (its pattern nodes and `expr_index`).
+        state: the state the pattern matched in.
+        sdfg: the SDFG holding `state`.
+
+    Returns:
+        The candidate (`analysis.candidate.analyse_candidate`), or a `Decline` (also for
+        the duplicate match of a pair reported by the other pattern).
+    """
     result = analyse_candidate(sdfg, state, xf.intermediate, xf.consumer_entry)
     if isinstance(result, Decline):
         return result
@@ -157,6 +172,12 @@ class InlineFuser(transformation.SingleStateTransformation):
 
     @classmethod
     def expressions(cls) -> Any:
+        """DaCe's patterns (`shifted_read_expressions`).
+
+        Returns:
+            The two paths: producer MapExit -> intermediate -> consumer MapEntry, and
+            intermediate -> consumer MapEntry.
+        """
         return shifted_read_expressions(cls)
 
     def analyse(self, state: dace.SDFGState, sdfg: dace.SDFG) -> Union[InlineCandidate, Decline]:

@@ -31,7 +31,16 @@ if TYPE_CHECKING:
 
 def update_in_place(sdfg: dace.SDFG, plan: InPlacePlan) -> dn.AccessNode:
     """Apply `plan`: the updaters write a new AccessNode of `S`, which `T`'s readers read;
-    the copies and `T` go. Returns the new node."""
+    the copies and `T` go.
+
+    Args:
+        sdfg: the SDFG, changed in place.
+        plan: the `InPlacePlan` (`analysis.inplace_update`): `S`, `T`, the copies and
+            the updater Maps.
+
+    Returns:
+        The new AccessNode of `S`.
+    """
     state, name, sname = plan.state, plan.name, plan.source
     after = state.add_access(sname)
     copies = {id(c) for c in plan.copies}
@@ -132,14 +141,39 @@ class InPlaceUpdate(transformation.SingleStateTransformation):
 
     @classmethod
     def expressions(cls) -> list:
+        """DaCe's pattern: `S -> T`, an AccessNode-to-AccessNode copy edge.
+
+        Returns:
+            One path graph, `source` -> `concat`.
+        """
         return [sdutil.node_path_graph(cls.source, cls.concat)]
 
     def plan(self, state: dace.SDFGState, sdfg: dace.SDFG):
+        """The `InPlacePlan` for this match, or a Decline.
+
+        Args:
+            state: the state the pattern matched in.
+            sdfg: the SDFG holding `state`.
+
+        Returns:
+            `analysis.inplace_update.inplace_update_plan`'s result.
+        """
         return inplace_update_plan(sdfg, state, self.source, self.concat)
 
     def can_be_applied(
         self, graph: Any, expr_index: int, sdfg: dace.SDFG, permissive: bool = False
     ) -> bool:
+        """Whether `plan` finds a plan (in a state, not a control-flow region).
+
+        Args:
+            graph: the state the pattern matched in.
+            expr_index: which of `expressions()` matched (unused).
+            sdfg: the SDFG holding `graph`.
+            permissive: DaCe's permissive flag (unused).
+
+        Returns:
+            True where there is a plan; False otherwise, also where the analysis raised.
+        """
         try:
             return isinstance(graph, dace.SDFGState) and not isinstance(
                 self.plan(graph, sdfg), Decline
@@ -148,6 +182,15 @@ class InPlaceUpdate(transformation.SingleStateTransformation):
             return False
 
     def apply(self, graph: dace.SDFGState, sdfg: dace.SDFG) -> None:
+        """Plan the match and `update_in_place`.
+
+        Args:
+            graph: the state the pattern matched in.
+            sdfg: the SDFG, changed in place.
+
+        Raises:
+            ValueError: the match declines.
+        """
         plan = self.plan(graph, sdfg)
         if isinstance(plan, Decline):
             raise ValueError(f"InPlaceUpdate: {plan.reason}")

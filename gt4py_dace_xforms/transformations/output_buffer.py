@@ -137,7 +137,13 @@ def _merge_echoes(plan: OutputBufferPlan) -> None:
 
 def use_output_as_buffer(sdfg: dace.SDFG, plan: OutputBufferPlan) -> None:
     """Apply `plan`: every access of `T` accesses `G` at the shift, nested SDFGs take
-    `G`'s strides, the copies and `T` go away."""
+    `G`'s strides, the copies and `T` go away.
+
+    Args:
+        sdfg: the SDFG, changed in place.
+        plan: the `OutputBufferPlan` (`analysis.output_buffer`): the buffer `T`, its
+            output `G`, the shift and every access and copy.
+    """
     name, gname, shift = plan.name, plan.target, plan.shift
     moved = [(a.state, a.edge) for a in plan.accesses]
     for a in plan.accesses:
@@ -272,10 +278,23 @@ class OutputAsBuffer(PlannedMatch, transformation.SingleStateTransformation):
 
     @classmethod
     def expressions(cls) -> Any:
+        """DaCe's pattern: a transient's access node (the buffer) copied into a global one (its output).
+
+        Returns:
+            One path graph, `source` -> `target`.
+        """
         return [sdutil.node_path_graph(cls.source, cls.target)]
 
     def plan(self, state: dace.SDFGState, sdfg: dace.SDFG):
-        """The `OutputBufferPlan` for this match, or a Decline."""
+        """The `OutputBufferPlan` for this match, or a Decline.
+
+        Args:
+            state: the state the pattern matched in.
+            sdfg: the SDFG holding `state`.
+
+        Returns:
+            The plan, or a `Decline` (also where the analysis raised).
+        """
         try:
             desc, gdesc = sdfg.arrays[self.source.data], sdfg.arrays[self.target.data]
             if not desc.transient or gdesc.transient:
@@ -289,4 +308,10 @@ class OutputAsBuffer(PlannedMatch, transformation.SingleStateTransformation):
             return Decline(f"analysis failed: {type(err).__name__}: {err}")
 
     def rewrite(self, sdfg: dace.SDFG, plan) -> None:
+        """`use_output_as_buffer(sdfg, plan)`.
+
+        Args:
+            sdfg: the SDFG, changed in place.
+            plan: what `plan` returned (not a `Decline`).
+        """
         use_output_as_buffer(sdfg, plan)

@@ -31,7 +31,13 @@ def _box_range(box, shift=None) -> dace_sbs.Range:
 
 def retarget(sdfg: dace.SDFG, plan: RetargetPlan) -> None:
     """Apply `plan`: every writer of `T` writes `G` (restricted to the copied box and
-    shifted), the copy and `T` go away."""
+    shifted), the copy and `T` go away.
+
+    Args:
+        sdfg: the SDFG, changed in place.
+        plan: the `RetargetPlan` (`analysis.retarget`): the write-back copy `T -> G`, its
+            shift and `T`'s writers.
+    """
     state, cp = plan.writer_state, plan.copy
     gname = plan.target
     same_state = state is cp.state
@@ -133,10 +139,23 @@ class WriteBackRetarget(PlannedMatch, transformation.SingleStateTransformation):
 
     @classmethod
     def expressions(cls) -> Any:
+        """DaCe's pattern: a transient's access node (the write-back buffer) copied into a global one.
+
+        Returns:
+            One path graph, `source` -> `target`.
+        """
         return [sdutil.node_path_graph(cls.source, cls.target)]
 
     def plan(self, state: dace.SDFGState, sdfg: dace.SDFG):
-        """The `RetargetPlan` for this match, or a Decline."""
+        """The `RetargetPlan` for this match, or a Decline.
+
+        Args:
+            state: the state the pattern matched in.
+            sdfg: the SDFG holding `state`.
+
+        Returns:
+            The plan, or a `Decline` (also where the analysis raised).
+        """
         try:
             desc, gdesc = sdfg.arrays[self.source.data], sdfg.arrays[self.target.data]
             if not desc.transient or gdesc.transient:
@@ -151,4 +170,10 @@ class WriteBackRetarget(PlannedMatch, transformation.SingleStateTransformation):
             return Decline(f"analysis failed: {type(err).__name__}: {err}")
 
     def rewrite(self, sdfg: dace.SDFG, plan) -> None:
+        """`retarget(sdfg, plan)`.
+
+        Args:
+            sdfg: the SDFG, changed in place.
+            plan: what `plan` returned (not a `Decline`).
+        """
         retarget(sdfg, plan)

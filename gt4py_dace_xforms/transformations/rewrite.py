@@ -42,6 +42,15 @@ def build_producer_sdfg(
     outer names and descriptors (non-transient), so the copied Memlets stay valid.
     Outputs of copied nodes that served other results of the producer are written to
     dummy transients.
+
+    Args:
+        sdfg: the SDFG holding the producer (read, not changed).
+        state: the producer's state.
+        prod: the producer slice: the nodes of the Map that compute `intermediate`.
+        intermediate: the name of the array the slice writes.
+
+    Returns:
+        The new SDFG, its one output the scalar `INLINE_OUTPUT`.
     """
     nsdfg = dace.SDFG(f"inlined_{intermediate}")
     nstate = nsdfg.add_state("compute", is_start_block=True)
@@ -158,6 +167,14 @@ def build_concat_sdfg(sdfg: dace.SDFG, cand: InlineCandidate) -> dace.SDFG:
     own scalar in one state and a tasklet selects the result, no control flow.
     A Map branch runs a copy of its producer (`build_producer_sdfg`) with the producer
     parameters bound to the index; a read branch copies one element of its source.
+
+    Args:
+        sdfg: the SDFG holding the candidate (read, not changed).
+        cand: the sound candidate.
+
+    Returns:
+        The new SDFG, its one output the scalar `INLINE_OUTPUT`, the index
+        `__concat_idx_<d>` among its symbols.
     """
     name = cand.intermediate.data
     nsdfg = _element_sdfg(sdfg, f"inlined_concat_{name}", cand)
@@ -247,6 +264,13 @@ def build_selected_sdfg(sdfg: dace.SDFG, cand: InlineCandidate) -> dace.SDFG:
     A `ConditionalBlock` with the original block's conditions, in its order; each branch
     evaluates the writers of the branch that ran: one writer directly, several (a concat
     inside the branch) through the lazy concat SDFG of `build_concat_sdfg`.
+
+    Args:
+        sdfg: the SDFG holding the candidate (read, not changed).
+        cand: the sound candidate.
+
+    Returns:
+        The new SDFG, its one output the scalar `INLINE_OUTPUT`.
     """
     name = cand.intermediate.data
     nsdfg = _element_sdfg(sdfg, f"inlined_selected_{name}", cand)
@@ -369,8 +393,16 @@ def _inputs(cand: InlineCandidate) -> dict[str, dn.AccessNode]:
 def inline_candidate(sdfg: dace.SDFG, cand: InlineCandidate) -> list[dn.NestedSDFG]:
     """Execute `cand`: one nested SDFG per read group inside the consumer, reads rerouted.
 
-    Returns the inserted nested SDFG nodes. When `cand.removes_intermediate` holds, the
-    intermediate, its array and the dataflow that only served it are removed.
+    When `cand.removes_intermediate` holds, the intermediate, its array and the dataflow
+    that only served it are removed.
+
+    Args:
+        sdfg: the SDFG, changed in place.
+        cand: the sound candidate (its analysis of the unchanged graph).
+
+    Returns:
+        The inserted nested SDFG nodes: one per read group, per indirect read and per
+        read inside a nested SDFG.
     """
     state, consumer = cand.state, cand.consumer
     template = element_template(sdfg, cand)
@@ -405,7 +437,16 @@ def inline_candidate(sdfg: dace.SDFG, cand: InlineCandidate) -> list[dn.NestedSD
 
 def element_template(sdfg: dace.SDFG, cand: InlineCandidate) -> dace.SDFG:
     """The nested SDFG that evaluates one element of `cand`'s intermediate: the producer's
-    slice (its parameters free), a concat node's lazy or eager selection, or an if/else's."""
+    slice (its parameters free), a concat node's lazy or eager selection, or an if/else's.
+
+    Args:
+        sdfg: the SDFG holding the candidate (read, not changed).
+        cand: the sound candidate.
+
+    Returns:
+        The template SDFG (`build_producer_sdfg`, `build_concat_sdfg` or
+        `build_selected_sdfg`), copied for each read.
+    """
     if cand.selected is not None:
         return build_selected_sdfg(sdfg, cand)
     if cand.concat is None:  # then a producer Map
@@ -416,7 +457,15 @@ def element_template(sdfg: dace.SDFG, cand: InlineCandidate) -> dace.SDFG:
 
 def element_binding(cand: InlineCandidate, group: ReadGroup) -> dict:
     """The `symbol_mapping` entries that make `element_template` evaluate the element
-    `group` reads: the producer iteration, or the index (`__concat_idx_<d>`)."""
+    `group` reads: the producer iteration, or the index (`__concat_idx_<d>`).
+
+    Args:
+        cand: the candidate (concat or not).
+        group: one group of reads of the same element.
+
+    Returns:
+        Template symbol -> expression in the consumer's scope.
+    """
     if cand.concat is None:
         return dict(group.param_mapping)
     return {str(index_symbol(d)): e for d, e in enumerate(group.index)}
@@ -425,7 +474,15 @@ def element_binding(cand: InlineCandidate, group: ReadGroup) -> dict:
 def pass_inputs(sdfg: dace.SDFG, cand: InlineCandidate) -> dict[str, str]:
     """One consumer connector pair per input the copies read: data -> `OUT_` connector.
     In the producer's state the inputs come from the AccessNodes the producer read (keeps
-    the order); in a later state from new AccessNodes (nothing writes them in between)."""
+    the order); in a later state from new AccessNodes (nothing writes them in between).
+
+    Args:
+        sdfg: the SDFG, changed in place (connectors and edges added).
+        cand: the candidate whose consumer gets the connectors.
+
+    Returns:
+        Input data name -> the consumer's `OUT_` connector it passes through.
+    """
     state, consumer = cand.state, cand.consumer
     in_conns: dict[str, str] = {}
     for data, source in _inputs(cand).items():
@@ -443,7 +500,12 @@ def pass_inputs(sdfg: dace.SDFG, cand: InlineCandidate) -> dict[str, str]:
 
 def drop_intermediate(sdfg: dace.SDFG, cand: InlineCandidate) -> None:
     """After the consumer's reads are rerouted: drop its connectors of the intermediate and,
-    where it was the last reader, the intermediate and the dataflow that only served it."""
+    where it was the last reader, the intermediate and the dataflow that only served it.
+
+    Args:
+        sdfg: the SDFG, changed in place.
+        cand: the candidate whose reads were rerouted.
+    """
     state = cand.state
     _drop_consumer_path(state, cand)
     if state.degree(cand.intermediate) == 0:
@@ -501,8 +563,18 @@ def build_indirect_sdfg(
     the deref tasklet's index inputs (scalars `__indirect_idx_<n>`).
 
     Consumer-scope symbols in the index enter as `__indirect_sym_<name>`, so that a
-    producer parameter of the same name (`i_K`) can be assigned from them. Returns the
-    SDFG, index connector -> scalar name, and the symbol mapping for the nested node.
+    producer parameter of the same name (`i_K`) can be assigned from them.
+
+    Args:
+        sdfg: the SDFG holding the read (read, not changed).
+        state: the consumer's state.
+        template: the element template (`element_template`), copied.
+        prod: the producer slice, for its parameters and write terms.
+        read: the indirect read: its deref tasklet, index connectors and element.
+
+    Returns:
+        The SDFG, index connector -> scalar name, and the symbol mapping for the nested
+        node.
     """
     nsdfg = copy.deepcopy(template)
     idx_names = {conn: f"__indirect_idx_{n}" for n, conn in enumerate(read.index_conns)}
@@ -727,6 +799,12 @@ def remove_dead_dataflow(sdfg: dace.SDFG, state: SDFGState, seeds, going=()) -> 
     writers go with it: a Map loses that output and the dataflow that only computed it
     (the whole Map if it has no output left); a copy source and a side-effect-free
     top-level tasklet are examined in turn.
+
+    Args:
+        sdfg: the SDFG, changed in place (unused transients removed from its arrays).
+        state: the state holding `seeds`.
+        seeds: the nodes to start from (AccessNodes or tasklets).
+        going: AccessNodes of other states the caller removes too.
     """
     work = list(seeds)
     while work:
@@ -828,6 +906,12 @@ def remove_dead_scope_dataflow(
     `removed`: (edge, element type) of edges inside the Map the caller already deleted.
     The sources of those and of the edges deleted here keep no dangling out-connector
     (`_close_connector`).
+
+    Args:
+        sdfg: the SDFG, changed in place.
+        state: the state holding the Map.
+        map_entry: the Map's entry; only nodes directly in its scope are looked at.
+        removed: as above.
     """
     removed = list(removed)
     changed = True

@@ -29,7 +29,13 @@ def window_scan_copies(inner: dace.SDFG, plan: ScanWindowPlan) -> None:
     shifts the window (each carried value takes the one a level ahead of it, the nearest
     the lead's). All of it without control flow in the loop and without a transient read in
     one state and written in the next: gt4py's passes lift a guard on the loop variable of
-    a downward loop as if it never held, and its state fusion asserts on such a pair."""
+    a downward loop as if it never held, and its state fusion asserts on such a pair.
+
+    Args:
+        inner: the scan's nested SDFG (holding the loop), changed in place.
+        plan: the `ScanWindowPlan` (`analysis.scan_window`): the loop, the lead copy
+            and the carried ones.
+    """
     loop, st = plan.loop, plan.state
     v = dace.symbolic.symbol(plan.variable)
     window = {}

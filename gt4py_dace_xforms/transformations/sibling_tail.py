@@ -30,7 +30,16 @@ if TYPE_CHECKING:
 
 def split_sibling_tail(sdfg: dace.SDFG, plan: SiblingTail) -> dn.MapEntry:
     """Move `plan`'s tail into a new top-level Map of the producer's range that reads `Y`
-    at the written index and writes `X`; returns its entry."""
+    at the written index and writes `X`.
+
+    Args:
+        sdfg: the SDFG, changed in place.
+        plan: the `SiblingTail` (`analysis.sibling_tail`): the producer Map, its tail's
+            nodes, the sibling output `Y` it reads and the output `X` it writes.
+
+    Returns:
+        The new Map's entry.
+    """
     st, entry = plan.state, plan.entry
     exit_ = st.exit_node(entry)
     old = entry.map

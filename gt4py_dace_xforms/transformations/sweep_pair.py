@@ -85,7 +85,16 @@ def _move_inputs(state: dace.SDFGState, plan: SweepPairPlan) -> None:
 
 
 def fuse_sweep_pair(sdfg: dace.SDFG, plan: SweepPairPlan) -> list[str]:
-    """Apply `plan`; returns the names of the new column buffers."""
+    """Apply `plan`: the writers move into the reader Map, their buffers become columns.
+
+    Args:
+        sdfg: the SDFG, changed in place.
+        plan: the `SweepPairPlan` (`analysis.sweep_pair`): the reader Map, its writers
+            and the buffers.
+
+    Returns:
+        The names of the new column buffers.
+    """
     state, reader = plan.state, plan.reader
     made = []
     for b in plan.buffers:
@@ -301,6 +310,11 @@ class SweepPairFusion(transformation.SingleStateTransformation):
 
     @classmethod
     def expressions(cls) -> Any:
+        """DaCe's pattern: one MapEntry, the reader (the backward sweep).
+
+        Returns:
+            One graph of the `reader` node.
+        """
         return [sdutil.node_path_graph(cls.reader)]
 
     def _plan(self, state: dace.SDFGState, sdfg: dace.SDFG):
@@ -310,12 +324,32 @@ class SweepPairFusion(transformation.SingleStateTransformation):
     def can_be_applied(
         self, graph: dace.SDFGState, expr_index: int, sdfg: dace.SDFG, permissive: bool = False
     ) -> bool:
+        """Whether the reader has a sweep pair plan (for `intermediates`, if set).
+
+        Args:
+            graph: the state the pattern matched in.
+            expr_index: which of `expressions()` matched (unused).
+            sdfg: the SDFG holding `graph`.
+            permissive: DaCe's permissive flag (unused).
+
+        Returns:
+            True where there is a plan; False otherwise, also where the analysis raised.
+        """
         try:
             return not isinstance(self._plan(graph, sdfg), Decline)
         except Exception:  # noqa: BLE001  # a matcher must decline, never abort compilation
             return False
 
     def apply(self, graph: dace.SDFGState, sdfg: dace.SDFG) -> None:
+        """Plan the match and `fuse_sweep_pair`.
+
+        Args:
+            graph: the state the pattern matched in.
+            sdfg: the SDFG, changed in place.
+
+        Raises:
+            ValueError: the match declines.
+        """
         plan = self._plan(graph, sdfg)
         if isinstance(plan, Decline):
             raise ValueError(f"SweepPairFusion does not apply: {plan.reason}")

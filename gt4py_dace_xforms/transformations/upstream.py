@@ -23,7 +23,15 @@ from gt4py_dace_xforms.analysis.candidate import InlineCandidate, analyse_candid
 
 def pending_upstream(sdfg: dace.SDFG, cand: InlineCandidate) -> Optional[str]:
     """The name of an intermediate that one of `cand`'s producer Maps reads and that could
-    be inlined into that Map now, or None. Never mutates the SDFG."""
+    be inlined into that Map now, or None. Never mutates the SDFG.
+
+    Args:
+        sdfg: the SDFG holding the candidate.
+        cand: the candidate whose producer Maps are looked at.
+
+    Returns:
+        The intermediate's name, or None.
+    """
     slices = (
         [cand.producer]
         if cand.concat is None

@@ -87,10 +87,25 @@ class VerticalWindow(transformation.SingleStateTransformation):
 
     @classmethod
     def expressions(cls) -> Any:
+        """DaCe's pattern: `InlineFuser`'s (`shifted_read_expressions`).
+
+        Returns:
+            The two paths: producer MapExit -> intermediate -> consumer MapEntry, and
+            intermediate -> consumer MapEntry.
+        """
         return shifted_read_expressions(cls)
 
     def analyse(self, state: dace.SDFGState, sdfg: dace.SDFG) -> Union[WindowPlan, Decline]:
-        """The plan for this match, or why it does not apply."""
+        """The plan for this match, or why it does not apply.
+
+        Args:
+            state: the state the pattern matched in.
+            sdfg: the SDFG holding `state`.
+
+        Returns:
+            The `WindowPlan` (`analysis.window`), or a `Decline` (also where the analysis
+            raised).
+        """
         try:
             cand = candidate_of_match(self, state, sdfg)
             if isinstance(cand, Decline):
@@ -102,9 +117,32 @@ class VerticalWindow(transformation.SingleStateTransformation):
     def can_be_applied(
         self, graph, expr_index: int, sdfg: dace.SDFG, permissive: bool = False
     ) -> bool:
+        """Whether `analyse` finds a window.
+
+        Args:
+            graph: the state the pattern matched in.
+            expr_index: which of `expressions()` matched (unused).
+            sdfg: the SDFG holding `graph`.
+            permissive: DaCe's permissive flag (unused).
+
+        Returns:
+            True where there is a `WindowPlan`.
+        """
         return isinstance(self.analyse(graph, sdfg), WindowPlan)
 
     def apply(self, graph: dace.SDFGState, sdfg: dace.SDFG) -> dn.NestedSDFG:
+        """Plan the match and sweep the consumer (`window_candidate`).
+
+        Args:
+            graph: the state the pattern matched in.
+            sdfg: the SDFG, changed in place.
+
+        Returns:
+            The nested SDFG that now holds the consumer's sweep.
+
+        Raises:
+            ValueError: the match declines.
+        """
         plan = self.analyse(graph, sdfg)
         if isinstance(plan, Decline):
             raise ValueError(f"VerticalWindow cannot be applied: {plan.reason}")

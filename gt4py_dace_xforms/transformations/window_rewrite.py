@@ -45,7 +45,16 @@ LEVEL = "__level_{}"
 
 
 def window_candidate(sdfg: dace.SDFG, plan: WindowPlan) -> dn.NestedSDFG:
-    """Rewrite the consumer of `plan` into a K sweep; returns the nested SDFG node."""
+    """Rewrite the consumer of `plan` into a K sweep.
+
+    Args:
+        sdfg: the SDFG, changed in place.
+        plan: the `WindowPlan` (`analysis.window`): the candidate, the window's width and
+            the K range swept.
+
+    Returns:
+        The nested SDFG node that holds the sweep in the consumer Map.
+    """
     cand = plan.cand
     state, entry = cand.state, cand.consumer
     exit_ = state.exit_node(entry)

@@ -70,8 +70,18 @@ def _param_names(sdfg: dace.SDFG, state: dace.SDFGState, copy: WriteBackCopy) ->
 
 def copy_to_map(sdfg: dace.SDFG, copy: WriteBackCopy, label: str = "") -> dn.MapEntry:
     """Replace the copy edge `T[a] -> G[b]` by a Map `G[b0 + p] = T[a0 + p]` over the
-    copy's extent (same nodes, same order); returns its entry. `label`: the Map's name
-    (default `writeback_T_G`; gt4py splits some copies into several edges)."""
+    copy's extent (same nodes, same order).
+
+    Args:
+        sdfg: the SDFG, changed in place.
+        copy: the write-back copy (`analysis.writeback.WriteBackCopy`): its state, edge,
+            source `T` and target `G`.
+        label: the Map's name (default `writeback_T_G`; gt4py splits some copies into
+            several edges).
+
+    Returns:
+        The new Map's entry.
+    """
     state, edge = copy.state, copy.edge
     src = edge.data.get_src_subset(edge, state)
     dst = edge.data.get_dst_subset(edge, state)
@@ -101,7 +111,14 @@ def copy_to_map(sdfg: dace.SDFG, copy: WriteBackCopy, label: str = "") -> dn.Map
 
 
 def writeback_labels(copies: list[WriteBackCopy]) -> list[str]:
-    """Map names for the copies: `writeback_T_G`, numbered where one pair has several edges."""
+    """Map names for the copies: `writeback_T_G`, numbered where one pair has several edges.
+
+    Args:
+        copies: the write-back copies of one transient.
+
+    Returns:
+        One name per copy, in order.
+    """
     base = [f"writeback_{c.source.data}_{c.target.data}" for c in copies]
     return [b if base.count(b) == 1 else f"{b}_{base[:i].count(b)}" for i, b in enumerate(base)]
 
@@ -109,7 +126,16 @@ def writeback_labels(copies: list[WriteBackCopy]) -> list[str]:
 def group_problem(sdfg: dace.SDFG, name: str, policy: InlinePolicy) -> Optional[str]:
     """Why writing the write-back copies of `name` as Maps would not let every reader of
     `name` be inlined under `policy`, or None. Never mutates `sdfg`: the decisive check
-    runs on a deep copy (only once the cheap checks pass)."""
+    runs on a deep copy (only once the cheap checks pass).
+
+    Args:
+        sdfg: the SDFG holding the transient (not changed).
+        name: the transient's name.
+        policy: the policy deciding the group of readers.
+
+    Returns:
+        The reason, or None where converting the copies lets every reader be inlined.
+    """
     copies = writeback_copies(sdfg, name)
     if isinstance(copies, Decline):
         return copies.reason
@@ -136,8 +162,17 @@ def group_problem(sdfg: dace.SDFG, name: str, policy: InlinePolicy) -> Optional[
 
 def convert_writeback_copies(sdfg: dace.SDFG, policy: InlinePolicy) -> list[str]:
     """Write the write-back copies of every transient as Maps where `group_problem` finds
-    none (the policy accepts inlining the whole group). Returns those transients. A policy
-    with `writeback_copies = False` opts out."""
+    none (the policy accepts inlining the whole group). A policy with
+    `writeback_copies = False` opts out; a copy `WriteBackRetarget` can take (with
+    `writeback_retarget`) is left to it.
+
+    Args:
+        sdfg: the SDFG, changed in place.
+        policy: the policy deciding each transient's group of readers.
+
+    Returns:
+        The names of the transients whose copies became Maps, sorted.
+    """
     if not policy.writeback_copies:
         return []
     retargets = policy.writeback_retarget
@@ -181,10 +216,23 @@ class WriteBackToMap(transformation.SingleStateTransformation):
 
     @classmethod
     def expressions(cls) -> Any:
+        """DaCe's pattern: a transient's access node (`T`) copied into a global one (`G`).
+
+        Returns:
+            One path graph, `source` -> `target`.
+        """
         return [sdutil.node_path_graph(cls.source, cls.target)]
 
     def why_not(self, state: dace.SDFGState, sdfg: dace.SDFG) -> Optional[str]:
-        """Why this match does not apply, or None."""
+        """Why this match does not apply, or None.
+
+        Args:
+            state: the state the pattern matched in.
+            sdfg: the SDFG holding `state` (not changed).
+
+        Returns:
+            The reason (also where the analysis raised), or None.
+        """
         try:
             desc, gdesc = sdfg.arrays[self.source.data], sdfg.arrays[self.target.data]
             if not desc.transient or gdesc.transient:
@@ -203,9 +251,27 @@ class WriteBackToMap(transformation.SingleStateTransformation):
     def can_be_applied(
         self, graph: dace.SDFGState, expr_index: int, sdfg: dace.SDFG, permissive: bool = False
     ) -> bool:
+        """Whether `why_not` finds no reason.
+
+        Args:
+            graph: the state the pattern matched in.
+            expr_index: which of `expressions()` matched (unused).
+            sdfg: the SDFG holding `graph`.
+            permissive: DaCe's permissive flag (unused).
+
+        Returns:
+            True where the match applies.
+        """
         return self.why_not(graph, sdfg) is None
 
     def apply(self, graph: dace.SDFGState, sdfg: dace.SDFG) -> None:
+        """Write the matched copy (every edge of it from `source` to `target` in `graph`)
+        as a Map (`copy_to_map`); `can_be_applied` must have held.
+
+        Args:
+            graph: the state the pattern matched in.
+            sdfg: the SDFG, changed in place.
+        """
         # found by can_be_applied
         copies = cast(list[WriteBackCopy], writeback_copies(sdfg, self.source.data))
         labels = writeback_labels(copies)
