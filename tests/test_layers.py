@@ -133,24 +133,6 @@ def test_no_function_in_analysis_over_80_lines():
     assert not long, long
 
 
-#: Modules the API renames (issue 62, item 3) and other work in progress are still
-#: rewriting: their docstrings are checked, but a missing section there makes the test
-#: xfail instead of fail. Empty it once they carry their sections.
-_DOCSTRINGS_PENDING = (
-    "tools/compare.py",
-    "tools/grid.py",
-    "tools/gridfile.py",
-    "transformations/",
-    "policy/",
-    "cli/",
-    "integration/hooks.py",
-    "integration/backends.py",
-    "integration/install.py",
-    "report.py",
-    "backends.py",
-)
-
-
 def _docstring_problems(path: pathlib.Path) -> list[str]:
     """Google-style docstrings on a module's public functions, classes and public methods
     of public classes: a docstring; `Args:` where the function takes a parameter besides
@@ -193,8 +175,4 @@ def _docstring_problems(path: pathlib.Path) -> list[str]:
 
 def test_public_functions_and_classes_have_google_style_docstrings():
     problems = [p for path in sorted(PKG.rglob("*.py")) for p in _docstring_problems(path)]
-    pending = [p for p in problems if p.startswith(_DOCSTRINGS_PENDING)]
-    done = [p for p in problems if p not in pending]
-    assert not done, done
-    if pending:
-        pytest.xfail(f"item 3 agent's files pending ({len(pending)} missing sections)")
+    assert not problems, problems
