@@ -264,11 +264,14 @@ def gt4py_default_backend(*, transient_memory_mode: Any = None, **_: Any) -> Any
     )
 
 
-def library_default_backend(*, transient_memory_mode: Any = None, **_: Any) -> Any:
-    """The library's `backends.make_backend(False)` (`run_dace_cpu`), with the memory mode."""
+def library_default_backend(
+    *, transient_memory_mode: Any = None, policy: Any = None, **_: Any
+) -> Any:
+    """The library's `backends.make_backend(False)` (`run_dace_cpu`), with the memory mode
+    (and a policy other than the default, for the counts' GPU-model build)."""
     from gt4py_dace_xforms import backends
 
-    return backends.make_backend(False, transient_memory_mode=transient_memory_mode)
+    return backends.make_backend(False, transient_memory_mode=transient_memory_mode, policy=policy)
 
 
 def _default_config_descriptor(factory: Any, mode: str) -> dict:
@@ -285,6 +288,13 @@ def descriptors(label: str, program_name: str, mode: str) -> dict:
             return _default_config_descriptor(gt4py_default_backend, mode)
         if label == "library":
             return _default_config_descriptor(library_default_backend, mode)
+        if label == "library_gpu_model":
+            import gt4py_dace_xforms as gx
+
+            return {
+                **_default_config_descriptor(library_default_backend, mode),
+                "policy": gx.CostModel(target="gpu"),
+            }
         raise ValueError(f"{label}: not built in the gt4py-default configuration")
     if label in ("stock", "A/A"):
         return stock_descriptor(program_name, mode)
