@@ -88,6 +88,7 @@ class ArrayTraffic:
 
     @property
     def total_bytes(self) -> int:
+        """Bytes written plus bytes read, per call."""
         return self.written_bytes + self.read_bytes
 
 
@@ -143,6 +144,7 @@ def array_traffic(sdfg: dace.SDFG, name: str, symbols: Optional[dict] = None) ->
     Returns:
         Its written and read bytes per call.
     """
+
     desc = sdfg.arrays[name]
     shape = tuple(
         _number(s, symbols) if _number(s, symbols) is not None else str(s) for s in desc.shape
@@ -207,14 +209,29 @@ def array_traffic(sdfg: dace.SDFG, name: str, symbols: Optional[dict] = None) ->
 
 
 def two_d_transients(sdfg: dace.SDFG) -> list[str]:
-    """Transient arrays with two dimensions in the top-level SDFG (as `census` counts them)."""
+    """Transient arrays with two dimensions in the top-level SDFG (as `census` counts them).
+
+    Args:
+        sdfg: the SDFG.
+
+    Returns:
+        the names, sorted.
+    """
     return sorted(n for n, d in sdfg.arrays.items() if d.transient and len(d.shape) == 2)
 
 
 def kind_of(shape: tuple, in_scope: bool = False) -> str:
     """ "map-local" (only accessed inside a Map's scope: a per-iteration scratch array),
     "field" (both extents > 1: horizontal x K), else "level" (one level), "column" (one
-    horizontal point) or "point"; "symbolic" if an extent is not a number."""
+    horizontal point) or "point"; "symbolic" if an extent is not a number.
+
+    Args:
+        shape: the array's shape.
+        in_scope: only accessed inside a Map's scope.
+
+    Returns:
+        the kind.
+    """
     if in_scope:
         return "map-local"
     if any(not isinstance(s, int) for s in shape):
@@ -230,14 +247,30 @@ def kind_of(shape: tuple, in_scope: bool = False) -> str:
 
 def final_records(report: InlineReport) -> list[InlineRecord]:
     """The last record per (intermediate, consumer) over the pass's calls (an applied
-    record is never replaced by a later decline: `explain.final_decisions`)."""
+    record is never replaced by a later decline: `explain.final_decisions`).
+
+    Args:
+        report: the inline pass's report.
+
+    Returns:
+        the records.
+    """
     from gt4py_dace_xforms.tools.explain import final_decisions
 
     return final_decisions(report)
 
 
 def removed_by(name: str, report: InlineReport, records: list[InlineRecord]) -> str:
-    """The library's rewrite(s) that name `name` as removed or rewritten, in words ("" if none)."""
+    """The library's rewrite(s) that name `name` as removed or rewritten, in words ("" if none).
+
+    Args:
+        name: the transient's name.
+        report: the library's report.
+        records: the inline records (`final_records`).
+
+    Returns:
+        the words.
+    """
     mine = [r for r in records if r.intermediate == name and r.applied]
     parts = []
     windows = sorted({r.consumer for r in mine if r.mode == "window"})
@@ -275,7 +308,16 @@ def removed_by(name: str, report: InlineReport, records: list[InlineRecord]) -> 
 
 def kept_because(name: str, records: list[InlineRecord], report: InlineReport) -> str:
     """Why the library's build still has `name`: its declines (analysis or cost model),
-    or that no rewrite saw it."""
+    or that no rewrite saw it.
+
+    Args:
+        name: the transient's name.
+        records: the inline records (`final_records`).
+        report: the library's report.
+
+    Returns:
+        the reason, in words.
+    """
     mine = [r for r in records if r.intermediate == name]
     if any(name in race for race in report.races):
         return "gt4py's SDFG accesses it in an undefined order: left alone (docs/races.md)"
@@ -320,19 +362,25 @@ class Row:
 
     @property
     def per_call_bytes(self) -> int:
+        """Bytes written plus bytes read by one call."""
         return self.written_bytes + self.read_bytes
 
     @property
     def substep_bytes(self) -> int:
+        """Bytes per substep: per call, times the calls."""
         return self.per_call_bytes * self.calls
 
     @property
     def removed(self) -> bool:
+        """Whether the library's build no longer has the transient."""
         return self.status.startswith("removed")
 
 
 @dataclasses.dataclass
 class ProgramTraffic:
+    """One substep call's 2-D transients, stock's and the library's, with the program's
+    compulsory traffic and its arguments' bytes (`compare_builds`), or the error that stopped it."""
+
     program: str
     calls_first: int
     calls_later: int
@@ -362,14 +410,17 @@ class ProgramTraffic:
 
     @property
     def stock_bytes(self) -> int:
+        """Stock's 2-D transient bytes per substep."""
         return sum(r.substep_bytes for r in self.rows)
 
     @property
     def removed_bytes(self) -> int:
+        """The bytes per substep of the transients the library removes."""
         return sum(r.substep_bytes for r in self.rows if r.removed)
 
     @property
     def library_substep_bytes(self) -> int:
+        """The library's 2-D transient bytes per substep."""
         return self.library_bytes * self.calls
 
     @property
@@ -419,7 +470,16 @@ def _with_capture(descriptor: dict, sink: list) -> dict:
 
 
 def stock_translator(program_name: str, gpu: bool, post: list) -> Any:
-    """The translator icon4py's model builds for `program_name` with its own factory."""
+    """The translator icon4py's model builds for `program_name` with its own factory.
+
+    Args:
+        program_name: the icon4py program's name.
+        gpu: build for the GPU.
+        post: the SDFG at the end of `gt_auto_optimize` is appended here.
+
+    Returns:
+        the translation step.
+    """
     from icon4py.model.common import model_backends, model_options
 
     device = model_backends.GPU if gpu else model_backends.CPU
@@ -438,7 +498,18 @@ def stock_translator(program_name: str, gpu: bool, post: list) -> Any:
 def library_translator(program_name: str, gpu: bool, post: list, reports: list, policy: Any) -> Any:
     """The translator `integration.icon4py.make_custom_dace_backend` builds from
     `descriptor_for(program_name)` (icon4py's per-program options, the library's hooks,
-    `policy`), with the library's reports appended to `reports`."""
+    `policy`), with the library's reports appended to `reports`.
+
+    Args:
+        program_name: the icon4py program's name.
+        gpu: build for the GPU.
+        post: the SDFG at the end of `gt_auto_optimize` is appended here.
+        reports: the library's reports are appended here.
+        policy: the inline policy (None: the default).
+
+    Returns:
+        the translation step.
+    """
     from icon4py.model.common import model_backends
 
     from gt4py_dace_xforms.integration import compat
@@ -472,7 +543,17 @@ def library_translator(program_name: str, gpu: bool, post: list, reports: list, 
 
 def lower(translator: Any, program: Any, provider: dict, static: dict) -> dace.SDFG:
     """`program` through gt4py's frontend with `static` arguments, then `translator`:
-    the SDFG at the end of `gt_auto_optimize` (no code generated)."""
+    the SDFG at the end of `gt_auto_optimize` (no code generated).
+
+    Args:
+        translator: the translation step.
+        program: the `gtx.program`.
+        provider: the offset provider.
+        static: the static arguments.
+
+    Returns:
+        the final SDFG.
+    """
     from gt4py_dace_xforms.integration.capture import lower_to_gtir
 
     compilable = lower_to_gtir(program, None, provider, static_args=static)
@@ -482,21 +563,29 @@ def lower(translator: Any, program: Any, provider: dict, static: dict) -> dace.S
 
 
 def sdfg_traffic(sdfg: dace.SDFG) -> dict[str, ArrayTraffic]:
-    """`array_traffic` of every 2-D transient of the top-level SDFG."""
+    """`array_traffic` of every 2-D transient of the top-level SDFG.
+
+    Args:
+        sdfg: the SDFG.
+
+    Returns:
+        name -> traffic.
+    """
     return {n: array_traffic(sdfg, n) for n in two_d_transients(sdfg)}
 
 
 def argument_traffic(sdfg: dace.SDFG, sizes: Optional[dict] = None) -> int:
     """Bytes per call through the arguments of `sdfg` (every non-transient array), by
-    `array_traffic`'s rules (written bytes, and each reader's box once).
+    `array_traffic`'s rules (written bytes, and each reader's box once); gt4py's
+    argument-range symbols valued as `analysis.compulsory.size_symbols` does (`sizes`:
+    the grid's extent per dimension name).
 
     Args:
-        sdfg: the program.
-        sizes: the grid's extent per dimension name, for gt4py's argument-range symbols
-            (valued as `analysis.compulsory.size_symbols` does).
+        sdfg: the SDFG.
+        sizes: the grid's extent per dimension name, for gt4py's argument-range symbols.
 
     Returns:
-        The bytes, summed over the arguments.
+        the bytes.
     """
     from gt4py_dace_xforms.analysis.compulsory import size_symbols
 
@@ -509,15 +598,15 @@ def argument_traffic(sdfg: dace.SDFG, sizes: Optional[dict] = None) -> int:
 
 
 def program_limit(sdfg: dace.SDFG, sizes: Optional[dict] = None) -> dict[str, Any]:
-    """The compulsory traffic of one call of `sdfg` (`analysis.compulsory`).
+    """The compulsory traffic of one call of `sdfg` (`analysis.compulsory`) as a dict:
+    `bytes` (the limit), `read_bytes`, `written_bytes`, `fill_bytes` and `notes`.
 
     Args:
-        sdfg: the program (stock's final SDFG).
-        sizes: the grid's extent per dimension name, for gt4py's argument-range symbols.
+        sdfg: stock's final SDFG.
+        sizes: the grid's extent per dimension name.
 
     Returns:
-        `bytes` (the limit), `read_bytes`, `written_bytes`, `fill_bytes`, `arguments`
-        (how many arrays it reads or writes) and `notes`.
+        the dict.
     """
     from gt4py_dace_xforms.analysis.compulsory import compulsory_traffic
 
@@ -542,7 +631,23 @@ def compare_builds(
     """The rows of one program from its two final SDFGs and the library's report, with
     the program's compulsory traffic (`program_limit`, on stock's SDFG) and both builds'
     bytes through the arguments (`argument_traffic`); `sizes`: the grid's extent per
-    dimension name (`Cell`, ..., `K`), for gt4py's argument-range symbols."""
+    dimension name (`Cell`, ..., `K`), for gt4py's argument-range symbols.
+
+    Args:
+        program: the program's name.
+        stock: stock's final SDFG.
+        library: the library's final SDFG.
+        report: the library's report.
+        calls_first: calls in the first substep.
+        calls_later: calls in a later substep.
+        calls: calls in the substep counted.
+        stock_post: names stock keeps after its later stages.
+        library_post: names the library's build keeps after them.
+        sizes: the grid's extent per dimension name.
+
+    Returns:
+        the `ProgramTraffic`.
+    """
     result = ProgramTraffic(
         program,
         calls_first,
@@ -616,7 +721,18 @@ def code_check(
 ) -> list[tuple[ArrayTraffic, CodeCount]]:
     """Stock's final SDFG of one call, lowered static on `layout` (keep it small: the
     check runs every loop nest in Python), each 2-D transient's memlet figures beside what
-    DaCe's generated CPU code does with it (`codegen_count`; code generated, not compiled)."""
+    DaCe's generated CPU code does with it (`codegen_count`; code generated, not compiled).
+
+    Args:
+        call: the `SubstepCall`.
+        layout: the `Layout`.
+        substep: "first" or "later".
+        n_levels: model levels.
+        gpu: build for the GPU.
+
+    Returns:
+        `(traffic, count)` per 2-D transient.
+    """
     from gt4py_dace_xforms.tools.static_values import static_offset_provider
 
     program = call.ref.load()
@@ -641,7 +757,19 @@ def program_traffic(
     policy: Any = None,
 ) -> ProgramTraffic:
     """The rows of one `SubstepCall` on `layout` (a `tools.layouts.Layout`); never raises
-    (a failure is recorded in `error`)."""
+    (a failure is recorded in `error`).
+
+    Args:
+        call: the `SubstepCall`.
+        layout: the `Layout`.
+        substep: "first" or "later".
+        n_levels: model levels.
+        target: the cost model's target, "cpu" or "gpu".
+        policy: the inline policy (None: the target's cost model).
+
+    Returns:
+        the `ProgramTraffic`.
+    """
     from gt4py_dace_xforms.policy import CostModel
     from gt4py_dace_xforms.tools.static_values import static_offset_provider
 
@@ -693,6 +821,9 @@ def program_traffic(
 
 @dataclasses.dataclass
 class SubstepTraffic:
+    """The 2-D transient traffic of one substep's calls (`substep_traffic`): the configuration
+    and one `ProgramTraffic` per call."""
+
     layout: str
     n_cells: int
     n_levels: int
@@ -710,6 +841,12 @@ class SubstepTraffic:
         return sorted(rows, key=lambda r: (-r.substep_bytes, r.program, r.name))
 
     def totals(self) -> dict[str, int]:
+        """The substep's bytes over the programs that did not fail: stock's, removed, remaining,
+        the library's, the compulsory limit, and both builds' totals.
+
+        Returns:
+            name -> bytes.
+        """
         ok = [p for p in self.programs if not p.error]
         stock = sum(p.stock_bytes for p in ok)
         removed = sum(p.removed_bytes for p in ok)
@@ -725,6 +862,14 @@ class SubstepTraffic:
         }
 
     def text(self, top: Optional[int] = None) -> str:
+        """The traffic list as text: the rows by bytes, the totals, notes and failures.
+
+        Args:
+            top: show only this many rows (None: all).
+
+        Returns:
+            the text.
+        """
         head = (
             f"2-D transient traffic of one {self.substep} substep, layout {self.layout} ({self.n_cells} cells, "
             f"{self.n_levels} levels), static, {self.target} cost model; bytes at the end of gt_auto_optimize "
@@ -865,15 +1010,22 @@ class SubstepTraffic:
             ]
         noted = [r for r in self.rows if r.notes]
         if noted:
-            lines += ["", "notes:"] + [
-                f"  {r.program}:{r.name}: {'; '.join(r.notes)}" for r in noted
+            lines += [
+                "",
+                "notes:",
+                *(f"  {r.program}:{r.name}: {'; '.join(r.notes)}" for r in noted),
             ]
         fails = [f"  {p.program}: {f}" for p in self.programs for f in p.failures]
         if fails:
-            lines += ["", "the library's pass FAILED and was undone:"] + fails
+            lines += ["", "the library's pass FAILED and was undone:", *fails]
         return "\n".join(lines)
 
     def to_json(self) -> str:
+        """The traffic list as JSON.
+
+        Returns:
+            the JSON text.
+        """
         progs = []
         for p in self.programs:
             d = dataclasses.asdict(p)
@@ -952,7 +1104,22 @@ def substep_traffic(
     """The traffic list of one substep's calls on `layout` (`tools.layouts` name; the
     configuration's `limited_area` is the layout's). `programs`: only these calls.
     `fresh_page_bytes`: the allocator regime the CPU cost model prices (None: this
-    process', `policy.allocator.fresh_page_bytes()`; set for the run and its workers)."""
+    process', `policy.allocator.fresh_page_bytes()`; set for the run and its workers).
+
+    Args:
+        layout: the layout's name.
+        n_cells: cells of the grid.
+        n_levels: model levels.
+        substep: "first" or "later".
+        target: the cost model's target.
+        programs: only these calls (None: all).
+        jobs: processes in parallel.
+        progress: called with each program's result.
+        fresh_page_bytes: the allocator regime the CPU cost model prices.
+
+    Returns:
+        the `SubstepTraffic`.
+    """
     from gt4py_dace_xforms.policy import allocator
     from gt4py_dace_xforms.tools.census import map_programs
     from gt4py_dace_xforms.tools.layouts import layout as named_layout
@@ -998,7 +1165,15 @@ class CodeCount:
 def codegen_count(code: str, name: str) -> CodeCount:
     """`CodeCount` of `name` in DaCe's generated CPU code `code` (a nest guarded by an `if`
     counts every iteration: noted; an access whose index is not a function of the loop
-    counters, or the array passed whole to a call, is noted and not counted)."""
+    counters, or the array passed whole to a call, is noted and not counted).
+
+    Args:
+        code: the generated code.
+        name: the array's name.
+
+    Returns:
+        the `CodeCount`.
+    """
     import itertools
     import re
 
