@@ -35,7 +35,7 @@ def source_digest() -> str:
 
 
 def build_identity() -> str:
-    """`<version>+<source digest>`, e.g. `0.2.0+3f1c2a9b0d4e`.
+    """`<version>+<source digest>`, e.g. `0.3.0+3f1c2a9b0d4e`.
 
     Returns:
         the version and the source digest.
