@@ -408,16 +408,7 @@ def table(results: list[ProgramCensus]) -> str:
                 (
                     r.short_name,
                     "error: " + r.error,
-                    "",
-                    "",
-                    "",
-                    "",
-                    "",
-                    "",
-                    "",
-                    "",
-                    "",
-                    "",
+                    *[""] * 10,
                     f"{r.seconds:.0f}",
                 )
             )

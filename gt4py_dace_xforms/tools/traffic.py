@@ -948,14 +948,7 @@ class SubstepTraffic:
                         p.program,
                         str(p.calls),
                         "error: " + p.error,
-                        "",
-                        "",
-                        "",
-                        "",
-                        "",
-                        "",
-                        "",
-                        "",
+                        *[""] * 8,
                         f"{p.seconds:.0f}",
                     )
                 )
