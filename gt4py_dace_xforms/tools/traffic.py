@@ -948,7 +948,14 @@ class SubstepTraffic:
                         p.program,
                         str(p.calls),
                         "error: " + p.error,
-                        *[""] * 8,
+                        "",
+                        "",
+                        "",
+                        "",
+                        "",
+                        "",
+                        "",
+                        "",
                         f"{p.seconds:.0f}",
                     )
                 )
