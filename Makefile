@@ -23,7 +23,7 @@ CUDA_WHEELS := nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==1
 	nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85
 GPU_STAMP := $(VENV)/.gpu-tools-13.0.88
 
-.PHONY: venv venv-icon4py-pins test-icon4py-pins demo test test-fast lint fixtures bench bench-build bench-substep counts oracle calibrate fuzz census census-static census-compare clean gpu-tools gpu-check device-wheels device-dry-run
+.PHONY: venv venv-icon4py-pins test-icon4py-pins demo test test-slow test-fast lint fixtures bench bench-build bench-substep bench-model counts oracle calibrate fuzz census census-static census-compare clean gpu-tools gpu-check device-wheels device-dry-run
 
 venv: $(STAMP)
 
@@ -66,9 +66,14 @@ demo: $(STAMP)
 
 # The CUDA compile test (tests/test_cuda_codegen.py) needs nvcc: install it, but let the
 # rest of the suite run (and that test skip, saying why) where PyPI cannot be reached.
+# Tests marked slow (whole icon4py components built: tests/test_model_bench.py) are left out;
+# make test-slow runs them.
 test: $(STAMP)
 	@$(MAKE) --no-print-directory $(GPU_STAMP) || echo "warning: NVIDIA's CUDA wheels could not be installed: the CUDA compile test will be skipped" >&2
-	$(PY) -m pytest -n 2 -q $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 -q -m "not slow" $(PYTEST_ARGS)
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not compile" $(PYTEST_ARGS)
@@ -105,6 +110,13 @@ bench-build: $(STAMP)
 SUBSTEP_ARGS ?=
 bench-substep: $(STAMP)
 	$(PY) bench/substep.py $(if $(LAYOUT),--layout $(LAYOUT)) $(SUBSTEP_ARGS)
+
+# icon4py's SolveNonhydro (5 substeps) and Diffusion built by icon4py from the generated torus
+# grid file, stock (icon4py's dace_cpu) vs the library through icon4py's backend path, per
+# allocator regime; run files in bench/model/ (docs/model_bench.md; BENCH_ARGS: see
+# bench/model.py --help, e.g. --cells 1280 --levels 10).
+bench-model: $(STAMP)
+	$(PY) bench/model.py $(BENCH_ARGS)
 
 # Instructions and simulated last-level misses of one call per build, under callgrind
 # (gt4py_dace_xforms/measure/counts.py; COUNTS_ARGS: see bench/counts.py --help).
