@@ -613,6 +613,20 @@ def finite(arrays: dict[str, np.ndarray]) -> dict[str, bool]:
     return {k: bool(np.isfinite(a).all()) for k, a in arrays.items()}
 
 
+def nonfinite(arrays: dict[str, np.ndarray]) -> dict[str, dict]:
+    """Per field with NaN or Inf: how many points, and the first few (index, level)."""
+    out = {}
+    for k, a in arrays.items():
+        bad = ~np.isfinite(a)
+        if bad.any():
+            out[k] = {
+                "count": int(bad.sum()),
+                "size": int(a.size),
+                "first": np.argwhere(bad)[:5].tolist(),
+            }
+    return out
+
+
 # --- one regime, in its own process -----------------------------------------------------------
 
 
@@ -692,6 +706,7 @@ def run_regime(opts: argparse.Namespace, regime: str) -> dict:
         "state_mib": round(mib, 1),
         "descriptors": descs,
         "finite": {label: finite(o) for label, o in outputs.items()},
+        "nonfinite": {label: nonfinite(o) for label, o in outputs.items()},
         "library_vs_stock": sb.compare(outputs["library"], outputs["stock"]),
         "aa_vs_stock": sb.compare(outputs["A/A"], outputs["stock"]),
         "parts": {part: sb._judge(seconds[part]) for part in PARTS},
@@ -763,6 +778,15 @@ def table(doc: dict) -> str:
             + "; finite: "
             + ("yes" if all(all(v.values()) for v in res["finite"].values()) else "NO")
         )
+        for label, bad in res.get("nonfinite", {}).items():
+            if bad:
+                lines.append(
+                    f"  {label}: NaN/Inf in "
+                    + ", ".join(
+                        f"{k} {b['count']}/{b['size']} (first {b['first'][:2]})"
+                        for k, b in bad.items()
+                    )
+                )
     lines.append(
         "\nstock ms: median per round of stock; library/stock and A/A (second stock / stock): "
         "median of the per-round ratios [95 % interval]; floor: how far the A/A interval reaches "
@@ -802,6 +826,13 @@ def parse(argv: Optional[list[str]]) -> argparse.Namespace:
         "--json",
         default=None,
         help="run file (default bench/model/model_<cells>.json; the table next to it as .txt)",
+    )
+    p.add_argument(
+        "--build-cache",
+        default=None,
+        metavar="DIR",
+        help="keep the builds in DIR/<regime> (persistent) for another run of the same library "
+        "version (gt4py's cache key does not see the allocator regime: one folder per regime)",
     )
     p.add_argument("--fields", default=None, help=argparse.SUPPRESS)
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -879,10 +910,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         for regime in opts.regimes:
             out = pathlib.Path(tmp) / f"{regime}.json"
             log(f"== {regime}: a process of its own")
+            cache = pathlib.Path(opts.build_cache or tmp) / f"cache_{regime}"
             env = {
                 **os.environ,
-                "GT4PY_BUILD_CACHE_LIFETIME": "session",
-                "GT4PY_BUILD_CACHE_DIR": str(pathlib.Path(tmp) / f"cache_{regime}"),
+                "GT4PY_BUILD_CACHE_LIFETIME": "persistent" if opts.build_cache else "session",
+                "GT4PY_BUILD_CACHE_DIR": str(cache.resolve()),
                 # dace's warnings in gt4py's build workers (which do not inherit the filters)
                 "PYTHONWARNINGS": "ignore::UserWarning,ignore::DeprecationWarning",
             }
