@@ -219,7 +219,9 @@ def save_fields(fields: dict[str, Any], path: pathlib.Path, meta: dict) -> None:
     for k, v in fields.items():
         if hasattr(v, "ndarray"):
             arrays[k] = np.asarray(v.asnumpy())
-            layout[k] = [d.value for d in v.domain.dims]
+            # each dimension's name and start: a factory field need not start at 0
+            # (wgtfacq_c/wgtfacq_e live on levels nlev-3..nlev-1)
+            layout[k] = [[d.value, r.start] for d, r in zip(v.domain.dims, v.domain.ranges)]
         else:
             arrays[k] = np.asarray(v)
             layout[k] = None
@@ -243,14 +245,19 @@ def load_fields(path: pathlib.Path) -> dict[str, Any]:
             if names is None:
                 out[k] = a.item()
             else:
-                out[k] = gtx.as_field(tuple(by_name[n] for n in names), a.copy())
+                out[k] = gtx.as_field(
+                    gtx.domain(
+                        {by_name[n]: (lo, lo + size) for (n, lo), size in zip(names, a.shape)}
+                    ),
+                    a.copy(),
+                )
     return out
 
 
 def fields_path(grid: pathlib.Path, levels: int) -> pathlib.Path:
     """Where the fields of `grid` at `levels` levels are kept (made again when the grid file
     is newer)."""
-    return WORK / f"fields_{grid.stem}_{levels}l.npz"
+    return WORK / f"fields_{grid.stem}_{levels}l_v2.npz"
 
 
 def grid_path(cells: int) -> pathlib.Path:
