@@ -236,7 +236,7 @@ def test_install_settings_travel_as_plain_data(monkeypatch):
         gx.uninstall()
     copy = pickle.loads(pickle.dumps(settings))
     assert copy == settings and copy.fresh_page_bytes == 131072
-    assert copy.policy(False).fresh_page_bytes == 131072
+    assert copy.policy_for(False).fresh_page_bytes == 131072
     assert config.BUILD_CACHE_VERSION_ID != settings.version_id(config.BUILD_CACHE_VERSION_ID)
 
 

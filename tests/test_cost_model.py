@@ -3,7 +3,6 @@
 import copy
 import dataclasses
 import json
-import pathlib
 
 import dace
 import pytest
@@ -17,7 +16,6 @@ from gt4py_dace_xforms.integration.lowering import KEY
 
 
 SIZES = (("N", 20480), ("K", 80))
-FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "sdfg_fixtures"
 
 
 def _candidate(sdfg, data="tmp"):
@@ -879,62 +877,3 @@ def test_fresh_page_bytes_comes_from_the_process(monkeypatch):
         allocator.fresh_page_bytes()
     with pytest.raises(ValueError, match="must be >= 0"):
         allocator.set_fresh_page_bytes(-1)
-
-
-_STATIC_TARGET = "icon4py_compute_perturbed_quantities_and_interpolation_static.sdfg"
-
-
-def _unit_stride_copy(sdfg):
-    """`sdfg` as icon4py's backend factory would have emitted it: every argument's
-    horizontal stride the literal 1 instead of gt4py's stride symbol."""
-    unit = copy.deepcopy(sdfg)
-    names = {
-        str(s)
-        for d in unit.arrays.values()
-        for st in d.strides
-        for s in getattr(st, "free_symbols", ())
-        if any(f"_{dim}_stride" in str(s) for dim in ("Cell", "Edge", "Vertex"))
-    }
-    unit.replace_dict(dict.fromkeys(names, 1))
-    for n in names:
-        unit.symbols.pop(n, None)
-    return unit
-
-
-def test_horizontal_unit_stride_is_read_from_the_arguments_strides():
-    from gt4py_dace_xforms.analysis.strides import horizontal_unit_stride
-
-    sdfg = dace.SDFG.from_file(str(FIXTURES / _STATIC_TARGET))
-    assert horizontal_unit_stride(sdfg) is False  # gt4py's default backend: symbols
-    assert horizontal_unit_stride(_unit_stride_copy(sdfg)) is True
-    # no horizontal argument at all (a hand-built SDFG): nothing to tell
-    plain = producer_consumer(
-        "plain",
-        producer_ranges={"i": "0:N", "k": "0:K"},
-        consumer_ranges={"i": "0:N", "k": "0:K-1"},
-        write="i, k",
-        reads=["i, k + 1"],
-    )
-    assert horizontal_unit_stride(plain) is None
-    # ... so the hand-built SDFGs' decisions keep the target's price
-    assert _model().op_price(plain) == _model().balance
-
-
-def test_recomputation_is_dearer_where_horizontal_strides_are_symbolic():
-    """The static target's `gtir_tmp_63` (read at k and k + 1, 10.4 M operations against
-    24 MB saved with fresh pages): taken in icon4py's build (unit stride), where it ran
-    0.92-0.93 of stock, declined in gt4py's default one, where it ran 1.04-1.05
-    (bench/substep/default_backend_perturbed.txt); an explicit `bytes_per_op` is taken as
-    given in either."""
-    sdfg = dace.SDFG.from_file(str(FIXTURES / _STATIC_TARGET))
-    unit = _unit_stride_copy(sdfg)
-    model = gx.CostModel(fresh_page_bytes=0)
-    symbolic_decision = model.decide(sdfg, _candidate(sdfg, "gtir_tmp_63"))
-    unit_decision = model.decide(unit, _candidate(unit, "gtir_tmp_63"))
-    assert unit_decision.accept, unit_decision.reason
-    assert not symbolic_decision.accept and "no gain" in symbolic_decision.reason
-    assert symbolic_decision.figures["extra_work_bytes"] == pytest.approx(
-        2 * unit_decision.figures["extra_work_bytes"]
-    )
-    explicit = gx.CostModel(fresh_page_bytes=0, bytes_per_op=1.0)
-    assert explicit.decide(sdfg, _candidate(sdfg, "gtir_tmp_63")).accept

@@ -65,7 +65,6 @@ from gt4py_dace_xforms.analysis.crossstate import co_executed_sets
 from gt4py_dace_xforms.analysis.producer import Decline, ProducerSlice
 from gt4py_dace_xforms.analysis.scan_inputs import has_loop, scan_input_set
 from gt4py_dace_xforms.analysis.scan_window import windowed_copies
-from gt4py_dace_xforms.analysis.strides import horizontal_unit_stride
 from gt4py_dace_xforms.analysis.symbolic import to_sympy
 from gt4py_dace_xforms.policy import allocator
 from gt4py_dace_xforms.policy.default import Decision, InlinePolicy, too_many_copies
@@ -81,16 +80,6 @@ from gt4py_dace_xforms.policy.default import Decision, InlinePolicy, too_many_co
 #: `gtir_tmp_15`, 39 M operations against 13 MB); 1.5 would also change the solvers'
 #: decisions, which no oracle run has timed. The prior was 0.25.
 _BALANCE = {"cpu": 1.0, "gpu": 0.06}
-#: How much dearer a recomputed operation is on the CPU where the build leaves the
-#: horizontal strides symbolic (gt4py's default dace backend) than in icon4py's build
-#: (unit-stride horizontal dimension), whose decisions the substep bench checks. Stock's
-#: own `compute_perturbed_quantities_and_interpolation` executes 188.9 M instructions in
-#: the first against 94.0 M in the second (callgrind, static, lam-decomposed 20480 x 80:
-#: `bench/substep/default_backend_counts.txt`, `counts_release.txt`). The one inline the
-#: model took there at 1 B/op (`gtir_tmp_63`, gain 1.8 MB of 24.1 MB saved, 10.4 M
-#: operations) ran 1.037 and 1.049 of stock with fresh pages (two runs), where the same
-#: inline in icon4py's build ran 0.917-0.933 (docs/cost_model.md).
-_SCALAR_OPS = 2.0
 #: Traffic one byte of a per-call transient's allocation is worth on the CPU, beyond what
 #: `saved` counts. 0: the fit (bench/cost_model.md, *The fit*) finds the time a removed
 #: transient saves in its allocation (1.08 ms/MB at 1 thread) and none in its traffic,
@@ -314,24 +303,6 @@ class CostModel(InlinePolicy):
         """Bytes of traffic one operation is worth: `bytes_per_op`, or the target's default."""
         return self.bytes_per_op if self.bytes_per_op is not None else _BALANCE[self.target]
 
-    def op_price(self, sdfg: dace.SDFG) -> float:
-        """Bytes of traffic one recomputed operation costs in the build `sdfg` comes from.
-
-        `balance`, times `_SCALAR_OPS` on the CPU where the build does not assume a
-        unit-stride horizontal dimension (gt4py's default dace backend; icon4py's factory
-        assumes it): there the code is scalar. An explicit `bytes_per_op` is taken as is.
-
-        Args:
-            sdfg: the SDFG the decision is about (its arguments' strides tell the build).
-
-        Returns:
-            the price of one operation, in bytes.
-        """
-        if self.bytes_per_op is not None or self.target != "cpu":
-            return self.balance
-        unit = horizontal_unit_stride(sdfg)
-        return self.balance * (_SCALAR_OPS if unit is False else 1.0)
-
     @property
     def allocation_weight(self) -> float:
         """Traffic (bytes) one byte of a removed per-call transient is worth: none with
@@ -451,7 +422,7 @@ class CostModel(InlinePolicy):
         )
         saved = fig["saved_bytes"]
         cost = (
-            max(extra_ops, 0.0) * self.op_price(sdfg) + fig["kept_input_load_bytes"]
+            max(extra_ops, 0.0) * self.balance + fig["kept_input_load_bytes"]
         )  # gathers: once per level
         gain = saved + fig["allocation_worth_bytes"] - cost
         fig = dict(
@@ -466,7 +437,7 @@ class CostModel(InlinePolicy):
         if gain <= 0:
             return Decision(
                 False,
-                f"window: no gain: saves {saved:.3g} B, costs {max(extra_ops, 0.0) * self.op_price(sdfg):.3g} B "
+                f"window: no gain: saves {saved:.3g} B, costs {max(extra_ops, 0.0) * self.balance:.3g} B "
                 f"work + {fig['kept_input_load_bytes']:.3g} B loads",
                 figures=fig,
             )
@@ -516,7 +487,7 @@ class CostModel(InlinePolicy):
         )
         saved = (volume + sum(min(points, volume) for _, points, _ in members)) * item
         loads = sum(f["kept_input_load_bytes"] for f, _, _ in members)
-        cost = max(extra_ops, 0.0) * self.op_price(sdfg) + loads
+        cost = max(extra_ops, 0.0) * self.balance + loads
         worth = volume * item * self.allocation_weight
         gain = saved + worth - cost
         fill = sum(f for _, _, f in members)
@@ -645,7 +616,7 @@ class CostModel(InlinePolicy):
             )
         # Of the producer's work, only what its other writes do not need goes away.
         producer_ops = max(own["ops_per_copy"] - own["kept_ops_per_point"], 0.0) * (volume - kept)
-        producer_work = producer_ops * self.op_price(sdfg)
+        producer_work = producer_ops * self.balance
         # Gathers (loads through a neighbor table) are paid by every copy of every reader,
         # and the producer's own go away. Not charged at all, a group that repeats a neighbor
         # interpolation would look free (icon4py's apply_diffusion_to_vn `gtir_tmp_82`, then
@@ -849,7 +820,7 @@ class CostModel(InlinePolicy):
         saved = sum(f["saved_bytes"] for f in figs)
         worth = sum(f["allocation_worth_bytes"] for f in figs)
         duplicated = max(sum(f["ops_per_copy"] for f in figs) - total_ops, 0.0) * points
-        gain = saved + worth - duplicated * self.op_price(sdfg)
+        gain = saved + worth - duplicated * self.balance
         names = sorted(m.intermediate.data for m in members)
         fig = dict(
             fig,
@@ -1065,7 +1036,7 @@ class CostModel(InlinePolicy):
         extra_ops = ops * points * (copies - 1 if removed_producers else copies)
         if removed_producers:
             extra_ops += kept_ops * points
-        extra_work = extra_ops * self.op_price(sdfg)
+        extra_work = extra_ops * self.balance
 
         consumer_reads = {
             e.src.data
