@@ -44,6 +44,7 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any, Optional
 
 import numpy as np
@@ -634,13 +635,77 @@ def nonfinite(arrays: dict[str, np.ndarray]) -> dict[str, dict]:
     return out
 
 
+def _extent(expr: Any) -> Optional[int]:
+    try:
+        return int(expr)
+    except (TypeError, ValueError):
+        return None
+
+
+def field_transients(sdfg: Any) -> dict[str, Optional[int]]:
+    """The top-level 2-D transients of a compiled program's SDFG (two extents above 1, as
+    `tools.traffic` counts them) and the bytes of each (None where an extent is symbolic)."""
+    out: dict[str, Optional[int]] = {}
+    for name, desc in sdfg.arrays.items():
+        if not desc.transient or len(desc.shape) < 2:
+            continue
+        extents = [_extent(e) for e in desc.shape]
+        if sum(1 for e in extents if e is None or e > 1) < 2:
+            continue
+        known = None not in extents
+        out[name] = int(np.prod(extents)) * desc.dtype.bytes if known else None
+    return out
+
+
+def call_census(step: Callable[[], Any]) -> list[tuple[Any, int]]:
+    """The compiled SDFGs `step` calls, each with its number of calls, in first-call order."""
+    import dace
+
+    seen: list[list] = []
+
+    def note(csdfg: Any, _args: Any) -> None:
+        for entry in seen:
+            if entry[0] is csdfg:
+                entry[1] += 1
+                return
+        seen.append([csdfg, 1])
+
+    with dace.hooks.on_compiled_sdfg_call(before=note):
+        step()
+    return [(c, n) for c, n in seen]
+
+
+def transient_summary(census: list[tuple[Any, int]]) -> dict:
+    """Per build: programs and calls in one time step, and the 2-D transients its programs
+    keep: distinct (per program) and per time step (times the calls), count and MiB."""
+    per_program = {}
+    count = calls_weighted = 0
+    mib = mib_step = 0.0
+    for csdfg, calls in census:
+        arrays = field_transients(csdfg.sdfg)
+        per_program[csdfg.sdfg.name] = {"calls": calls, "transients": sorted(arrays)}
+        known = sum(b for b in arrays.values() if b is not None) / 2**20
+        count += len(arrays)
+        calls_weighted += calls * len(arrays)
+        mib += known
+        mib_step += calls * known
+    return {
+        "programs": len(census),
+        "calls": sum(n for _, n in census),
+        "transients": count,
+        "transient_mib": round(mib, 1),
+        "transients_per_step": calls_weighted,
+        "transient_mib_per_step": round(mib_step, 1),
+        "per_program": per_program,
+    }
+
+
 # --- one regime, in its own process -----------------------------------------------------------
 
 
 def run_regime(opts: argparse.Namespace, regime: str) -> dict:
     """Build the three labels' components, compare one time step, time `opts.rounds` rounds."""
     from gt4py_dace_xforms.measure.timing import (
-        compiled_sdfgs,
         omp_threads,
         pin_allocator,
         reallocation_faults_per_mib,
@@ -666,7 +731,7 @@ def run_regime(opts: argparse.Namespace, regime: str) -> dict:
     log(f"{regime}: initial state made ({mib:.0f} MiB)")
 
     # the first time step of every build, untimed: outputs compared, compiled SDFGs found
-    outputs, handles, first_s = {}, {}, {}
+    outputs, handles, first_s, transients = {}, {}, {}, {}
     for label in labels:
         flat = copy_state(template)
         got: list = []
@@ -675,8 +740,10 @@ def run_regime(opts: argparse.Namespace, regime: str) -> dict:
             got.append(time_step(*comps[label], flat, cfg))
 
         t = time.perf_counter()
-        handles[label] = compiled_sdfgs(step)
+        census = call_census(step)
         first_s[label] = time.perf_counter() - t
+        handles[label] = [c for c, _ in census]
+        transients[label] = transient_summary(census)
         outputs[label] = prognostic_arrays(got[0][2])
         del flat
     threads = omp_threads(opts.threads)
@@ -712,6 +779,7 @@ def run_regime(opts: argparse.Namespace, regime: str) -> dict:
         "faults_per_mib": round(reallocation_faults_per_mib(), 1),
         "state_mib": round(mib, 1),
         "descriptors": descs,
+        "transients": transients,
         "finite": {label: finite(o) for label, o in outputs.items()},
         "nonfinite": {label: nonfinite(o) for label, o in outputs.items()},
         "library_vs_stock": sb.compare(outputs["library"], outputs["stock"]),
@@ -785,6 +853,25 @@ def table(doc: dict) -> str:
             + "; finite: "
             + ("yes" if all(all(v.values()) for v in res["finite"].values()) else "NO")
         )
+        tr = res.get("transients")
+        if tr:
+            lines.append(
+                "2-D transients of one time step's programs (distinct / x calls, MiB x calls): "
+                + "; ".join(
+                    f"{label} {t['transients']} / {t['transients_per_step']}, "
+                    f"{t['transient_mib_per_step']:.0f} MiB ({t['programs']} programs, "
+                    f"{t['calls']} calls)"
+                    for label, t in tr.items()
+                )
+            )
+        if tr and "stock" in tr and "library" in tr:
+            st, lib = tr["stock"]["per_program"], tr["library"]["per_program"]
+            changed = [
+                f"{name} {len(st[name]['transients'])}->{len(lib[name]['transients'])}"
+                for name in st
+                if name in lib and st[name]["transients"] != lib[name]["transients"]
+            ]
+            lines.append("  the library's programs that differ: " + (", ".join(changed) or "none"))
         for label, bad in res.get("nonfinite", {}).items():
             if bad:
                 lines.append(
@@ -838,8 +925,8 @@ def parse(argv: Optional[list[str]]) -> argparse.Namespace:
         "--build-cache",
         default=None,
         metavar="DIR",
-        help="keep the builds in DIR/<regime> (persistent) for another run of the same library "
-        "version (gt4py's cache key does not see the allocator regime: one folder per regime)",
+        help="keep the builds in DIR/cache_<memory mode> (persistent) for another run: glibc "
+        "and fresh share stock's builds; the library's key their regime and its version",
     )
     p.add_argument("--fields", default=None, help=argparse.SUPPRESS)
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -917,7 +1004,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         for regime in opts.regimes:
             out = pathlib.Path(tmp) / f"{regime}.json"
             log(f"== {regime}: a process of its own")
-            cache = pathlib.Path(opts.build_cache or tmp) / f"cache_{regime}"
+            # stock's builds do not depend on the allocator (the library's key it: `hooks`), so
+            # glibc and fresh share a folder and stock compiles once per memory mode
+            cache = pathlib.Path(opts.build_cache or tmp) / f"cache_{REGIMES[regime][1]}"
             env = {
                 **os.environ,
                 "GT4PY_BUILD_CACHE_LIFETIME": "persistent" if opts.build_cache else "session",
