@@ -613,6 +613,32 @@ def time_step(
     return t1 - t0, t2 - t1, pair.next
 
 
+#: How far beyond rounding's own reach (`rounding_reach`) the library's state may be and
+#: still count as equal within rounding.
+ROUNDING_FACTOR = 10.0
+
+
+def nudge_prognostic(flat: dict[str, Any]) -> None:
+    """Move every other point of the current prognostic fields by one ulp (towards +inf),
+    in place: the smallest change of the inputs, to see how far one time step carries
+    rounding."""
+    for k in PROGNOSTIC:
+        a = flat[f"now.{k}"].ndarray
+        every_other = (np.arange(a.size) % 2 == 0).reshape(a.shape)
+        a[every_other] = np.nextafter(a[every_other], np.inf)
+
+
+def within_rounding(lib: dict, reach: dict) -> dict[str, bool]:
+    """Per field: the library's max relative difference from stock within `ROUNDING_FACTOR`
+    times what one ulp of the inputs makes of stock's state, or within the plain rtol."""
+    sb = _substep()
+    out = {}
+    for k, v in lib["outputs"].items():
+        bound = max(sb.RTOL, ROUNDING_FACTOR * reach["outputs"][k]["max_rel_diff"])
+        out[k] = v["max_rel_diff"] <= bound
+    return out
+
+
 def prognostic_arrays(state: Any) -> dict[str, np.ndarray]:
     return {k: getattr(state, k).asnumpy().copy() for k in PROGNOSTIC}
 
@@ -746,6 +772,13 @@ def run_regime(opts: argparse.Namespace, regime: str) -> dict:
         transients[label] = transient_summary(census)
         outputs[label] = prognostic_arrays(got[0][2])
         del flat
+    # rounding's reach: stock again, from the initial state moved by one ulp (not timed)
+    nudged = copy_state(template)
+    nudge_prognostic(nudged)
+    reach = sb.compare(
+        prognostic_arrays(time_step(*comps["stock"], nudged, cfg)[2]), outputs["stock"]
+    )
+    del nudged
     threads = omp_threads(opts.threads)
     seconds = {part: {label: [] for label in labels} for part in PARTS}
     batch = 2 * len(labels)
@@ -784,6 +817,7 @@ def run_regime(opts: argparse.Namespace, regime: str) -> dict:
         "nonfinite": {label: nonfinite(o) for label, o in outputs.items()},
         "library_vs_stock": sb.compare(outputs["library"], outputs["stock"]),
         "aa_vs_stock": sb.compare(outputs["A/A"], outputs["stock"]),
+        "rounding_reach": reach,
         "parts": {part: sb._judge(seconds[part]) for part in PARTS},
     }
 
@@ -848,11 +882,25 @@ def table(doc: dict) -> str:
         lines.append(
             "after one time step, max |diff| / max |stock| per field: library "
             + ", ".join(f"{k} {v['max_rel_diff']:.1e}" for k, v in cmp_lib["outputs"].items())
-            + f" ({'equal' if cmp_lib['equal'] else 'DIFFER'} at rtol {meta['rtol']:g}); A/A "
+            + f" ({'equal' if cmp_lib['equal'] else 'not equal'} at rtol {meta['rtol']:g}); A/A "
             + ("bitwise" if all(v["bitwise"] for v in cmp_aa["outputs"].values()) else "DIFFER")
             + "; finite: "
             + ("yes" if all(all(v.values()) for v in res["finite"].values()) else "NO")
         )
+        reach = res.get("rounding_reach")
+        if reach:
+            inside = within_rounding(cmp_lib, reach)
+            lines.append(
+                "  stock from its state moved by one ulp (rounding's reach): "
+                + ", ".join(f"{k} {v['max_rel_diff']:.1e}" for k, v in reach["outputs"].items())
+                + "; library within "
+                + f"{ROUNDING_FACTOR:g}x of it: "
+                + (
+                    "yes"
+                    if all(inside.values())
+                    else "NO: " + ", ".join(k for k, ok in inside.items() if not ok)
+                )
+            )
         tr = res.get("transients")
         if tr:
             lines.append(
