@@ -80,6 +80,10 @@ SCRIPT = pathlib.Path(__file__).resolve()
 LABELS = ("stock", "A/A", "library")
 #: The builds counted with `--counts`.
 COUNT_LABELS = ("stock", "library", "library_gpu_model")
+#: `--force-inline`: the intermediates the counts' `library_forced` build inlines
+#: (`policy.InlineOnly`: these and nothing else), to check a decision both cost models make
+#: against the counts of the build that takes the other side.
+FORCED: tuple[str, ...] = ()
 #: Outputs equal: `np.allclose` with this rtol and an atol of rtol x the field's largest value.
 RTOL = 1e-12
 MODES = ("default", "persistent")
@@ -304,6 +308,10 @@ def descriptors(label: str, program_name: str, mode: str) -> dict:
         import gt4py_dace_xforms as gx
 
         return library_descriptor(program_name, mode, cost_model=gx.CostModel(target="gpu"))
+    if label == "library_forced":
+        from gt4py_dace_xforms.policy import InlineOnly
+
+        return library_descriptor(program_name, mode, cost_model=InlineOnly(intermediates=FORCED))
     raise ValueError(label)
 
 
@@ -703,7 +711,13 @@ def count_regime(opts: argparse.Namespace, regime: str) -> dict:
             "builds": total,
             **substep_limit(rows, sub),
         }
-    return {"regime": regime, "mode": mode, "rows": rows, "substeps": substeps}
+    return {
+        "regime": regime,
+        "mode": mode,
+        "rows": rows,
+        "substeps": substeps,
+        **({"forced": list(FORCED)} if FORCED else {}),
+    }
 
 
 def site_limit(program_name: str, static: dict, layout: Any, n_levels: int) -> dict:
@@ -956,7 +970,8 @@ def counts_table(doc: dict) -> str:
         f"{doc['meta']['sizes']}, {doc['meta']['levels']} levels (one call per build, callgrind)"
     ]
     w = max([len(r["key"]) for r in res["rows"]] + [len("substep (later)")])
-    b = max(len(x) for x in COUNT_LABELS)
+    labels = tuple(res["rows"][0]["builds"]) if res["rows"] else COUNT_LABELS
+    b = max(len(x) for x in labels)
     head = (
         f"{'program':<{w}}  {'build':<{b}}  {'instructions':>15}  /stock  {'LL miss cpu':>11}  /stock  "
         f"{'LL miss gpu':>11}  /stock"
@@ -965,7 +980,7 @@ def counts_table(doc: dict) -> str:
 
     def add(name: str, figs: dict) -> None:
         base = figs["stock"]
-        for label in COUNT_LABELS:
+        for label in labels:
             f = figs[label]
             lines.append(
                 f"{name:<{w}}  {label:<{b}}  {f['instructions']:>15,}  "
@@ -984,9 +999,15 @@ def counts_table(doc: dict) -> str:
         "program function, one thread; LL misses: simulated last level (cpu: 32 MiB 16-way 64 B; gpu: "
         "48 MiB 12-way 128 B), inputs evicted first. library_gpu_model: the library with "
         "CostModel('gpu'), compiled for the CPU. substep rows: calls x counts summed over its calls"
+        + (
+            f". library_forced: the library inlining {', '.join(res['forced'])} and nothing else "
+            "(policy.InlineOnly)"
+            if res.get("forced")
+            else ""
+        )
     )
     if all("limit" in r for r in res["rows"]) and res["rows"]:
-        lines += ["", *limit_table(res, w, b)]
+        lines += ["", *limit_table(res, w, b, labels)]
     return "\n".join(lines)
 
 
@@ -994,7 +1015,7 @@ def counts_table(doc: dict) -> str:
 LINE_BYTES = {"cpu": 64, "gpu": 128}
 
 
-def limit_table(res: dict, w: int, b: int) -> list[str]:
+def limit_table(res: dict, w: int, b: int, labels: tuple[str, ...] = COUNT_LABELS) -> list[str]:
     """Per call site and substep: the compulsory bytes beside each build's simulated
     last-level traffic (misses x line), and the ratios."""
     lines = [
@@ -1009,7 +1030,7 @@ def limit_table(res: dict, w: int, b: int) -> list[str]:
     lines += [head, "-" * len(head)]
 
     def add(name: str, figs: dict, limit: dict) -> None:
-        for label in COUNT_LABELS:
+        for label in labels:
             f = figs[label]
             cpu = f["ll_misses_cpu"] * LINE_BYTES["cpu"]
             gpu = f["ll_misses_gpu"] * LINE_BYTES["gpu"]
@@ -1129,6 +1150,14 @@ def parse(argv: Optional[list[str]]) -> argparse.Namespace:
         "timed (an experiment: do the decisions of one regime pay in the other?)",
     )
     p.add_argument(
+        "--force-inline",
+        type=lambda v: [x for x in v.split(",") if x],
+        default=None,
+        metavar="NAMES",
+        help="with --counts (icon4py configuration): a fourth build, library_forced, inlining these "
+        "intermediates and nothing else (policy.InlineOnly), to count a decision's other side",
+    )
+    p.add_argument(
         "--merge",
         nargs="+",
         default=None,
@@ -1167,6 +1196,8 @@ def parse(argv: Optional[list[str]]) -> argparse.Namespace:
     opts.substeps = list(SUBSTEPS) if opts.substep == "both" else [opts.substep]
     if opts.counts:
         opts.allocators = opts.allocators[:1]
+    if opts.force_inline is not None and not (opts.counts and opts.config == "icon4py"):
+        p.error("--force-inline needs --counts in the icon4py configuration")
     return opts
 
 
@@ -1183,6 +1214,10 @@ def child(opts: argparse.Namespace) -> int:
 
         allocator.set_fresh_page_bytes(regime_page_bytes(opts.decide_as))
     if opts.counts:
+        if opts.force_inline:
+            global COUNT_LABELS, FORCED
+            FORCED = tuple(opts.force_inline)
+            COUNT_LABELS = (*COUNT_LABELS, "library_forced")
         os.environ["CXXFLAGS"] = counts.COUNT_CXXFLAGS  # valgrind cannot decode AVX-512
         result = count_regime(opts, regime)
     else:

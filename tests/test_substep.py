@@ -378,3 +378,39 @@ def test_counts_table_gives_the_limit_beside_the_simulated_traffic():
     assert any(line.startswith("substep (later)") and "0.06" in line for line in text.splitlines())
     del rows[1]["limit"]  # a row without its limit: no substep limit, no table
     assert bench.substep_limit(rows, "later") == {}
+
+
+def test_force_inline_adds_a_build_that_inlines_the_named_intermediates_only():
+    """`--counts --force-inline NAMES` (issue 61, item 4): a fourth counted build,
+    `library_forced`, through icon4py's path with `InlineOnly(NAMES)`; refused without
+    `--counts`; the table lists the build and names what it inlines."""
+    from gt4py_dace_xforms.policy import InlineOnly
+
+    bench = _bench_substep()
+    opts = bench.parse(["--counts", "--force-inline", "gtir_tmp_83,gtir_tmp_89"])
+    assert opts.force_inline == ["gtir_tmp_83", "gtir_tmp_89"]
+    with pytest.raises(SystemExit):
+        bench.parse(["--force-inline", "gtir_tmp_83"])
+    saved = bench.FORCED
+    try:
+        bench.FORCED = ("gtir_tmp_83",)
+        desc = bench.descriptors(
+            "library_forced", "compute_rho_theta_pgrad_and_update_vn", "default"
+        )
+    finally:
+        bench.FORCED = saved
+    assert desc["backend_factory"].policy == InlineOnly(intermediates=("gtir_tmp_83",))
+    # icon4py still tunes it as its own: rho_theta's zero origin
+    assert desc["use_zero_origin"] is True
+    doc = _counts_doc([("p", "p", {}, {"first": 1, "later": 1}, 1000)], "d")
+    for row in doc["counts"]["rows"]:
+        row["builds"]["library_forced"] = {"figures": {
+            "instructions": 1500, "ll_misses_cpu": 80, "ll_misses_gpu": 40,
+        }}  # fmt: skip
+    doc["counts"]["forced"] = ["gtir_tmp_83"]
+    text = bench.counts_table(doc)
+    forced = [
+        line for line in text.splitlines() if line.startswith("p ") and "library_forced" in line
+    ]
+    assert len(forced) == 1 and "1.500" in forced[0]
+    assert "inlining gtir_tmp_83 and nothing else" in text
