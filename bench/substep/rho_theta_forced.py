@@ -1,0 +1,70 @@
+"""rho_theta's four cell gradients inlined (issue 61, item 4): the build both cost models
+decline, timed and compared against stock, A/A and the library's default build.
+
+    .venv/bin/python bench/substep/rho_theta_forced.py CELLS LEVELS NAMES REGIME ROUNDS
+
+`compute_rho_theta_pgrad_and_update_vn` at its later-substep call site on lam-decomposed,
+built static through icon4py's path (bench/substep.py's descriptors; `library_forced`:
+`InlineOnly(NAMES)`), every build called on a fresh copy of the same inputs per round in
+`round_order`, 1 thread; per build the median of the per-round ratios to stock with its
+95 % interval, and whether its outputs equal stock's (bench/substep.py's `compare`).
+Prints one JSON line (bench/substep/rho_theta_forced.txt keeps the runs)."""
+
+import importlib.util
+import json
+import pathlib
+import sys
+import time
+
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+if __name__ == "__main__":
+    spec = importlib.util.spec_from_file_location("bench_substep", ROOT / "bench/substep.py")
+    b = importlib.util.module_from_spec(spec)
+    sys.modules["bench_substep"] = b
+    spec.loader.exec_module(b)
+    from gt4py_dace_xforms.measure.timing import (
+        median_interval,
+        omp_threads,
+        pin_allocator,
+        round_order,
+    )
+    from gt4py_dace_xforms.tools.layouts import layout
+    from gt4py_dace_xforms.tools.programs import copy_args
+
+    regime = sys.argv[4]
+    pin_allocator(regime)
+    b.FORCED = tuple(sys.argv[3].split(","))
+    cells, levels = int(sys.argv[1]), int(sys.argv[2])
+    lay = layout("lam-decomposed", cells)
+    sites = b.sites_for(
+        lay, levels, ["later"], lprep_adv=False, programs=["compute_rho_theta_pgrad_and_update_vn"]
+    )
+    inputs = b.site_inputs(sites, lay, levels)
+    s = sites[0]
+    labels = ("stock", "A/A", "library", "library_forced")
+    got = b.build_site(s, labels, "default", f"forcedtime_{regime}", inputs[s.key])
+    omp_threads(1)
+    args, offsets = inputs[s.key]
+    secs = {label: [] for label in labels}
+    for r in range(int(sys.argv[5])):
+        for label in round_order(list(labels), r):
+            a = copy_args(args)
+            t = time.perf_counter()
+            got["runs"][label](**a, offset_provider=offsets)
+            secs[label].append(time.perf_counter() - t)
+            del a
+    out = {
+        "regime": regime,
+        "rounds": len(secs["stock"]),
+        "stock_ms": 1e3 * sorted(secs["stock"])[len(secs["stock"]) // 2],
+    }
+    for label in labels[1:]:
+        iv = median_interval([x / y for x, y in zip(secs[label], secs["stock"])])
+        out[label] = [round(iv.median, 3), round(iv.lo, 3), round(iv.hi, 3)]
+    out["equal"] = {
+        label: b.compare(got["outputs"][label], got["outputs"]["stock"])["equal"]
+        for label in labels[1:]
+    }
+    print(json.dumps(out))
