@@ -44,7 +44,6 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
 from typing import Any, Optional
 
 import numpy as np
@@ -661,56 +660,32 @@ def nonfinite(arrays: dict[str, np.ndarray]) -> dict[str, dict]:
     return out
 
 
-def _extent(expr: Any) -> Optional[int]:
-    try:
-        return int(expr)
-    except (TypeError, ValueError):
-        return None
+def field_transients(sdfg: Any) -> dict[str, int]:
+    """The top-level transients `tools.traffic` calls field-sized (`kind_of`: horizontal x K,
+    both extents above 1) with the bytes of each; a static build has no symbolic extent."""
+    from gt4py_dace_xforms.tools.compare import two_d_transients
+    from gt4py_dace_xforms.tools.traffic import kind_of
 
-
-def field_transients(sdfg: Any) -> dict[str, Optional[int]]:
-    """The top-level 2-D transients of a compiled program's SDFG (two extents above 1, as
-    `tools.traffic` counts them) and the bytes of each (None where an extent is symbolic)."""
-    out: dict[str, Optional[int]] = {}
-    for name, desc in sdfg.arrays.items():
-        if not desc.transient or len(desc.shape) < 2:
-            continue
-        extents = [_extent(e) for e in desc.shape]
-        if sum(1 for e in extents if e is None or e > 1) < 2:
-            continue
-        known = None not in extents
-        out[name] = int(np.prod(extents)) * desc.dtype.bytes if known else None
+    out = {}
+    for name in two_d_transients(sdfg):
+        desc = sdfg.arrays[name]
+        shape = tuple(int(e) if str(e).isdigit() else e for e in desc.shape)
+        if kind_of(shape) == "field":
+            out[name] = shape[0] * shape[1] * desc.dtype.bytes
     return out
 
 
-def call_census(step: Callable[[], Any]) -> list[tuple[Any, int]]:
-    """The compiled SDFGs `step` calls, each with its number of calls, in first-call order."""
-    import dace
-
-    seen: list[list] = []
-
-    def note(csdfg: Any, _args: Any) -> None:
-        for entry in seen:
-            if entry[0] is csdfg:
-                entry[1] += 1
-                return
-        seen.append([csdfg, 1])
-
-    with dace.hooks.on_compiled_sdfg_call(before=note):
-        step()
-    return [(c, n) for c, n in seen]
-
-
 def transient_summary(census: list[tuple[Any, int]]) -> dict:
-    """Per build: programs and calls in one time step, and the 2-D transients its programs
-    keep: distinct (per program) and per time step (times the calls), count and MiB."""
+    """Per build: programs and calls in one time step (`census`: `timing.compiled_sdfg_calls`
+    of the step), and the 2-D transients its programs keep: distinct (per program) and per
+    time step (times the calls), count and MiB."""
     per_program = {}
     count = calls_weighted = 0
     mib = mib_step = 0.0
     for csdfg, calls in census:
         arrays = field_transients(csdfg.sdfg)
         per_program[csdfg.sdfg.name] = {"calls": calls, "transients": sorted(arrays)}
-        known = sum(b for b in arrays.values() if b is not None) / 2**20
+        known = sum(arrays.values()) / 2**20
         count += len(arrays)
         calls_weighted += calls * len(arrays)
         mib += known
@@ -732,6 +707,7 @@ def transient_summary(census: list[tuple[Any, int]]) -> dict:
 def run_regime(opts: argparse.Namespace, regime: str) -> dict:
     """Build the three labels' components, compare one time step, time `opts.rounds` rounds."""
     from gt4py_dace_xforms.measure.timing import (
+        compiled_sdfg_calls,
         omp_threads,
         pin_allocator,
         reallocation_faults_per_mib,
@@ -766,7 +742,7 @@ def run_regime(opts: argparse.Namespace, regime: str) -> dict:
             got.append(time_step(*comps[label], flat, cfg))
 
         t = time.perf_counter()
-        census = call_census(step)
+        census = compiled_sdfg_calls(step)
         first_s[label] = time.perf_counter() - t
         handles[label] = [c for c, _ in census]
         transients[label] = transient_summary(census)
@@ -1062,16 +1038,14 @@ def main(argv: Optional[list[str]] = None) -> int:
                 # dace's warnings in gt4py's build workers (which do not inherit the filters)
                 "PYTHONWARNINGS": "ignore::UserWarning,ignore::DeprecationWarning",
             }
-            done = subprocess.run(
-                [sys.executable, str(SCRIPT),
-                 *_child_argv(argv, regime, str(out), str(grid), str(fields))],
-                env=env,
+            doc = _substep().run_child(
+                [str(SCRIPT), *_child_argv(argv, regime, str(out), str(grid), str(fields))],
+                out, regime, env=env, say=log,
             )  # fmt: skip
-            if done.returncode != 0 or not out.exists():
-                log(f"{regime}: the process failed (exit {done.returncode})")
+            if doc is None:
                 failed.append(regime)
                 continue
-            results.append(json.loads(out.read_text()))
+            results.append(doc)
     wall = time.perf_counter() - t0
     sizes = {}
     try:

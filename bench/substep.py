@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any, Optional
 
 
@@ -84,6 +85,13 @@ COUNT_LABELS = ("stock", "library", "library_gpu_model")
 #: (`policy.InlineOnly`: these and nothing else), to check a decision both cost models make
 #: against the counts of the build that takes the other side.
 FORCED: tuple[str, ...] = ()
+
+
+def count_labels() -> tuple[str, ...]:
+    """The builds `--counts` makes: `COUNT_LABELS`, and `library_forced` where `FORCED`."""
+    return (*COUNT_LABELS, "library_forced") if FORCED else COUNT_LABELS
+
+
 #: Outputs equal: `np.allclose` with this rtol and an atol of rtol x the field's largest value.
 RTOL = 1e-12
 MODES = ("default", "persistent")
@@ -606,7 +614,7 @@ def time_regime(opts: argparse.Namespace, regime: str) -> dict:
 
 def count_regime(opts: argparse.Namespace, regime: str) -> dict:
     """Instructions and simulated last-level misses of one call of every build
-    (`COUNT_LABELS`), per site and calls-weighted over the substep(s)."""
+    (`count_labels()`), per site and calls-weighted over the substep(s)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from gt4py_dace_xforms.measure import counts
@@ -641,13 +649,14 @@ def count_regime(opts: argparse.Namespace, regime: str) -> dict:
         return out
 
     rows = []
+    labels = count_labels()
     mode = opts.modes[0]
     inputs = site_inputs(sites, lay, opts.levels)
     for s in sites:
         program = s.call.ref.load()
         args, offsets = inputs[s.key]
         row = {"key": s.key, "program": s.name, "calls": s.calls, "static": s.static, "builds": {}}
-        for label in COUNT_LABELS:
+        for label in labels:
             desc = descriptors(label, s.name, mode)
             t0 = time.perf_counter()
             run = compile_static(
@@ -704,7 +713,7 @@ def count_regime(opts: argparse.Namespace, regime: str) -> dict:
                 f: sum(r["calls"].get(sub, 0) * r["builds"][label]["figures"][f] for r in rows)
                 for f in FIGURES
             }
-            for label in COUNT_LABELS
+            for label in labels
         }
         substeps[sub] = {
             "calls": sum(r["calls"].get(sub, 0) for r in rows),
@@ -1215,15 +1224,30 @@ def child(opts: argparse.Namespace) -> int:
         allocator.set_fresh_page_bytes(regime_page_bytes(opts.decide_as))
     if opts.counts:
         if opts.force_inline:
-            global COUNT_LABELS, FORCED
+            global FORCED
             FORCED = tuple(opts.force_inline)
-            COUNT_LABELS = (*COUNT_LABELS, "library_forced")
         os.environ["CXXFLAGS"] = counts.COUNT_CXXFLAGS  # valgrind cannot decode AVX-512
         result = count_regime(opts, regime)
     else:
         result = time_regime(opts, regime)
     pathlib.Path(opts.child).write_text(json.dumps(result, default=str))
     return 0
+
+
+def run_child(
+    args: list[str],
+    out: pathlib.Path,
+    what: str,
+    env: Optional[dict] = None,
+    say: Callable[[str], None] = log,
+) -> Optional[dict]:
+    """Run this script's (or bench/model.py's) process for one regime: the JSON document it
+    wrote to `out`, or None where it failed (said with `what`, the regime's name)."""
+    done = subprocess.run([sys.executable, *args], env=env)
+    if done.returncode != 0 or not out.exists():
+        say(f"{what}: the process failed (exit {done.returncode})")
+        return None
+    return json.loads(out.read_text())
 
 
 def _child_argv(argv: list[str], regime: str, out: str) -> list[str]:
@@ -1292,14 +1316,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         for regime in opts.allocators:
             out = pathlib.Path(tmp) / f"{regime}.json"
             log(f"== allocator {regime}: a process of its own")
-            done = subprocess.run(
-                [sys.executable, str(SCRIPT), *_child_argv(argv, regime, str(out))]
+            doc = run_child(
+                [str(SCRIPT), *_child_argv(argv, regime, str(out))], out, f"allocator {regime}"
             )
-            if done.returncode != 0 or not out.exists():
-                log(f"allocator {regime}: the process failed (exit {done.returncode})")
+            if doc is None:
                 failed.append(regime)
                 continue
-            results.append(json.loads(out.read_text()))
+            results.append(doc)
     wall = time.perf_counter() - t0
     meta = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"), "host": platform.node(),

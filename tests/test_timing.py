@@ -400,7 +400,8 @@ def test_pin_allocator_rejects_an_unknown_regime_without_pinning():
 
 @pytest.mark.compile
 def test_replace_persistent_gives_a_build_new_persistent_transients():
-    """timing.compiled_sdfgs finds the compiled SDFG a call runs; replace_persistent
+    """timing.compiled_sdfgs finds the compiled SDFG a call runs (compiled_sdfg_calls:
+    with how often it ran); replace_persistent
     finalizes it, and the next call initializes it again (new persistent transients) and
     still computes the same."""
     import dace
@@ -425,6 +426,8 @@ def test_replace_persistent_gives_a_build_new_persistent_transients():
     handles = timing.compiled_sdfgs(lambda: csdfg(a=a, b=b))
     assert handles == [csdfg] and csdfg._initialized  # DaCe's own record of __dace_init
     np.testing.assert_array_equal(b, 2.0 * a + 1.0)
+    # with the counts: one entry per compiled SDFG, however often it ran
+    assert timing.compiled_sdfg_calls(lambda: (csdfg(a=a, b=b), csdfg(a=a, b=b))) == [(csdfg, 2)]
 
     timing.replace_persistent(handles)
     assert not csdfg._initialized

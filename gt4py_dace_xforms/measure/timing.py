@@ -22,7 +22,8 @@ Used by `make bench` (bench/bench.py) and the demo. The measurement:
   to a limit). `short_span`: a decided configuration whose rounds span less than
   `MIN_SPAN_S` seconds also gets more, so that no verdict rests on one of the
   machine's phases.
-- `compiled_sdfgs` / `replace_persistent`: the compiled SDFGs a build runs, and their
+- `compiled_sdfgs` / `compiled_sdfg_calls` / `replace_persistent`: the compiled SDFGs a
+  build runs (with how often each ran), and their
   persistent transients freed so that the next call allocates them anew (the bench does
   it before every batch: one process otherwise keeps one placement of them).
 - `omp_threads`: the OpenMP thread count of the compiled programs already loaded
@@ -524,9 +525,36 @@ def short_span(
 # --- placement ------------------------------------------------------------------------------
 
 
-def compiled_sdfgs(call: Callable[[], Any]) -> list:
+def compiled_sdfg_calls(call: Callable[[], Any]) -> list[tuple[Any, int]]:
     """The DaCe compiled SDFGs (`dace.codegen.compiled_sdfg.CompiledSDFG`) that `call`
-    runs, in the order of their first call (recorded through DaCe's compiled-SDFG call hook).
+    runs, each with how often it ran, in the order of their first call (recorded through
+    DaCe's compiled-SDFG call hook).
+
+    Args:
+        call: the program call, without arguments.
+
+    Returns:
+        (compiled SDFG, number of calls) pairs.
+    """
+    import dace
+
+    seen: list[list] = []
+
+    def note(csdfg: Any, _args: Any) -> None:
+        for entry in seen:
+            if entry[0] is csdfg:
+                entry[1] += 1
+                return
+        seen.append([csdfg, 1])
+
+    with dace.hooks.on_compiled_sdfg_call(before=note):
+        call()
+    return [(csdfg, n) for csdfg, n in seen]
+
+
+def compiled_sdfgs(call: Callable[[], Any]) -> list:
+    """The DaCe compiled SDFGs that `call` runs, in the order of their first call
+    (`compiled_sdfg_calls` without the counts).
 
     Args:
         call: the program call, without arguments.
@@ -534,17 +562,7 @@ def compiled_sdfgs(call: Callable[[], Any]) -> list:
     Returns:
         the compiled SDFGs.
     """
-    import dace
-
-    seen: list = []
-
-    def note(csdfg: Any, _args: Any) -> None:
-        if all(csdfg is not s for s in seen):
-            seen.append(csdfg)
-
-    with dace.hooks.on_compiled_sdfg_call(before=note):
-        call()
-    return seen
+    return [csdfg for csdfg, _ in compiled_sdfg_calls(call)]
 
 
 def replace_persistent(handles: Sequence[Any]) -> None:
