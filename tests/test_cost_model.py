@@ -11,6 +11,7 @@ from dace.sdfg.state import LoopRegion
 from test_concat_handbuilt import TWO, _concat_sdfg
 
 import gt4py_dace_xforms as gx
+from gt4py_dace_xforms.analysis import locality
 from gt4py_dace_xforms.analysis.candidate import analyse_candidate
 from gt4py_dace_xforms.integration.lowering import KEY
 
@@ -150,6 +151,30 @@ def test_gathering_producer_is_declined_when_copies_repeat_the_gathers(reads, ac
     decision = _model().decide(sdfg, _candidate(sdfg))
     assert decision.accept == accept, decision.reason
     assert decision.figures["gather_bytes"] == (0 if accept else 3 * 20480 * 79 * 8)
+
+
+def test_gathers_are_charged_by_the_grids_locality():
+    """The gathering producer above, read at two levels: the CPU model charges every
+    repeated gather as traffic, the GPU model the fraction a locality-ordered grid fetches
+    again (`analysis/locality.py`), and with `gather_refetch=1.0` every one again."""
+    sdfg = producer_consumer(
+        "gather_gpu",
+        producer_ranges={"i": "0:N", "k": "0:K"},
+        consumer_ranges={"i": "0:N", "k": "0:K-1"},
+        write="i, k",
+        reads=["i, k", "i, k + 1"],
+        input_index="0:N, k",
+        producer_code="__out = __a[(7 * i) % N] + __a[(3 * i) % N] + __a[(5 * i) % N]",
+    )
+    full = 3 * 20480 * 79 * 8
+    for model, charged in (
+        (_model(), full),
+        (_model(target="gpu"), full * locality.ICON_ORDER_REFETCH),
+        (_model(target="gpu", gather_refetch=1.0), full),
+    ):
+        fig = model.estimate(sdfg, _candidate(sdfg))
+        assert fig["gather_bytes"] == pytest.approx(charged)
+        assert fig["extra_load_bytes"] >= fig["gather_bytes"]
 
 
 def test_partial_inline_declined_when_inputs_cost_more_to_load():

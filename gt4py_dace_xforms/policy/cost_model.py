@@ -11,7 +11,8 @@ target's machine balance, `bytes_per_op`):
 - **extra loads**: the producer's inputs the consumer does not already read, once per
   input; minus the producer's own loads of them when its Map disappears with the
   intermediate; plus the gathers (loads through a neighbor table) every further copy
-  repeats;
+  repeats, times `gather_refetch` (the fraction of them the grid's locality does not keep
+  in cache: on the GPU 0.11 by default, on the CPU 1, `analysis/locality.py`);
 - **extra work**: the producer's operations per element times (copies - 1) if the
   producer disappears, times copies if it stays; for a lazy concat copy on the GPU all
   branches count (a warp diverges at the boundary and runs both), on the CPU the
@@ -59,6 +60,7 @@ from typing import Optional, cast
 import dace
 from dace.sdfg import nodes as dn
 
+from gt4py_dace_xforms.analysis import locality
 from gt4py_dace_xforms.analysis.broadcast import gt4py_replacement_fails
 from gt4py_dace_xforms.analysis.candidate import InlineCandidate, analyse_candidate
 from gt4py_dace_xforms.analysis.crossstate import co_executed_sets
@@ -254,6 +256,21 @@ class CostModel(InlinePolicy):
             write its target (`CopyIntoReaders`, docs/copy_into_readers.md), both targets:
             the copy's read of the source is saved, nothing is recomputed.
         gpu_shape: the card the GPU model prices local memory for (`GpuShape`, an H100).
+        gather_refetch: the fraction of a copy's loads through a neighbor table charged as
+            memory traffic (0..1; `analysis/locality.py`). None: by target (`refetch`).
+            GPU: `locality.ICON_ORDER_REFETCH` (0.11), the grid's locality: on a grid
+            numbered along a space-filling curve a neighbor's column was mostly loaded a few
+            rows earlier and is still in cache (at most 0.102 of the loads come from memory
+            again on every table of the generated torus, every layout). Counted on
+            icon4py's rho_theta program (20480 x 80, lam-decomposed), the four cell
+            gradients the full charge declined leave 0.684 of stock's GPU-like last-level
+            misses inlined, the build that keeps them 0.925 (docs/traffic.md). CPU: 1.0,
+            every load charged: two inlines that repeat gathers ran 1.28x
+            (apply_diffusion_to_vn's `gtir_tmp_82`) and 1.33x (a C2E reduction at two
+            levels in the predictor) stock on this CPU, and no CPU timing has checked a
+            lower charge (rho_theta's gradients, faster inlined on this CPU too, are
+            declined there for their operations, not their gathers). For a grid numbered at random,
+            `gather_refetch=1.0` on the GPU too; `locality.grid_refetch` measures a grid.
     """
 
     target: str = "cpu"
@@ -279,6 +296,7 @@ class CostModel(InlinePolicy):
     sweep_pairs: Optional[bool] = None
     copies_into_readers: bool = True
     gpu_shape: GpuShape = H100
+    gather_refetch: Optional[float] = None
 
     def __post_init__(self) -> None:
         if self.target not in _BALANCE:
@@ -288,6 +306,10 @@ class CostModel(InlinePolicy):
             # gt4py's enum (a str enum) or its name, kept as the upper-case name
             name = str(getattr(mode, "value", mode)).upper()
             object.__setattr__(self, "transient_memory_mode", name)
+        if self.gather_refetch is not None and not 0.0 <= self.gather_refetch <= 1.0:
+            raise ValueError(
+                f"CostModel gather_refetch must be in [0, 1], not {self.gather_refetch!r}"
+            )
 
     @property
     def persistent(self) -> bool:
@@ -302,6 +324,14 @@ class CostModel(InlinePolicy):
     def balance(self) -> float:
         """Bytes of traffic one operation is worth: `bytes_per_op`, or the target's default."""
         return self.bytes_per_op if self.bytes_per_op is not None else _BALANCE[self.target]
+
+    @property
+    def refetch(self) -> float:
+        """The fraction of gathered loads charged as traffic: `gather_refetch`, or the
+        target's default (GPU: the grid's locality, `locality.ICON_ORDER_REFETCH`; CPU: 1)."""
+        if self.gather_refetch is not None:
+            return self.gather_refetch
+        return locality.ICON_ORDER_REFETCH if self.target == "gpu" else 1.0
 
     @property
     def allocation_weight(self) -> float:
@@ -627,6 +657,7 @@ class CostModel(InlinePolicy):
             max(own["gathers_per_point"] - own["kept_gathers_per_point"], 0.0)
             * (volume - kept)
             * desc.dtype.bytes
+            * self.refetch
         )
         allocation = volume * desc.dtype.bytes
         worth = allocation * self.allocation_weight
@@ -1059,6 +1090,8 @@ class CostModel(InlinePolicy):
                 * item
                 * len(cand.indirect)
             )
+        # Of those loads, only what the grid's locality does not keep in cache is traffic.
+        gather_bytes *= self.refetch
         extra_loads = gather_bytes
         kept_loads = 0.0  # the copies' loads of what the producer still loads for its other writes
         for name in inputs - consumer_reads:
