@@ -134,13 +134,10 @@ def test_model_window_compiles_and_equals_untransformed():
     compare_before_after(sdfg, after, arrays, syms)
 
 
-@pytest.mark.parametrize("reads, accept", [(["i, k"], True), (["i, k", "i, k + 1"], False)])
-def test_gathering_producer_is_declined_when_copies_repeat_the_gathers(reads, accept):
-    """A producer that indexes a row itself (a neighbor gather, `a[conn[i], k]` in gt4py)
-    reads a different line per element; a second copy repeats those loads (3 here). Inlining such
-    a C2E reduction at k and k-1 made icon4py's predictor program 1.33x slower."""
-    sdfg = producer_consumer(
-        "gather",
+def _gathering(name, reads):
+    """A producer that loads three table-like rows of `a` per point, read at `reads`."""
+    return producer_consumer(
+        name,
         producer_ranges={"i": "0:N", "k": "0:K"},
         consumer_ranges={"i": "0:N", "k": "0:K-1"},
         write="i, k",
@@ -148,6 +145,14 @@ def test_gathering_producer_is_declined_when_copies_repeat_the_gathers(reads, ac
         input_index="0:N, k",
         producer_code="__out = __a[(7 * i) % N] + __a[(3 * i) % N] + __a[(5 * i) % N]",
     )
+
+
+@pytest.mark.parametrize("reads, accept", [(["i, k"], True), (["i, k", "i, k + 1"], False)])
+def test_gathering_producer_is_declined_when_copies_repeat_the_gathers(reads, accept):
+    """A producer that indexes a row itself (a neighbor gather, `a[conn[i], k]` in gt4py)
+    reads a different line per element; a second copy repeats those loads (3 here). Inlining such
+    a C2E reduction at k and k-1 made icon4py's predictor program 1.33x slower."""
+    sdfg = _gathering("gather", reads)
     decision = _model().decide(sdfg, _candidate(sdfg))
     assert decision.accept == accept, decision.reason
     assert decision.figures["gather_bytes"] == (0 if accept else 3 * 20480 * 79 * 8)
@@ -157,15 +162,7 @@ def test_gathers_are_charged_by_the_grids_locality():
     """The gathering producer above, read at two levels: the CPU model charges every
     repeated gather as traffic, the GPU model the fraction a locality-ordered grid fetches
     again (`analysis/locality.py`), and with `gather_refetch=1.0` every one again."""
-    sdfg = producer_consumer(
-        "gather_gpu",
-        producer_ranges={"i": "0:N", "k": "0:K"},
-        consumer_ranges={"i": "0:N", "k": "0:K-1"},
-        write="i, k",
-        reads=["i, k", "i, k + 1"],
-        input_index="0:N, k",
-        producer_code="__out = __a[(7 * i) % N] + __a[(3 * i) % N] + __a[(5 * i) % N]",
-    )
+    sdfg = _gathering("gather_gpu", ["i, k", "i, k + 1"])
     full = 3 * 20480 * 79 * 8
     for model, charged in (
         (_model(), full),

@@ -9,19 +9,14 @@ every output equals stock's (bench/substep.py's `compare`: allclose, and bitwise
 counts (`--counts`) replay these builds but compare nothing. Prints one JSON line per
 program (bench/substep/gpu_model_outputs.txt keeps the runs)."""
 
-import importlib.util
 import json
-import pathlib
 import sys
 
+from _bench import substep_bench
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 if __name__ == "__main__":
-    spec = importlib.util.spec_from_file_location("bench_substep", ROOT / "bench/substep.py")
-    b = importlib.util.module_from_spec(spec)
-    sys.modules["bench_substep"] = b
-    spec.loader.exec_module(b)
+    b = substep_bench()
     from gt4py_dace_xforms.measure.timing import pin_allocator
     from gt4py_dace_xforms.tools.layouts import layout
 

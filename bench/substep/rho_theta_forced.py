@@ -10,20 +10,15 @@ built static through icon4py's path (bench/substep.py's descriptors; `library_fo
 95 % interval, and whether its outputs equal stock's (bench/substep.py's `compare`).
 Prints one JSON line (bench/substep/rho_theta_forced.txt keeps the runs)."""
 
-import importlib.util
 import json
-import pathlib
 import sys
 import time
 
+from _bench import substep_bench
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 if __name__ == "__main__":
-    spec = importlib.util.spec_from_file_location("bench_substep", ROOT / "bench/substep.py")
-    b = importlib.util.module_from_spec(spec)
-    sys.modules["bench_substep"] = b
-    spec.loader.exec_module(b)
+    b = substep_bench()
     from gt4py_dace_xforms.measure.timing import (
         median_interval,
         omp_threads,
