@@ -81,15 +81,14 @@ SCRIPT = pathlib.Path(__file__).resolve()
 LABELS = ("stock", "A/A", "library")
 #: The builds counted with `--counts`.
 COUNT_LABELS = ("stock", "library", "library_gpu_model")
-#: `--force-inline`: the intermediates the counts' `library_forced` build inlines
-#: (`policy.InlineOnly`: these and nothing else), to check a decision both cost models make
-#: against the counts of the build that takes the other side.
-FORCED: tuple[str, ...] = ()
 
 
-def count_labels() -> tuple[str, ...]:
-    """The builds `--counts` makes: `COUNT_LABELS`, and `library_forced` where `FORCED`."""
-    return (*COUNT_LABELS, "library_forced") if FORCED else COUNT_LABELS
+def count_labels(forced: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The builds `--counts` makes: `COUNT_LABELS`, and `library_forced` where `forced`
+    (`--force-inline`: the intermediates that build inlines, `policy.InlineOnly`: these and
+    nothing else, to check a decision both cost models make against the counts of the build
+    that takes the other side) names any."""
+    return (*COUNT_LABELS, "library_forced") if forced else COUNT_LABELS
 
 
 #: Outputs equal: `np.allclose` with this rtol and an atol of rtol x the field's largest value.
@@ -294,7 +293,7 @@ def _default_config_descriptor(factory: Any, mode: str) -> dict:
     }
 
 
-def descriptors(label: str, program_name: str, mode: str) -> dict:
+def descriptors(label: str, program_name: str, mode: str, forced: tuple[str, ...] = ()) -> dict:
     if CONFIG == "gt4py-default":
         if label in ("stock", "A/A"):
             return _default_config_descriptor(gt4py_default_backend, mode)
@@ -319,7 +318,7 @@ def descriptors(label: str, program_name: str, mode: str) -> dict:
     if label == "library_forced":
         from gt4py_dace_xforms.policy import InlineOnly
 
-        return library_descriptor(program_name, mode, cost_model=InlineOnly(intermediates=FORCED))
+        return library_descriptor(program_name, mode, cost_model=InlineOnly(intermediates=forced))
     raise ValueError(label)
 
 
@@ -442,10 +441,16 @@ def _extend_undecided(
 
 
 def build_site(
-    site: Site, labels: tuple[str, ...], mode: str, tag: str, inputs: tuple[dict, dict]
+    site: Site,
+    labels: tuple[str, ...],
+    mode: str,
+    tag: str,
+    inputs: tuple[dict, dict],
+    forced: tuple[str, ...] = (),
 ) -> dict:
     """Compile every build of `site` (static, as `setup_program` does) and call it once on
-    a copy of the inputs: (label -> compiled program, first-call seconds, outputs)."""
+    a copy of the inputs: (label -> compiled program, first-call seconds, outputs);
+    `forced`: what a `library_forced` build inlines (`descriptors`)."""
     from gt4py_dace_xforms.tools.programs import copy_args, program_outputs
     from gt4py_dace_xforms.tools.static import compile_static
 
@@ -454,7 +459,7 @@ def build_site(
     outputs = program_outputs(program)
     out = {"runs": {}, "first_call_s": {}, "outputs": {}, "descriptors": {}}
     for label in labels:
-        desc = descriptors(label, site.name, mode)
+        desc = descriptors(label, site.name, mode, forced)
         out["descriptors"][label] = describe(desc)
         postfix = f"_substep_{tag}_{label.replace('/', '')}"
         t0 = time.perf_counter()
@@ -649,7 +654,8 @@ def count_regime(opts: argparse.Namespace, regime: str) -> dict:
         return out
 
     rows = []
-    labels = count_labels()
+    forced = tuple(opts.force_inline or ())
+    labels = count_labels(forced)
     mode = opts.modes[0]
     inputs = site_inputs(sites, lay, opts.levels)
     for s in sites:
@@ -657,7 +663,7 @@ def count_regime(opts: argparse.Namespace, regime: str) -> dict:
         args, offsets = inputs[s.key]
         row = {"key": s.key, "program": s.name, "calls": s.calls, "static": s.static, "builds": {}}
         for label in labels:
-            desc = descriptors(label, s.name, mode)
+            desc = descriptors(label, s.name, mode, forced)
             t0 = time.perf_counter()
             run = compile_static(
                 program, backend_from(desc, f"_substep_counts_{regime}_{label}"), s.static, offsets
@@ -725,7 +731,7 @@ def count_regime(opts: argparse.Namespace, regime: str) -> dict:
         "mode": mode,
         "rows": rows,
         "substeps": substeps,
-        **({"forced": list(FORCED)} if FORCED else {}),
+        **({"forced": list(forced)} if forced else {}),
     }
 
 
@@ -1223,9 +1229,6 @@ def child(opts: argparse.Namespace) -> int:
 
         allocator.set_fresh_page_bytes(regime_page_bytes(opts.decide_as))
     if opts.counts:
-        if opts.force_inline:
-            global FORCED
-            FORCED = tuple(opts.force_inline)
         os.environ["CXXFLAGS"] = counts.COUNT_CXXFLAGS  # valgrind cannot decode AVX-512
         result = count_regime(opts, regime)
     else:

@@ -391,14 +391,11 @@ def test_force_inline_adds_a_build_that_inlines_the_named_intermediates_only():
     assert opts.force_inline == ["gtir_tmp_83", "gtir_tmp_89"]
     with pytest.raises(SystemExit):
         bench.parse(["--force-inline", "gtir_tmp_83"])
-    saved = bench.FORCED
-    try:
-        bench.FORCED = ("gtir_tmp_83",)
-        desc = bench.descriptors(
-            "library_forced", "compute_rho_theta_pgrad_and_update_vn", "default"
-        )
-    finally:
-        bench.FORCED = saved
+    desc = bench.descriptors(
+        "library_forced", "compute_rho_theta_pgrad_and_update_vn", "default", ("gtir_tmp_83",)
+    )
+    assert bench.count_labels(("gtir_tmp_83",))[-1] == "library_forced"
+    assert "library_forced" not in bench.count_labels()
     assert desc["backend_factory"].policy == InlineOnly(intermediates=("gtir_tmp_83",))
     # icon4py still tunes it as its own: rho_theta's zero origin
     assert desc["use_zero_origin"] is True

@@ -30,7 +30,7 @@ if __name__ == "__main__":
 
     regime = sys.argv[4]
     pin_allocator(regime)
-    b.FORCED = tuple(sys.argv[3].split(","))
+    forced = tuple(sys.argv[3].split(","))
     cells, levels = int(sys.argv[1]), int(sys.argv[2])
     lay = layout("lam-decomposed", cells)
     sites = b.sites_for(
@@ -39,7 +39,7 @@ if __name__ == "__main__":
     inputs = b.site_inputs(sites, lay, levels)
     s = sites[0]
     labels = ("stock", "A/A", "library", "library_forced")
-    got = b.build_site(s, labels, "default", f"forcedtime_{regime}", inputs[s.key])
+    got = b.build_site(s, labels, "default", f"forcedtime_{regime}", inputs[s.key], forced)
     omp_threads(1)
     args, offsets = inputs[s.key]
     secs = {label: [] for label in labels}
