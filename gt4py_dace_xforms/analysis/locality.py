@@ -13,16 +13,19 @@ last-level misses of the build that keeps them, where the model expected 5x more
 table's rows (in index order, every valid neighbor) loads a neighbor's column again from
 memory if the same neighbor was last loaded more than `window_rows` rows earlier. The
 first load of each neighbor is not counted (every input is read once anyway: the cost
-model counts that separately). A gt4py field is stored with the levels contiguous
-(icon4py's C order), so a neighbor's column is its own cache lines: the row distance
-between two loads of the same neighbor is what decides, not how close two neighbors'
-numbers are.
+model counts that separately). Only the row distance between two loads of the same
+neighbor decides, not how close two neighbors' numbers are: right where a neighbor's
+levels are contiguous (its column is its own cache lines), and on the safe side where the
+horizontal dimension has unit stride, as in the builds icon4py's backend factory makes
+(`unstructured_horizontal_has_unit_stride`): there a line also holds the neighbor's
+index-neighbors, and a sweep level by level touches one level of each field per row.
 
-`window_rows`: the rows whose columns the cache holds. A column of 80 levels is 640 B; a
-Map of icon4py's dycore streams through at most a few dozen such fields, so 256 rows is
-about 8 MB, inside a CPU's last level (32 MiB simulated) and an H100's L2 (50 MB) with
-room to spare. On a GPU the thread blocks in flight cover thousands of rows at once, so
-the window there is larger still: 256 is on the safe side for both.
+`window_rows`: the rows whose data the cache holds. With the levels contiguous a column of
+80 levels is 640 B, and a Map of icon4py's dycore streams through at most a few dozen such
+fields, so 256 rows is about 8 MB, inside a CPU's last level (32 MiB simulated) and an
+H100's L2 (50 MB) with room to spare; with unit-stride horizontal, one level per row, the
+same cache holds far more rows. On a GPU the thread blocks in flight cover thousands of
+rows at once, so the window there is larger still: 256 is on the safe side for both.
 
 Pure: the tables are not changed.
 """

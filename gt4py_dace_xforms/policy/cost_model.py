@@ -259,7 +259,7 @@ class CostModel(InlinePolicy):
         gather_refetch: the fraction of a copy's loads through a neighbor table charged as
             memory traffic (0..1; `analysis/locality.py`). None: by target (`refetch`).
             GPU: `locality.ICON_ORDER_REFETCH` (0.11), the grid's locality: on a grid
-            numbered along a space-filling curve a neighbor's column was mostly loaded a few
+            numbered along a space-filling curve a neighbor's data was mostly loaded a few
             rows earlier and is still in cache (at most 0.102 of the loads come from memory
             again on every table of the generated torus, every layout). Counted on
             icon4py's rho_theta program (20480 x 80, lam-decomposed), the four cell
