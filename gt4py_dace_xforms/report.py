@@ -20,6 +20,7 @@ NO_COPY_MODES = (
     "in_place",
     "sibling_tail",
     "copy_into_readers",
+    "merged_fragments",
 )
 
 
@@ -44,7 +45,9 @@ class InlineRecord:
     #: last operations split off its Map to read another output of it, so that its readers
     #: inline only those, `gt_split_sibling_tails`; the consumer is the Map), "copy_into_readers"
     #: (a copy into this array written by the Maps reading its source, `CopyIntoReaders`; the
-    #: consumer names those Maps); empty if declined.
+    #: consumer names those Maps), "merged_fragments" (its writers, the pieces of one split
+    #: Map, merged into one, `gt_merge_split_fragments`; the consumer is the merged Map);
+    #: empty if declined.
     mode: str = ""
 
     def to_json(self) -> dict:
@@ -86,6 +89,8 @@ class InlineReport:
             source (`gt_copy_into_readers`).
         sibling_tails_split: intermediates whose writers' tails were split off
             (`gt_split_sibling_tails`).
+        fragments_merged: intermediates whose split writers were merged into one Map
+            (`gt_merge_split_fragments`).
         split_hazards_trimmed: transients whose writer Map was trimmed to the part read
             (`gt_trim_split_hazards`).
         failures: why the pass failed and was undone by the hook's fail-safe
@@ -104,6 +109,7 @@ class InlineReport:
     sweep_pairs_fused: int = 0
     copied_into_readers: list[str] = dataclasses.field(default_factory=list)
     sibling_tails_split: list[str] = dataclasses.field(default_factory=list)
+    fragments_merged: list[str] = dataclasses.field(default_factory=list)
     split_hazards_trimmed: list[str] = dataclasses.field(default_factory=list)
     failures: list[str] = dataclasses.field(default_factory=list)
     races: list[str] = dataclasses.field(default_factory=list)
@@ -156,6 +162,7 @@ class InlineReport:
         self.sweep_pairs_fused += other.sweep_pairs_fused
         self.copied_into_readers.extend(other.copied_into_readers)
         self.sibling_tails_split.extend(other.sibling_tails_split)
+        self.fragments_merged.extend(other.fragments_merged)
         self.split_hazards_trimmed.extend(other.split_hazards_trimmed)
         self.races.extend(r for r in other.races if r not in self.races)
         return self

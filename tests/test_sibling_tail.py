@@ -14,8 +14,9 @@ from builders import compare_before_after
 import gt4py_dace_xforms as gx
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.analysis.sibling_tail import sibling_tail_plan
+from gt4py_dace_xforms.policy.decide import readers_accepted
 from gt4py_dace_xforms.tools.compare import two_d_transients
-from gt4py_dace_xforms.transformations.sibling_tail import _readers_accepted, gt_split_sibling_tails
+from gt4py_dace_xforms.transformations.sibling_tail import gt_split_sibling_tails
 
 
 N, K = 8, 6
@@ -123,7 +124,7 @@ def test_whole_declined_the_tail_taken_and_the_same_values():
     assert [r.intermediate for r in tails] == ["X"]
     assert "X" not in two_d_transients(after) and "Y" in two_d_transients(after)
     # Without the split the cost model keeps X: recomputing Y's slice does not pay.
-    assert _readers_accepted(build(), "X", policy) is not None
+    assert readers_accepted(build(), "X", policy) is not None
     arrays = _inputs()
     got = compare_before_after(before, after, arrays, {}, outputs=("out", "out2"))
     out, out2 = _numpy(arrays["a"], arrays["r"])

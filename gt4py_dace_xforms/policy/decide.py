@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 import dace
+from dace.sdfg import nodes as dn
 
 from gt4py_dace_xforms.analysis.candidate import InlineCandidate, analyse_candidate
 from gt4py_dace_xforms.analysis.producer import Decline
@@ -50,3 +51,40 @@ def decide_candidate(
         sdfg, cand, group, writeback_points=None if plan is None else plan.copied_extents
     )
     return policy.decide(sdfg, cand) if decision is None else decision
+
+
+def readers_accepted(sdfg: dace.SDFG, name: str, policy: InlinePolicy) -> Optional[str]:
+    """Why `policy` would not inline every reader of `name` (all of them Maps), or None: the
+    trial question of the rewrites that pay only with the inline they enable (sibling
+    tails, merged split fragments).
+
+    Args:
+        sdfg: the SDFG.
+        name: the intermediate.
+        policy: the policy deciding.
+
+    Returns:
+        The reason, or None where the readers are inlined.
+    """
+    # One reader as a candidate; `sibling_candidates` and the group decision see the rest.
+    first = next(
+        (
+            (st, n, e.dst)
+            for st in sdfg.states()
+            for n in st.data_nodes()
+            if n.data == name
+            for e in st.out_edges(n)
+        ),
+        None,
+    )
+    if first is None:
+        return f"'{name}' has no reader"
+    if not isinstance(first[2], dn.MapEntry):
+        return f"'{name}' has a reader that is no Map"
+    cand = analyse_candidate(sdfg, *first)
+    if isinstance(cand, Decline):
+        return cand.reason
+    if sibling_candidates(sdfg, cand) is None:
+        return f"not every reader of '{name}' can be inlined"
+    decision = decide_candidate(sdfg, policy, cand)
+    return None if decision.accept else decision.reason

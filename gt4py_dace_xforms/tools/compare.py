@@ -110,19 +110,23 @@ class Build:
 
 
 def stock_build(
-    gpu: bool = False, transient_memory_mode: Optional[TransientMemoryMode] = None
+    gpu: bool = False,
+    transient_memory_mode: Optional[TransientMemoryMode] = None,
+    user_hooks: Optional[dict] = None,
 ) -> Build:
     """gt4py's dace backend, unchanged but for a capture hook (and `transient_memory_mode`).
 
     Args:
         gpu: build for the GPU, else the CPU.
         transient_memory_mode: given to gt4py's `gt_auto_optimize` (None: gt4py's default).
+        user_hooks: more `optimization_hooks` (not at `TopLevelDataFlowPost`; picklable:
+            gt4py may build in worker processes).
 
     Returns:
         The build, its `backend` set and its capture hook at `TopLevelDataFlowPost`.
     """
     build = Build()
-    hooks = {GT4PyAutoOptHook.TopLevelDataFlowPost: build.capture}
+    hooks = {**(user_hooks or {}), GT4PyAutoOptHook.TopLevelDataFlowPost: build.capture}
     build.backend = compat.make_dace_toolchain(
         compat.DaCeConfig(gpu=gpu, auto_optimize=True),
         name_postfix=f"_stock_capture{next(_UNIQUE)}",
@@ -139,6 +143,7 @@ def inline_build(
     policy: Optional[InlinePolicy] = None,
     transient_memory_mode: Optional[TransientMemoryMode] = None,
     windows: Optional[bool] = None,
+    user_hooks: Optional[dict] = None,
 ) -> Build:
     """The library's backend as `backends.make_backend` builds it, plus a capture hook (and
     `transient_memory_mode`).
@@ -149,13 +154,16 @@ def inline_build(
         transient_memory_mode: given to gt4py's `gt_auto_optimize` and priced by the
             default cost model (None: gt4py's default).
         windows: as for `integration.hooks.make_inline_hook`.
+        user_hooks: more hooks, chained with the library's as a user's are (not at
+            `TopLevelDataFlowPost`; picklable).
 
     Returns:
         The build, its `backend` set, its hooks' reports going to its `report_folder`.
     """
     build = Build()
     capture: dict[GT4PyAutoOptHook, Callable] = {
-        GT4PyAutoOptHook.TopLevelDataFlowPost: build.capture
+        **(user_hooks or {}),
+        GT4PyAutoOptHook.TopLevelDataFlowPost: build.capture,
     }
     hooks = optimization_hooks(
         policy,

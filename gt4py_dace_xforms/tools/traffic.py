@@ -293,6 +293,7 @@ def removed_by(name: str, report: InlineReport, records: list[InlineRecord]) -> 
         "sweep_pair": "sweep pair (a column buffer)",
         "in_place": "updated in place",
         "sibling_tail": "its tail split off its Map",
+        "merged_fragments": "its split writers merged into one Map",
     }
     for mode, consumers in sorted(by_mode.items()):
         parts.append(f"{labels.get(mode, 'inline, ' + mode)} ({', '.join(sorted(consumers))})")

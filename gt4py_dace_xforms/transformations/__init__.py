@@ -25,6 +25,7 @@ from gt4py_dace_xforms.transformations.inline_fusion_pass import (
     gt_inline_intermediates,
 )
 from gt4py_dace_xforms.transformations.inplace_update import InPlaceUpdate, gt_update_in_place
+from gt4py_dace_xforms.transformations.merge_fragments import gt_merge_split_fragments
 from gt4py_dace_xforms.transformations.output_buffer import (
     OutputAsBuffer,
     gt_use_outputs_as_buffers,
@@ -56,6 +57,7 @@ __all__ = [
     "gt_copy_into_readers",
     "gt_fuse_sweep_pairs",
     "gt_inline_intermediates",
+    "gt_merge_split_fragments",
     "gt_narrow_column_reads",
     "gt_remove_copy_chains",
     "gt_retarget_writebacks",

@@ -15,6 +15,7 @@ from gt4py_dace_xforms.report import InlineRecord, InlineReport
 from gt4py_dace_xforms.transformations import rewrite
 from gt4py_dace_xforms.transformations.column_reads import gt_narrow_column_reads
 from gt4py_dace_xforms.transformations.inplace_update import gt_update_in_place
+from gt4py_dace_xforms.transformations.merge_fragments import gt_merge_split_fragments
 from gt4py_dace_xforms.transformations.output_buffer import gt_use_outputs_as_buffers
 from gt4py_dace_xforms.transformations.retarget import gt_retarget_writebacks
 from gt4py_dace_xforms.transformations.sibling_tail import gt_split_sibling_tails
@@ -50,7 +51,7 @@ def gt_inline_intermediates(
     ones are rewritten exactly as `InlineFuser.apply()` does. Before that the rewrites that
     recompute nothing run where the policy takes them (`gt_update_in_place`,
     `gt_use_outputs_as_buffers`, `gt_apply_vertical_windows`, write-back copies as Maps,
-    `gt_split_sibling_tails`); after it `gt_retarget_writebacks` and
+    `gt_merge_split_fragments`, `gt_split_sibling_tails`); after it `gt_retarget_writebacks` and
     `gt_narrow_column_reads`.
 
     Order: candidates are taken upstream first (`find_candidates`), so a producer is
@@ -88,6 +89,9 @@ def gt_inline_intermediates(
     # Write-back copies become Map readers where that lets the whole group go; the
     # group was accepted on the trial, so its members are not judged one by one.
     committed.update(convert_writeback_copies(sdfg, chosen))
+    # An intermediate written by the pieces of one split Map: one Map over their union,
+    # where its readers are then inlined (an indirect read of several writers is not).
+    report.extend(gt_merge_split_fragments(sdfg, policy=chosen, validate=False))
     # An intermediate computed from another output of its Map: its readers inline that
     # tail alone (a split only where the trial says the readers' group is then taken).
     report.extend(gt_split_sibling_tails(sdfg, policy=chosen, validate=False))

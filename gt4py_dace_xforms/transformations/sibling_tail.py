@@ -17,10 +17,8 @@ from typing import TYPE_CHECKING, Optional
 import dace
 from dace.sdfg import nodes as dn
 
-from gt4py_dace_xforms.analysis.candidate import analyse_candidate
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.analysis.sibling_tail import SiblingTail, sibling_tail_plan
-from gt4py_dace_xforms.analysis.siblings import sibling_candidates
 from gt4py_dace_xforms.report import InlineRecord, InlineReport
 
 
@@ -133,34 +131,6 @@ def _plans(sdfg: dace.SDFG, name: str) -> Optional[list[SiblingTail]]:
     return plans or None
 
 
-def _readers_accepted(sdfg: dace.SDFG, name: str, policy: "InlinePolicy") -> Optional[str]:
-    """Why the policy would not inline every reader of `name` (all Maps), or None."""
-    from gt4py_dace_xforms.policy.decide import decide_candidate
-
-    # One reader as a candidate; `sibling_candidates` and the group decision see the rest.
-    first = next(
-        (
-            (st, n, e.dst)
-            for st in sdfg.states()
-            for n in st.data_nodes()
-            if n.data == name
-            for e in st.out_edges(n)
-        ),
-        None,
-    )
-    if first is None:
-        return f"'{name}' has no reader"
-    if not isinstance(first[2], dn.MapEntry):
-        return f"'{name}' has a reader that is no Map"
-    cand = analyse_candidate(sdfg, *first)
-    if isinstance(cand, Decline):
-        return cand.reason
-    if sibling_candidates(sdfg, cand) is None:
-        return f"not every reader of '{name}' can be inlined"
-    decision = decide_candidate(sdfg, policy, cand)
-    return None if decision.accept else decision.reason
-
-
 def gt_split_sibling_tails(
     sdfg: dace.SDFG, *, policy: Optional["InlinePolicy"] = None, validate: bool = True
 ) -> InlineReport:
@@ -178,6 +148,8 @@ def gt_split_sibling_tails(
         The report: one record per intermediate split (mode "sibling_tail"), and in
         `sibling_tails_split` those intermediates, in order.
     """
+    from gt4py_dace_xforms.policy.decide import readers_accepted
+
     if policy is None:
         from gt4py_dace_xforms.policy import CostModel
 
@@ -186,7 +158,7 @@ def gt_split_sibling_tails(
     done = []
     for name in sorted(n for n, d in sdfg.arrays.items() if d.transient and len(d.shape) >= 1):
         plans = _plans(sdfg, name)
-        if plans is None or _readers_accepted(sdfg, name, policy) is None:
+        if plans is None or readers_accepted(sdfg, name, policy) is None:
             continue  # no tail, or inlined whole anyway
         trial = copy.deepcopy(sdfg)
         tplans = _plans(trial, name)
@@ -194,7 +166,7 @@ def gt_split_sibling_tails(
             continue
         for p in tplans:
             split_sibling_tail(trial, p)
-        if _readers_accepted(trial, name, policy) is not None:
+        if readers_accepted(trial, name, policy) is not None:
             continue
         for p in plans:
             split_sibling_tail(sdfg, p)
