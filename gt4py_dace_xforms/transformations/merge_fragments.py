@@ -12,7 +12,6 @@ is made only together with the inline it enables.
 
 from __future__ import annotations
 
-import copy
 from typing import TYPE_CHECKING, Optional
 
 import dace
@@ -22,6 +21,7 @@ from dace.sdfg.propagation import propagate_memlets_scope
 
 from gt4py_dace_xforms.analysis.fragments import SplitFragments, split_fragments
 from gt4py_dace_xforms.report import InlineRecord, InlineReport
+from gt4py_dace_xforms.transformations.enabling import apply_where_readers_inline
 
 
 if TYPE_CHECKING:
@@ -93,30 +93,18 @@ def gt_merge_split_fragments(
         The report: one record per intermediate whose writers were merged (mode
         "merged_fragments"), and in `fragments_merged` those intermediates, in order.
     """
-    from gt4py_dace_xforms.policy.decide import readers_accepted
-
     if policy is None:
         from gt4py_dace_xforms.policy import CostModel
 
         policy = CostModel("cpu")
     report = InlineReport()
     done = []
-    for name in sorted(n for n, d in sdfg.arrays.items() if d.transient and len(d.shape) >= 1):
-        plans = _fragment_plans(sdfg, name)
-        if plans is None or readers_accepted(sdfg, name, policy) is None:
-            continue  # no split writers, or inlined as they are anyway
-        trial = copy.deepcopy(sdfg)
-        tplans = _fragment_plans(trial, name)
-        if tplans is None or len(tplans) != len(plans):
-            continue
-        for p in tplans:
-            merge_split_fragments(trial, p)
-        if readers_accepted(trial, name, policy) is not None:
-            continue
-        labels = [", ".join(e.map.label for e in p.entries) for p in plans]
-        for p in plans:
-            merge_split_fragments(sdfg, p)
+    for name, plans in apply_where_readers_inline(
+        sdfg, policy, _fragment_plans, merge_split_fragments
+    ):
         done.append(name)
+        # (the removed pieces' entries still carry their labels)
+        labels = [", ".join(e.map.label for e in p.entries) for p in plans]
         report.add(
             InlineRecord(
                 plans[0].state.label,

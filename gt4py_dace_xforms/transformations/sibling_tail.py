@@ -20,6 +20,7 @@ from dace.sdfg import nodes as dn
 from gt4py_dace_xforms.analysis.producer import Decline
 from gt4py_dace_xforms.analysis.sibling_tail import SiblingTail, sibling_tail_plan
 from gt4py_dace_xforms.report import InlineRecord, InlineReport
+from gt4py_dace_xforms.transformations.enabling import apply_where_readers_inline
 
 
 if TYPE_CHECKING:
@@ -148,28 +149,13 @@ def gt_split_sibling_tails(
         The report: one record per intermediate split (mode "sibling_tail"), and in
         `sibling_tails_split` those intermediates, in order.
     """
-    from gt4py_dace_xforms.policy.decide import readers_accepted
-
     if policy is None:
         from gt4py_dace_xforms.policy import CostModel
 
         policy = CostModel("cpu")
     report = InlineReport()
     done = []
-    for name in sorted(n for n, d in sdfg.arrays.items() if d.transient and len(d.shape) >= 1):
-        plans = _plans(sdfg, name)
-        if plans is None or readers_accepted(sdfg, name, policy) is None:
-            continue  # no tail, or inlined whole anyway
-        trial = copy.deepcopy(sdfg)
-        tplans = _plans(trial, name)
-        if tplans is None or len(tplans) != len(plans):
-            continue
-        for p in tplans:
-            split_sibling_tail(trial, p)
-        if readers_accepted(trial, name, policy) is not None:
-            continue
-        for p in plans:
-            split_sibling_tail(sdfg, p)
+    for name, plans in apply_where_readers_inline(sdfg, policy, _plans, split_sibling_tail):
         done.append(name)
         over = sorted({p.y_name for p in plans})
         report.add(
