@@ -157,16 +157,8 @@ def _outer_inputs(state: SDFGState, entry: dn.MapEntry, written: set[str]) -> Un
     return tuple(sorted(got, key=str))
 
 
-def split_fragments(state: SDFGState, node: dn.AccessNode) -> Union[SplitFragments, Decline]:
-    """The Maps writing `node` in `state` as pieces of one split Map, or why they are not.
-
-    Args:
-        state: the state.
-        node: the AccessNode the pieces write.
-
-    Returns:
-        The `SplitFragments`, or a `Decline` with the reason.
-    """
+def _writer_maps(state: SDFGState, node: dn.AccessNode) -> Union[list, Decline]:
+    """The entries of the top-level Maps writing only `node`, one per writer edge."""
     writers = state.in_edges(node)
     if len(writers) < 2:
         return Decline("split fragments: fewer than two writers")
@@ -181,6 +173,45 @@ def split_fragments(state: SDFGState, node: dn.AccessNode) -> Union[SplitFragmen
         entries.append(state.entry_node(exit_))
     if len({id(x) for x in entries}) != len(entries):
         return Decline("split fragments: one Map writes the node twice")
+    return entries
+
+
+def _chain(entries: list, dim: int) -> Union[list, None]:
+    """`entries` in the order their ranges follow each other along `dim` (each starting one
+    past the previous one's end, proven), or None."""
+    rest = list(entries)
+    start = [
+        x
+        for x in rest
+        if not any(prove_zero(x.map.range[dim][0] - y.map.range[dim][1] - 1) for y in rest)
+    ]
+    if len(start) != 1:
+        return None
+    order = [start[0]]
+    rest.remove(start[0])
+    while rest:
+        last = order[-1].map.range[dim][1]
+        nxt = [x for x in rest if prove_zero(x.map.range[dim][0] - last - 1)]
+        if len(nxt) != 1:
+            return None
+        order.append(nxt[0])
+        rest.remove(nxt[0])
+    return order
+
+
+def split_fragments(state: SDFGState, node: dn.AccessNode) -> Union[SplitFragments, Decline]:
+    """The Maps writing `node` in `state` as pieces of one split Map, or why they are not.
+
+    Args:
+        state: the state.
+        node: the AccessNode the pieces write.
+
+    Returns:
+        The `SplitFragments`, or a `Decline` with the reason.
+    """
+    entries = _writer_maps(state, node)
+    if isinstance(entries, Decline):
+        return entries
     first = entries[0].map
     for entry in entries[1:]:
         m = entry.map
@@ -201,25 +232,9 @@ def split_fragments(state: SDFGState, node: dn.AccessNode) -> Union[SplitFragmen
     (dim,) = dims
     if not all(x.map.range[d][2] == 1 for x in entries for d in range(len(first.range))):
         return Decline("split fragments: a range has a step other than 1")
-    order = []
-    rest = list(entries)
-    # Chain the pieces: exactly one follows each, proven from the ranges' bounds.
-    start = [
-        x
-        for x in rest
-        if not any(prove_zero(x.map.range[dim][0] - y.map.range[dim][1] - 1) for y in rest)
-    ]
-    if len(start) != 1:
+    order = _chain(entries, dim)
+    if order is None:
         return Decline("split fragments: the ranges are not proven to follow each other")
-    order.append(start[0])
-    rest.remove(start[0])
-    while rest:
-        last = order[-1].map.range[dim][1]
-        nxt = [x for x in rest if prove_zero(x.map.range[dim][0] - last - 1)]
-        if len(nxt) != 1:
-            return Decline("split fragments: the ranges are not proven to follow each other")
-        order.append(nxt[0])
-        rest.remove(nxt[0])
     written = {n.data for n in state.data_nodes() if state.in_degree(n) > 0}
     inputs = _outer_inputs(state, order[0], written)
     if isinstance(inputs, Decline):
