@@ -31,6 +31,7 @@ Pure analysis. `split_fragments` holds where (all checked, each with its reason)
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from typing import Union
 
 import networkx as nx
@@ -54,18 +55,14 @@ class SplitFragments:
     hi: object
 
 
-def _locals(state: SDFGState, scope) -> dict[str, str]:
+def _locals(state: SDFGState, scope, accesses: Counter) -> dict[str, str]:
     """The transients only this scope accesses (gt4py's Map fusion names them per piece:
-    `__map_fusion_gtir_tmp_44_0`, `_1`, ...), each by a name that says what it holds."""
+    `__map_fusion_gtir_tmp_44_0`, `_1`, ...), each by a name that says what it holds.
+    `accesses`: the AccessNodes of each data in the whole SDFG."""
     sdfg = state.sdfg
-    inside = {n.data for n in scope.nodes() if isinstance(n, dn.AccessNode)}
-    outside = {
-        n.data
-        for n, _ in sdfg.all_nodes_recursive()
-        if isinstance(n, dn.AccessNode) and n.data in inside and n not in scope.nodes()
-    }
+    inside = Counter(n.data for n in scope.nodes() if isinstance(n, dn.AccessNode))
     got = {}
-    for name in sorted(inside - outside):
+    for name in sorted(d for d, k in inside.items() if k == accesses[d]):
         desc = sdfg.arrays[name]
         if desc.transient:
             got[name] = f"<local {desc.dtype} {tuple(map(str, desc.shape))}>"
@@ -98,11 +95,13 @@ def _node_label(
     return None
 
 
-def _body(state: SDFGState, entry: dn.MapEntry) -> Union[nx.MultiDiGraph, Decline]:
+def _body(
+    state: SDFGState, entry: dn.MapEntry, accesses: Counter
+) -> Union[nx.MultiDiGraph, Decline]:
     """The piece's scope as a labelled graph (its entry's outer edges left out)."""
     exit_ = state.exit_node(entry)
     scope = state.scope_subgraph(entry)
-    local = _locals(state, scope)
+    local = _locals(state, scope, accesses)
     graph = nx.MultiDiGraph()
     for node in scope.nodes():
         label = _node_label(node, entry, exit_, local)
@@ -239,7 +238,11 @@ def split_fragments(state: SDFGState, node: dn.AccessNode) -> Union[SplitFragmen
     inputs = _outer_inputs(state, order[0], written)
     if isinstance(inputs, Decline):
         return inputs
-    body = _body(state, order[0])
+    # Which data each piece alone accesses: every AccessNode of the SDFG, counted once.
+    accesses = Counter(
+        n.data for n, _ in state.sdfg.all_nodes_recursive() if isinstance(n, dn.AccessNode)
+    )
+    body = _body(state, order[0], accesses)
     if isinstance(body, Decline):
         return body
     for entry in order[1:]:
@@ -251,7 +254,7 @@ def split_fragments(state: SDFGState, node: dn.AccessNode) -> Union[SplitFragmen
                 f"split fragments: {entry.map.label} reads other data (or another node of data "
                 f"this state writes) than {first.label}"
             )
-        graph = _body(state, entry)
+        graph = _body(state, entry, accesses)
         if isinstance(graph, Decline):
             return graph
         if not _same_body(body, graph):
