@@ -725,6 +725,46 @@ def indirect_read_dynamic_index():
     return _indirect_full("indirect_read_dynamic_index", dynamic=True)
 
 
+def _indirect_split(name, pieces=("0:2", "2:N"), codes=()):
+    """`_indirect_full` with its producer split into Maps over `pieces` of dimension `i`
+    (gt4py's pieces at zone bounds; `gt_merge_split_fragments`), the j-th piece computing
+    `codes[j]` where given."""
+    default = "__out = 2.0 * __a + 1.0"
+    sdfg = _indirect_full(name, producer={"i": pieces[0], "k": "0:K"})
+    st = sdfg.states()[0]
+    tmp = next(n for n in st.data_nodes() if n.data == "tmp")
+    a = next(n for n in st.data_nodes() if n.data == "a")
+    for j, rng in enumerate(pieces[1:], start=1):
+        st.add_mapped_tasklet(
+            f"producer_piece{j}",
+            {"i": rng, "k": "0:K"},
+            {"__a": dace.Memlet("a[i, k]")},
+            codes[j] if j < len(codes) else default,
+            {"__out": dace.Memlet("tmp[i, k]")},
+            external_edges=True,
+            input_nodes={"a": a},
+            output_nodes={"tmp": tmp},
+        )
+    return sdfg
+
+
+def indirect_read_split_writers_gap():
+    """The pieces leave row 2 unwritten: no merge, and no coverage proof either."""
+    return _indirect_split("indirect_read_split_writers_gap", pieces=("0:2", "3:N"))
+
+
+def indirect_read_split_writers_other_code():
+    """The second piece computes something else: not one computation, no merge."""
+    return _indirect_split(
+        "indirect_read_split_writers_other_code", codes=("", "__out = 3.0 * __a + 1.0")
+    )
+
+
+def indirect_read_split_writers_overlap():
+    """The pieces overlap in row 1: not proven to follow each other, no merge."""
+    return _indirect_split("indirect_read_split_writers_overlap", pieces=("0:2", "1:N"))
+
+
 def _indirect_in_local_map(name, local_param="j", producer_code="__out = 2.0 * __a + 1.0"):
     """`out[i, k] = sum_j tmp[idx[i, j], k]`, the neighbor reduction's shape: the deref
     tasklet sits in a Map over the neighbors inside the consumer."""
@@ -2064,6 +2104,9 @@ DECLINES = {
     "consumer_overwrites_intermediate": "written by several AccessNodes",
     "indirect_read_in_local_map_shadowing": "nested Map parameters ['s'] shadow symbols the producer uses",
     "indirect_read_producer_misses_a_row": "cannot be proven to write all of dimension 0",
+    "indirect_read_split_writers_gap": "indirect read of a concat node",
+    "indirect_read_split_writers_other_code": "indirect read of a concat node",
+    "indirect_read_split_writers_overlap": "cannot be proven disjoint",
     "indirect_read_dynamic_index": "is not a plain single-element read",
     "indirect_read_computes_with_field": "does more than `out = field[index]`",
     "symbol_index_from_data": "cannot be proven to cover the read r",
@@ -2187,6 +2230,19 @@ def test_hostile_sdfg_applied_equals_original(case):
     assert bool(report.applied) == (case not in {"inside_nested_sdfg", "scalar_intermediate"}), (
         report.table()
     )
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("pieces", [("0:2", "2:N"), ("0:1", "1:3", "3:N"), ("0:N-1", "N-1:N")])
+def test_split_writers_merged_then_inlined_equal_the_original(pieces):
+    """The contract (`check`) on a neighbor read of a producer split into pieces, at
+    constant and symbolic bounds: `gt_merge_split_fragments` merges them and the read is
+    inlined, computing what the original did."""
+    sdfg = _indirect_split("indirect_read_split_writers", pieces=pieces)
+    sdfg.validate()
+    work, report, _ = check(sdfg, symbols=SYMS)
+    assert report.fragments_merged == ["tmp"], report.table()
+    assert "tmp" not in work.arrays
 
 
 @pytest.mark.compile
