@@ -151,3 +151,54 @@ def test_trim_leaves_an_sdfg_without_the_splitter_shape_exactly_as_it_was():
     )
     before = sdfg.hash_sdfg()
     assert gt_trim_split_hazards(sdfg).split_hazards_trimmed == [] and sdfg.hash_sdfg() == before
+
+
+def _two_maps(consumer: dict, *, through: str = "tmp", schedule=None) -> tuple:
+    """`w` writes `tmp` and `o2` from `a`; `c` reads `a` and `through` (`tmp`, or `o2`:
+    an order the inline does not remove) over the ranges `consumer`."""
+    sdfg = dace.SDFG("beside")
+    for name in ("a", "o", "o2"):
+        sdfg.add_array(name, ("N", "K"), dace.float64)
+    sdfg.add_array("tmp", ("N", "K"), dace.float64, transient=True)
+    st = sdfg.add_state()
+    a, tmp, o2 = st.add_access("a"), st.add_access("tmp"), st.add_access("o2")
+    _, w, _ = st.add_mapped_tasklet(
+        "w",
+        {"i": "0:N", "k": "0:K"},
+        {"__a": dace.Memlet("a[i, k]")},
+        "__t = __a + 1.0\n__u = __a * 2.0",
+        {"__t": dace.Memlet("tmp[i, k]"), "__u": dace.Memlet("o2[i, k]")},
+        external_edges=True,
+        input_nodes={"a": a},
+        output_nodes={"tmp": tmp, "o2": o2},
+    )
+    ix = ", ".join(consumer)
+    _, c, _ = st.add_mapped_tasklet(
+        "c",
+        consumer,
+        {"__x": dace.Memlet(f"{through}[{ix}]"), "__a": dace.Memlet(f"a[{ix}]")},
+        "__o = __x + __a",
+        {"__o": dace.Memlet(f"o[{ix}]")},
+        external_edges=True,
+        input_nodes={"a": a, through: {"tmp": tmp, "o2": o2}[through]},
+        schedule=schedule or dace.ScheduleType.Default,
+    )
+    sdfg.validate()
+    return st, w, c
+
+
+def test_fused_beside_asks_what_gt4py_horizontal_fusion_asks():
+    from gt4py_dace_xforms.analysis.later_stages import fused_beside
+
+    full = {"i": "0:N", "k": "0:K"}
+    st, w, c = _two_maps(full)
+    assert fused_beside(st, w, c, {"a"}, "tmp")
+    assert not fused_beside(st, w, c, set(), "tmp")  # nothing shared: no split fusion
+    st, w, c = _two_maps({"i": "0:N", "k": "1:K"})  # overlapping: split, then fused
+    assert fused_beside(st, w, c, {"a"}, "tmp")
+    st, w, c = _two_maps(full, through="o2")  # still ordered after the writer
+    assert not fused_beside(st, w, c, {"a"}, "tmp")
+    st, w, c = _two_maps({"i": "0:N", "j": "0:K"})  # other parameters
+    assert not fused_beside(st, w, c, {"a"}, "tmp")
+    st, w, c = _two_maps(full, schedule=dace.ScheduleType.Sequential)
+    assert not fused_beside(st, w, c, {"a"}, "tmp")

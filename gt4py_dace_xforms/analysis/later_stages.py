@@ -109,3 +109,67 @@ def _maybe_splitter_shape(sdfg: dace.SDFG) -> bool:
                     ):
                         return True
     return False
+
+
+def fused_beside(
+    state: dace.SDFGState,
+    writer: dn.MapEntry,
+    consumer: dn.MapEntry,
+    shared: set[str],
+    cut: str,
+) -> bool:
+    """Whether gt4py's horizontal Map fusion (`MapFusionHorizontal`, or its split fusion
+    where the ranges only overlap) will run `consumer` in one Map with `writer` once the
+    consumer's reads of `cut` are gone (inlined): then a load the consumer's copies repeat
+    of a field the writer also loads comes in the same iteration, from cache.
+
+    gt4py fuses any two top-level Maps of one state that are parallel (neither reachable
+    from the other) with the same parameters, ranges that are equal or split at their
+    overlap (`split_overlapping_map_range`), and, for the split, a common input; with
+    `only_if_common_ancestor=False`, nothing more is asked.
+
+    Args:
+        state: the state of both Maps.
+        writer: entry of a top-level Map that stays (it writes other data too).
+        consumer: entry of the reader's top-level Map.
+        shared: data both will load once the copies are in (the writer's inputs the
+            copies read); empty: nothing in common, no split fusion.
+        cut: the intermediate whose edges into the consumer the rewrite removes.
+
+    Returns:
+        True only where all of the above holds; False where anything is unknown.
+    """
+    try:
+        if writer not in state.nodes() or consumer not in state.nodes() or not shared:
+            return False
+        sd = state.scope_dict()
+        if sd[writer] is not None or sd[consumer] is not None:
+            return False
+        a, b = writer.map, consumer.map
+        if set(a.params) != set(b.params) or a.schedule != b.schedule:
+            return False
+        if a.range != b.range and gtx_mfutils.split_overlapping_map_range(a, b) is None:
+            return False
+        return not (
+            _reaches(state, state.exit_node(writer), consumer, cut)
+            or _reaches(state, state.exit_node(consumer), writer, cut)
+        )
+    except Exception:  # noqa: BLE001  # unknown: the reload is charged
+        return False
+
+
+def _reaches(state: dace.SDFGState, start: dn.Node, goal: dn.Node, cut: str) -> bool:
+    """Whether `goal` is reachable from `start`, without the edges from AccessNodes of
+    `cut` into `goal` (the reads the rewrite removes)."""
+    seen, stack = {start}, [start]
+    while stack:
+        node = stack.pop()
+        for e in state.out_edges(node):
+            if e.dst is goal:
+                if isinstance(node, dn.AccessNode) and node.data == cut:
+                    continue
+                return True
+            if e.dst not in seen:
+                seen.add(e.dst)
+                stack.append(e.dst)
+    return False

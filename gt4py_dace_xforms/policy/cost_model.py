@@ -64,6 +64,7 @@ from gt4py_dace_xforms.analysis import locality
 from gt4py_dace_xforms.analysis.broadcast import gt4py_replacement_fails
 from gt4py_dace_xforms.analysis.candidate import InlineCandidate, analyse_candidate
 from gt4py_dace_xforms.analysis.crossstate import co_executed_sets
+from gt4py_dace_xforms.analysis.later_stages import fused_beside
 from gt4py_dace_xforms.analysis.producer import Decline, ProducerSlice
 from gt4py_dace_xforms.analysis.scan_inputs import has_loop, scan_input_set
 from gt4py_dace_xforms.analysis.scan_window import windowed_copies
@@ -1063,7 +1064,25 @@ class CostModel(InlinePolicy):
         kept = [_kept_work(sdfg, s) for s in slices]
         kept_ops = max((k[0] for k in kept), default=0.0)
         kept_gathers = max((k[1] for k in kept), default=0.0)
-        kept_inputs = set().union(*(k[2] for k in kept)) if kept else set()
+        # A copy's load of what the Map still loads is a reload a Map sweep later, unless
+        # gt4py's horizontal fusion then runs the consumer in the writer's own iterations
+        # (nothing else orders them): the same load, from cache.
+        kept_inputs = set().union(
+            *(
+                k[2]
+                for s, k in zip(slices, kept)
+                if not (
+                    cand.state is cand.producer_state
+                    and fused_beside(
+                        cand.state,
+                        s.map_entry,
+                        cand.consumer,
+                        k[2] & {i.data for i in s.inputs},
+                        cand.intermediate.data,
+                    )
+                )
+            )
+        )
         extra_ops = ops * points * (copies - 1 if removed_producers else copies)
         if removed_producers:
             extra_ops += kept_ops * points
