@@ -152,6 +152,22 @@ class Outcome:
     outbuf: dict[str, int] = dataclasses.field(default_factory=dict)
     #: scan reads narrowed to the Map iteration's column (`NestedColumnRead`), per library build
     columns: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: intermediates whose split writers were merged into one Map, per library build
+    merged: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+#: What each library build's report counted: the `Outcome` field, and how to read it off
+#: the build's `InlineReport` (stored per build in the cached outcome as `field/build`).
+COUNTERS: dict[str, Callable] = {
+    "applied": lambda r: len(r.applied),
+    "races": lambda r: len(r.races),
+    "windowed": lambda r: len(r.windowed),
+    "folded": lambda r: r.copy_chains_removed,
+    "retargeted": lambda r: len(r.writebacks_retargeted),
+    "outbuf": lambda r: len(r.outputs_as_buffers),
+    "columns": lambda r: len(r.column_reads),
+    "merged": lambda r: len(r.fragments_merged),
+}
 
 
 def offset_provider(prog: Prog) -> dict:
@@ -205,13 +221,8 @@ def run_builds(prog: Prog, args: dict, builds: tuple[str, ...]) -> Outcome:
         outcome.outputs[name] = [a[o].asnumpy() for o in prog.out_names()]
         if name != "stock":
             report = build.report
-            outcome.applied[name] = len(report.applied)
-            outcome.races[name] = len(report.races)
-            outcome.windowed[name] = len(report.windowed)
-            outcome.folded[name] = report.copy_chains_removed
-            outcome.retargeted[name] = len(report.writebacks_retargeted)
-            outcome.outbuf[name] = len(report.outputs_as_buffers)
-            outcome.columns[name] = len(report.column_reads)
+            for field, count in COUNTERS.items():
+                getattr(outcome, field)[name] = count(report)
             if report.records and currently_in_test_context():
                 note(f"{name} build, inlining report:\n{report.table()}")
     annotated = next((b.sdfg for n, b in made.items() if n != "stock"), None)
@@ -250,68 +261,20 @@ def run_cached(prog: Prog, data_seed: int, builds: tuple[str, ...]) -> Outcome:
     reuse = os.environ.get("FUZZ_REUSE", "1") != "0"
     if reuse and path.exists():
         with np.load(path) as z:
-            counters = (
-                "applied/",
-                "races/",
-                "windowed/",
-                "outbuf/",
-                "columns/",
-                "folded/",
-                "retargeted/",
-            )
-            names = {k.rpartition("/")[0] for k in z.files if not k.startswith(counters)}
+            names = {k.rpartition("/")[0] for k in z.files if k.partition("/")[0] not in COUNTERS}
             outputs = {b: [z[f"{b}/{i}"] for i in range(len(prog.out_names()))] for b in names}
-            applied = {b: int(z[f"applied/{b}"]) for b in builds if b != "stock"}
-            races = {
-                b: int(z[f"races/{b}"]) for b in builds if b != "stock" and f"races/{b}" in z.files
+            library = [b for b in builds if b != "stock"]
+            counted = {
+                field: {b: int(z[f"{field}/{b}"]) for b in library if f"{field}/{b}" in z.files}
+                for field in COUNTERS
             }
-            windowed = {
-                b: int(z[f"windowed/{b}"])
-                for b in builds
-                if b != "stock" and f"windowed/{b}" in z.files
-            }
-            outbuf = {
-                b: int(z[f"outbuf/{b}"])
-                for b in builds
-                if b != "stock" and f"outbuf/{b}" in z.files
-            }
-            columns = {
-                b: int(z[f"columns/{b}"])
-                for b in builds
-                if b != "stock" and f"columns/{b}" in z.files
-            }
-            # Counters an older cache file lacks are missing, not zero: the run is repeated.
-            folded = {
-                b: int(z[f"folded/{b}"])
-                for b in builds
-                if b != "stock" and f"folded/{b}" in z.files
-            }
-            retargeted = {
-                b: int(z[f"retargeted/{b}"])
-                for b in builds
-                if b != "stock" and f"retargeted/{b}" in z.files
-            }
-            if len(folded) == len(retargeted) == len(applied):
-                return Outcome(
-                    outputs,
-                    applied,
-                    reused=True,
-                    races=races,
-                    windowed=windowed,
-                    outbuf=outbuf,
-                    columns=columns,
-                    folded=folded,
-                    retargeted=retargeted,
-                )
+        # A counter an older cache file lacks is missing, not zero: the run is repeated.
+        if all(len(c) == len(library) for c in counted.values()):
+            return Outcome(outputs, reused=True, **counted)
     outcome = run_builds(prog, prog.call_args(data_seed), builds)
     arrays = {f"{b}/{i}": o for b, outs in outcome.outputs.items() for i, o in enumerate(outs)}
-    arrays |= {f"applied/{b}": np.int64(n) for b, n in outcome.applied.items()}
-    arrays |= {f"races/{b}": np.int64(n) for b, n in outcome.races.items()}
-    arrays |= {f"windowed/{b}": np.int64(n) for b, n in outcome.windowed.items()}
-    arrays |= {f"outbuf/{b}": np.int64(n) for b, n in outcome.outbuf.items()}
-    arrays |= {f"columns/{b}": np.int64(n) for b, n in outcome.columns.items()}
-    arrays |= {f"folded/{b}": np.int64(n) for b, n in outcome.folded.items()}
-    arrays |= {f"retargeted/{b}": np.int64(n) for b, n in outcome.retargeted.items()}
+    for field in COUNTERS:
+        arrays |= {f"{field}/{b}": np.int64(n) for b, n in getattr(outcome, field).items()}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
     np.savez(tmp, **arrays)
@@ -450,6 +413,8 @@ class Stats:
     outbuf: dict[str, int] = dataclasses.field(default_factory=dict)
     #: per library build, how many programs had a scan read narrowed to its column
     columns: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: per library build, how many programs had split writers merged into one Map
+    merged: dict[str, int] = dataclasses.field(default_factory=dict)
     seconds: float = 0.0
     #: programs stock itself cannot build (gt4py's bugs, not the library's): skipped
     stock_failures: list = dataclasses.field(default_factory=list)
@@ -466,11 +431,12 @@ class Stats:
         inl = ", ".join(f"{b} {n}" for b, n in self.inlined.items()) or "-"
         buf = ", ".join(f"{b} {n}" for b, n in self.outbuf.items()) or "-"
         col = ", ".join(f"{b} {n}" for b, n in self.columns.items()) or "-"
+        mer = ", ".join(f"{b} {n}" for b, n in self.merged.items()) or "-"
         return (
             f"{self.programs} generated programs checked ({self.compiled} compiled, "
             f"{self.programs - self.compiled} reused) in {self.seconds:.0f} s; inlined something: {inl}; "
-            f"output as buffer: {buf}; column reads: {col}; stock itself failed on {len(self.stock_failures)} "
-            f"(skipped)"
+            f"output as buffer: {buf}; column reads: {col}; split writers merged: {mer}; "
+            f"stock itself failed on {len(self.stock_failures)} (skipped)"
         )
 
 
@@ -503,16 +469,26 @@ def check_program(prog: Prog, data_seed: int, stats: Stats) -> None:
         stats._seen.add(key)
         stats.programs += 1
         stats.compiled += not outcome.reused
-        for b, n in outcome.applied.items():
-            stats.inlined[b] = stats.inlined.get(b, 0) + (n > 0)
-        for b, n in outcome.outbuf.items():
-            stats.outbuf[b] = stats.outbuf.get(b, 0) + (n > 0)
-        for b, n in outcome.columns.items():
-            stats.columns[b] = stats.columns.get(b, 0) + (n > 0)
+        for tally, field in (
+            (stats.inlined, "applied"),
+            (stats.outbuf, "outbuf"),
+            (stats.columns, "columns"),
+            (stats.merged, "merged"),
+        ):
+            for b, n in getattr(outcome, field).items():
+                tally[b] = tally.get(b, 0) + (n > 0)
         if stats.log:
             applied = " ".join(f"{b}={n}" for b, n in outcome.applied.items())
-            buffers = "".join(f", output as buffer {b}={n}" for b, n in outcome.outbuf.items() if n)
-            buffers += "".join(f", column reads {b}={n}" for b, n in outcome.columns.items() if n)
+            buffers = "".join(
+                f", {what} {b}={n}"
+                for what, field in (
+                    ("output as buffer", "outbuf"),
+                    ("column reads", "columns"),
+                    ("split writers merged", "merged"),
+                )
+                for b, n in getattr(outcome, field).items()
+                if n
+            )
             stats.log(
                 f"#{stats.programs} prog_{prog.key()} {'static ' if prog.static else ''}"
                 f"{prog.layout() + ', ' if prog.zones else ''}"
