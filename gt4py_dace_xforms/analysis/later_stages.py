@@ -126,7 +126,9 @@ def fused_beside(
     gt4py fuses any two top-level Maps of one state that are parallel (neither reachable
     from the other) with the same parameters, ranges that are equal or split at their
     overlap (`split_overlapping_map_range`), and, for the split, a common input; with
-    `only_if_common_ancestor=False`, nothing more is asked.
+    `only_if_common_ancestor=False`, nothing more is asked. (Ranges that differ are fused
+    only by the split fusion, which `gt_auto_optimize(disable_splitting=True)` skips;
+    icon4py and gt4py's backends leave it on.)
 
     Args:
         state: the state of both Maps.
