@@ -324,3 +324,32 @@ def test_generated_program_with_a_run_time_bound_agrees_with_stock_and_numpy(nam
         and prog.run_time_bounds().startswith(bound)
     )
     check(prog, 3, ALL_BUILDS)
+
+
+#: `make fuzz`'s reduction of a build the library failed and stock completed: a condition
+#: no level of the K domain meets, inside another. gt4py bounds the branch's levels with
+#: `Min(3, 10)` unevaluated; proving the output buffer's boxes compared `-3 + Min(3, 10) >= 0`
+#: as a bool, which sympy refuses (analysis/symbolic.py now evaluates such numbers first).
+UNEVALUATED_MIN = Prog(
+    dtype="float64",
+    fields=("a",),
+    cells=(),
+    scalars=(),
+    levels=(),
+    locals=(),
+    outputs=(Where(Cond("==", 3), Where(Cond("!=", 9), Read("a", 1), Lit(2.0)), Lit(2.0)),),
+    cell_domain=(2, 4),
+    k_domain=(14, 18),
+    runtime_k_domain=True,
+    zones=(
+        ("start_cell_nudging", 0),
+        ("start_cell_interior", 1),
+        ("end_cell_local", 4),
+        ("end_cell_halo", 5),
+    ),
+    out_cells=(("start_cell_nudging", "end_cell_halo"),),
+)
+
+
+def test_a_bound_written_as_an_unevaluated_min_builds_with_the_library():
+    check(UNEVALUATED_MIN, 0, ALL_BUILDS)

@@ -4,6 +4,7 @@ import dace
 import sympy
 
 from gt4py_dace_xforms.analysis.concat import Branch, ConcatAnalysis, prove_union_covers
+from gt4py_dace_xforms.analysis.symbolic import prove_nonnegative
 
 
 vs, ve, d, h = (
@@ -42,3 +43,14 @@ def test_a_gap_of_one_level_is_not_covered():
     # whenever the read reaches it: the proof must fail, however deep it searches.
     reason, _ = prove_union_covers(_concat(LOWER_HI, UPPER_LO + 1, UPPER_HI), READ, FACTS)
     assert reason is not None and "cannot be proven to cover" in reason
+
+
+def test_a_number_with_an_unevaluated_min_is_decided_not_raised():
+    """gt4py writes some bounds as `Min(3, 10)` unevaluated; a number holding one, as
+    `-3 + Min(3, 10)`, made sympy raise on `bool(e >= 0)` inside the output-buffer plan, which
+    failed the library's build of a program stock builds (make fuzz, strict mode)."""
+    three = sympy.Min(3, 10, evaluate=False)
+    assert prove_nonnegative(three - 3) is True
+    assert prove_nonnegative(three - 4) is False
+    assert prove_nonnegative(sympy.Min(17, three, evaluate=False) - 3) is True
+    assert prove_nonnegative(sympy.Max(three, 1, evaluate=False) - 2) is True

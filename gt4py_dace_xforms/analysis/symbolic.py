@@ -64,7 +64,12 @@ def _prove_nonnegative(expr: sympy.Expr, _depth: int) -> Optional[bool]:
     """
     e = expr
     if e.is_number:
-        return bool(e >= 0)
+        # A number may still hold an unevaluated `Min(3, 10)` (gt4py writes some bounds
+        # so), whose comparison sympy cannot turn into a bool: evaluate it first.
+        value = e.doit()
+        if not value.is_comparable:
+            return None
+        return bool(value >= 0)
     if e.is_nonnegative:
         return True
     if _depth >= _MAX_DEPTH:
