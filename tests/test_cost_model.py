@@ -962,3 +962,67 @@ def test_fresh_page_bytes_comes_from_the_process(monkeypatch):
         allocator.fresh_page_bytes()
     with pytest.raises(ValueError, match="must be >= 0"):
         allocator.set_fresh_page_bytes(-1)
+
+
+def _neighbor_sum(name: str) -> dace.SDFG:
+    """`tmp[i, k] = 2 * sum_j (a[row, k] gathered at j) * 0.5 + 1`: a producer whose slice
+    loops over six neighbors (an inner Map with a WCR sum), read at k and k + 1."""
+    sdfg = dace.SDFG(name)
+    for arr in ("a", "out"):
+        sdfg.add_array(arr, ("N", "K"), dace.float64)
+    sdfg.add_array("tmp", ("N", "K"), dace.float64, transient=True)
+    sdfg.add_scalar("s", dace.float64, transient=True)
+    st = sdfg.add_state("main")
+    a, tmp = st.add_access("a"), st.add_access("tmp")
+    me, mx = st.add_map("producer", {"i": "0:N", "k": "0:K"})
+    ie, ix = st.add_map("nbr", {"j": "0:6"})
+    g = st.add_tasklet("g", {"__a"}, {"__o"}, "__o = __a[j] * 0.5 + 1.0")
+    st.add_memlet_path(a, me, ie, g, dst_conn="__a", memlet=dace.Memlet("a[0:N, k]"))
+    s = st.add_access("s")
+    st.add_memlet_path(
+        g, ix, s, src_conn="__o", memlet=dace.Memlet("s[0]", wcr="lambda x, y: x + y")
+    )
+    h = st.add_tasklet("h", {"__s"}, {"__t"}, "__t = 2.0 * __s")
+    st.add_edge(s, None, h, "__s", dace.Memlet("s[0]"))
+    st.add_memlet_path(h, mx, tmp, src_conn="__t", memlet=dace.Memlet("tmp[i, k]"))
+    st.add_mapped_tasklet(
+        "consumer",
+        {"i": "0:N", "k": "0:K-1"},
+        inputs={"__t0": dace.Memlet("tmp[i, k]"), "__t1": dace.Memlet("tmp[i, k + 1]")},
+        code="__o = __t1 - __t0",
+        outputs={"__o": dace.Memlet("out[i, k]")},
+        external_edges=True,
+        input_nodes={"tmp": tmp},
+    )
+    sdfg.validate()
+    return sdfg
+
+
+def test_a_copy_inside_a_nested_sdfg_is_priced_with_its_loops_and_gathers():
+    """A slice holding a nested SDFG (a copy an earlier inline left in the producer) is
+    priced with the nested SDFG's neighbor loop, once per iteration, and its gathers: here
+    6 x 2 operations + 1 and 6 gathers per point, where one evaluation of each node and no
+    gather (3 and 0) were counted before (the corrector advection's `gtir_tmp_104` priced
+    with copies of `gtir_tmp_80` in its slice; docs/cost_model.md, *A lower charge,
+    counted*)."""
+    from dace.sdfg.graph import SubgraphView
+    from dace.transformation.helpers import nest_state_subgraph
+
+    sdfg = _neighbor_sum("nbr_nested")
+    st = sdfg.start_block
+    inner = next(
+        n for n in st.nodes() if isinstance(n, dace.nodes.MapEntry) and n.map.label == "nbr"
+    )
+    rest = [
+        n
+        for n in st.nodes()
+        if (isinstance(n, dace.nodes.AccessNode) and n.data == "s")
+        or (isinstance(n, dace.nodes.Tasklet) and n.label == "h")
+    ]
+    nest_state_subgraph(sdfg, st, SubgraphView(st, st.scope_subgraph(inner).nodes() + rest))
+    sdfg.validate()
+    assert any(isinstance(n, dace.nodes.NestedSDFG) for n in st.nodes())
+    for target in ("cpu", "gpu"):
+        figures = _model(target=target).estimate(sdfg, _candidate(sdfg))
+        assert figures["ops_per_copy"] == 6 * 2 + 1, figures
+        assert figures["gathers_per_point"] == 6, figures

@@ -1315,12 +1315,41 @@ def _work(sdfg: dace.SDFG, prod) -> tuple[float, float]:
             outer = scope.get(outer)
         ops += _node_ops(node) * mult
         if isinstance(node, dn.Tasklet) and state is not None:
-            rows = [
-                e.dst_conn
-                for e in state.in_edges(node)
-                if e.data.data is not None and (e.data.dynamic or e.data.subset.num_elements() != 1)
-            ]
-            gathers += mult * sum(_subscripts(node, conn) for conn in rows)
+            gathers += mult * _tasklet_gathers(state, node)
+        elif isinstance(node, dn.NestedSDFG):
+            # A copy inlined before (a nested SDFG in the slice) gathers inside.
+            gathers += mult * _nested_work(node.sdfg)[1]
+    return ops, gathers
+
+
+def _tasklet_gathers(state: dace.SDFGState, node: dn.Tasklet) -> float:
+    """The rows a tasklet indexes itself (an input of more than one element, or dynamic)."""
+    rows = [
+        e.dst_conn
+        for e in state.in_edges(node)
+        if e.data.data is not None and (e.data.dynamic or e.data.subset.num_elements() != 1)
+    ]
+    return float(sum(_subscripts(node, conn) for conn in rows))
+
+
+def _nested_work(sdfg: dace.SDFG) -> tuple[float, float]:
+    """Operations and gathers of one evaluation of a nested SDFG: nodes inside its Maps
+    (a copy's neighbor loops) count once per iteration, as in `_work`."""
+    ops = gathers = 0.0
+    for state in sdfg.states():
+        scope = state.scope_dict()
+        for node in state.nodes():
+            mult, outer = 1.0, scope.get(node)
+            while outer is not None:
+                mult *= _inner_extent(outer.map)
+                outer = scope.get(outer)
+            if isinstance(node, dn.NestedSDFG):
+                inner = _nested_work(node.sdfg)
+                ops, gathers = ops + inner[0] * mult, gathers + inner[1] * mult
+                continue
+            ops += _node_ops(node) * mult
+            if isinstance(node, dn.Tasklet):
+                gathers += mult * _tasklet_gathers(state, node)
     return ops, gathers
 
 
@@ -1391,7 +1420,7 @@ def _node_ops(node) -> float:
         except SyntaxError:
             return 4.0  # C++ tasklet: a few operations
     if isinstance(node, dn.NestedSDFG):
-        return sum(_node_ops(n) for st in node.sdfg.states() for n in st.nodes())
+        return _nested_work(node.sdfg)[0]
     if isinstance(node, dn.LibraryNode):
         return 8.0
     return 0.0
