@@ -1324,19 +1324,34 @@ def _work(sdfg: dace.SDFG, prod) -> tuple[float, float]:
     """Operations and gathers (indirect loads) to compute one element of a producer slice;
     nodes inside inner Maps (neighbor loops) count once per inner iteration."""
     state = next((st for st in sdfg.states() if prod.map_entry in st), None)
+    return _nodes_work(state, prod.nodes, prod.map_entry)
+
+
+def _nested_work(sdfg: dace.SDFG) -> tuple[float, float]:
+    """Operations and gathers of one evaluation of a nested SDFG (a copy an earlier inline
+    left in a producer), counted as `_work` counts a slice."""
+    totals = [_nodes_work(st, st.nodes()) for st in sdfg.states()]
+    return sum(t[0] for t in totals), sum(t[1] for t in totals)
+
+
+def _nodes_work(state, nodes, stop=None) -> tuple[float, float]:
+    """Operations and gathers of `nodes` of `state` per iteration of the scope `stop`
+    (None: the state itself): a node inside inner Maps counts once per inner iteration, a
+    nested SDFG with all it holds. Without a `state`, no tasklet's gathers are known."""
     scope = state.scope_dict() if state is not None else {}
     ops = gathers = 0.0
-    for node in prod.nodes:
+    for node in nodes:
         mult, outer = 1.0, scope.get(node)
-        while outer is not None and outer is not prod.map_entry:
+        while outer is not None and outer is not stop:
             mult *= _inner_extent(outer.map)
             outer = scope.get(outer)
+        if isinstance(node, dn.NestedSDFG):
+            inner = _nested_work(node.sdfg)
+            ops, gathers = ops + inner[0] * mult, gathers + inner[1] * mult
+            continue
         ops += _node_ops(node) * mult
         if isinstance(node, dn.Tasklet) and state is not None:
             gathers += mult * _tasklet_gathers(state, node)
-        elif isinstance(node, dn.NestedSDFG):
-            # A copy inlined before (a nested SDFG in the slice) gathers inside.
-            gathers += mult * _nested_work(node.sdfg)[1]
     return ops, gathers
 
 
@@ -1348,27 +1363,6 @@ def _tasklet_gathers(state: dace.SDFGState, node: dn.Tasklet) -> float:
         if e.data.data is not None and (e.data.dynamic or e.data.subset.num_elements() != 1)
     ]
     return float(sum(_subscripts(node, conn) for conn in rows))
-
-
-def _nested_work(sdfg: dace.SDFG) -> tuple[float, float]:
-    """Operations and gathers of one evaluation of a nested SDFG: nodes inside its Maps
-    (a copy's neighbor loops) count once per iteration, as in `_work`."""
-    ops = gathers = 0.0
-    for state in sdfg.states():
-        scope = state.scope_dict()
-        for node in state.nodes():
-            mult, outer = 1.0, scope.get(node)
-            while outer is not None:
-                mult *= _inner_extent(outer.map)
-                outer = scope.get(outer)
-            if isinstance(node, dn.NestedSDFG):
-                inner = _nested_work(node.sdfg)
-                ops, gathers = ops + inner[0] * mult, gathers + inner[1] * mult
-                continue
-            ops += _node_ops(node) * mult
-            if isinstance(node, dn.Tasklet):
-                gathers += mult * _tasklet_gathers(state, node)
-    return ops, gathers
 
 
 def _kept_work(sdfg: dace.SDFG, prod) -> tuple[float, float, set[str]]:
