@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 
 import dace
+import networkx as nx
 import sympy
 from dace.sdfg import nodes as dn, propagation
 from gt4py.next.program_processors.runners.dace.transformations import (
@@ -142,7 +143,7 @@ def fused_beside(
         True only where all of the above holds; False where anything is unknown.
     """
     try:
-        if writer not in state.nodes() or consumer not in state.nodes() or not shared:
+        if not shared or writer not in state.nodes() or consumer not in state.nodes():
             return False
         sd = state.scope_dict()
         if sd[writer] is not None or sd[consumer] is not None:
@@ -163,15 +164,10 @@ def fused_beside(
 def _reaches(state: dace.SDFGState, start: dn.Node, goal: dn.Node, cut: str) -> bool:
     """Whether `goal` is reachable from `start`, without the edges from AccessNodes of
     `cut` into `goal` (the reads the rewrite removes)."""
-    seen, stack = {start}, [start]
-    while stack:
-        node = stack.pop()
-        for e in state.out_edges(node):
-            if e.dst is goal:
-                if isinstance(node, dn.AccessNode) and node.data == cut:
-                    continue
-                return True
-            if e.dst not in seen:
-                seen.add(e.dst)
-                stack.append(e.dst)
-    return False
+    view = nx.subgraph_view(
+        state.nx,
+        filter_edge=lambda u, v, *_: (
+            not (v is goal and isinstance(u, dn.AccessNode) and u.data == cut)
+        ),
+    )
+    return nx.has_path(view, start, goal)
