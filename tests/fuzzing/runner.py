@@ -169,6 +169,15 @@ COUNTERS: dict[str, Callable] = {
     "merged": lambda r: len(r.fragments_merged),
 }
 
+#: What `Stats` tallies per library build (programs where the counter is not zero): its
+#: field, the `Outcome` counter, and the words of the summary and the progress log.
+TALLIES = (
+    ("inlined", "applied", "inlined something"),
+    ("outbuf", "outbuf", "output as buffer"),
+    ("columns", "columns", "column reads"),
+    ("merged", "merged", "split writers merged"),
+)
+
 
 def offset_provider(prog: Prog) -> dict:
     """The `C2C` table for programs that read through it (`strategy.C2C_TABLE`)."""
@@ -428,14 +437,13 @@ class Stats:
         return self.failure.signature[0] if self.failure else ALL_BUILDS
 
     def summary(self) -> str:
-        inl = ", ".join(f"{b} {n}" for b, n in self.inlined.items()) or "-"
-        buf = ", ".join(f"{b} {n}" for b, n in self.outbuf.items()) or "-"
-        col = ", ".join(f"{b} {n}" for b, n in self.columns.items()) or "-"
-        mer = ", ".join(f"{b} {n}" for b, n in self.merged.items()) or "-"
+        tallies = "".join(
+            f"{words}: {', '.join(f'{b} {n}' for b, n in getattr(self, field).items()) or '-'}; "
+            for field, _, words in TALLIES
+        )
         return (
             f"{self.programs} generated programs checked ({self.compiled} compiled, "
-            f"{self.programs - self.compiled} reused) in {self.seconds:.0f} s; inlined something: {inl}; "
-            f"output as buffer: {buf}; column reads: {col}; split writers merged: {mer}; "
+            f"{self.programs - self.compiled} reused) in {self.seconds:.0f} s; {tallies}"
             f"stock itself failed on {len(self.stock_failures)} (skipped)"
         )
 
@@ -469,24 +477,16 @@ def check_program(prog: Prog, data_seed: int, stats: Stats) -> None:
         stats._seen.add(key)
         stats.programs += 1
         stats.compiled += not outcome.reused
-        for tally, field in (
-            (stats.inlined, "applied"),
-            (stats.outbuf, "outbuf"),
-            (stats.columns, "columns"),
-            (stats.merged, "merged"),
-        ):
-            for b, n in getattr(outcome, field).items():
+        for field, counter, _ in TALLIES:
+            tally = getattr(stats, field)
+            for b, n in getattr(outcome, counter).items():
                 tally[b] = tally.get(b, 0) + (n > 0)
         if stats.log:
             applied = " ".join(f"{b}={n}" for b, n in outcome.applied.items())
             buffers = "".join(
-                f", {what} {b}={n}"
-                for what, field in (
-                    ("output as buffer", "outbuf"),
-                    ("column reads", "columns"),
-                    ("split writers merged", "merged"),
-                )
-                for b, n in getattr(outcome, field).items()
+                f", {words} {b}={n}"
+                for _, counter, words in TALLIES[1:]  # the first, inlined, is `applied`
+                for b, n in getattr(outcome, counter).items()
                 if n
             )
             stats.log(
